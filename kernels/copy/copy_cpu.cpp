@@ -1,0 +1,178 @@
+// cpu.ref: one generic loop over the linear index with N-d offsets. Obviously right.
+// cpu.fast: memcpy or bulk conversion when both sides are contiguous; otherwise OpenMP over the
+// rows of the last dimension, with the inner loop on the two inner strides.
+#include <cstring>
+
+#include "kernels/copy/copy.h"
+#include "kernels/registry.h"
+#include "kernels/strided.h"
+#include "kernels/testing.h"
+
+namespace aim::kernels {
+namespace {
+
+void check_copy_args(const CopyArgs& a) {
+  AIM_CHECK(a.src.sizes() == a.dst.sizes(), "[copy] src ", to_string(a.src.sizes()),
+            " and dst ", to_string(a.dst.sizes()), " differ in shape");
+  AIM_CHECK(a.src.device() == a.dst.device(), "[copy] src on ", a.src.device().str(),
+            ", dst on ", a.dst.device().str(), ": same-device copies only");
+}
+
+void copy_cpu_ref(const CopyArgs& a) {
+  check_copy_args(a);
+  const int64_t n = a.dst.numel();
+  AIM_DISPATCH_ALL_TYPES(a.src.dtype(), S, {
+    AIM_DISPATCH_ALL_TYPES(a.dst.dtype(), D, {
+      const S* s = static_cast<const S*>(a.src.raw_data());
+      D* d = static_cast<D*>(a.dst.raw_data());
+      for (int64_t i = 0; i < n; ++i)
+        d[strided_offset(i, a.dst.sizes(), a.dst.strides())] =
+            cast_value<D>(s[strided_offset(i, a.src.sizes(), a.src.strides())]);
+    });
+  });
+}
+
+template <class S, class D>
+void copy_rows(const CopyArgs& a) {
+  const S* s = static_cast<const S*>(a.src.raw_data());
+  D* d = static_cast<D*>(a.dst.raw_data());
+  const int64_t n = a.dst.numel();
+  if (a.src.is_contiguous() && a.dst.is_contiguous()) {
+    if constexpr (std::is_same_v<S, D>) {
+      const int64_t bytes = n * int64_t(sizeof(S));
+      const int64_t chunk = int64_t(1) << 20;
+#pragma omp parallel for schedule(static) if (bytes > (int64_t(4) << 20))
+      for (int64_t off = 0; off < bytes; off += chunk)
+        std::memcpy(reinterpret_cast<char*>(d) + off, reinterpret_cast<const char*>(s) + off,
+                    size_t(std::min(chunk, bytes - off)));
+      return;
+    } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, Half>) {
+      convert_f32_to_f16(s, d, n);
+      return;
+    } else if constexpr (std::is_same_v<S, Half> && std::is_same_v<D, float>) {
+      convert_f16_to_f32(s, d, n);
+      return;
+    } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, BFloat16>) {
+      convert_f32_to_bf16(s, d, n);
+      return;
+    } else if constexpr (std::is_same_v<S, BFloat16> && std::is_same_v<D, float>) {
+      convert_bf16_to_f32(s, d, n);
+      return;
+    } else {
+#pragma omp parallel for schedule(static) if (n > (int64_t(1) << 16))
+      for (int64_t i = 0; i < n; ++i) d[i] = cast_value<D>(s[i]);
+      return;
+    }
+  }
+  if (n == 0) return;
+  const int64_t last = a.dst.dim() == 0 ? 1 : a.dst.size(-1);
+  const int64_t ss = a.dst.dim() == 0 ? 0 : a.src.stride(-1);
+  const int64_t ds = a.dst.dim() == 0 ? 0 : a.dst.stride(-1);
+  const int64_t rows = n / last;
+#pragma omp parallel for schedule(static) if (n > (int64_t(1) << 16))
+  for (int64_t r = 0; r < rows; ++r) {
+    const S* sr = s + strided_offset(r * last, a.src.sizes(), a.src.strides());
+    D* dr = d + strided_offset(r * last, a.dst.sizes(), a.dst.strides());
+    for (int64_t c = 0; c < last; ++c) dr[c * ds] = cast_value<D>(sr[c * ss]);
+  }
+}
+
+void copy_cpu_fast(const CopyArgs& a) {
+  check_copy_args(a);
+  AIM_DISPATCH_ALL_TYPES(a.src.dtype(), S, {
+    AIM_DISPATCH_ALL_TYPES(a.dst.dtype(), D, { copy_rows<S, D>(a); });
+  });
+}
+
+void fill_cpu_ref(const FillArgs& a) {
+  const int64_t n = a.dst.numel();
+  AIM_DISPATCH_ALL_TYPES(a.dst.dtype(), D, {
+    D* d = static_cast<D*>(a.dst.raw_data());
+    const D v = cast_value<D>(a.value);
+    for (int64_t i = 0; i < n; ++i) d[strided_offset(i, a.dst.sizes(), a.dst.strides())] = v;
+  });
+}
+
+template <class D>
+void fill_contiguous(D* d, int64_t n, D v) {
+#pragma omp parallel for schedule(static) if (n > (int64_t(1) << 16))
+  for (int64_t i = 0; i < n; ++i) d[i] = v;
+}
+
+void fill_cpu_fast(const FillArgs& a) {
+  if (!a.dst.is_contiguous()) return fill_cpu_ref(a);
+  AIM_DISPATCH_ALL_TYPES(a.dst.dtype(), D, {
+    fill_contiguous(static_cast<D*>(a.dst.raw_data()), a.dst.numel(), cast_value<D>(a.value));
+  });
+}
+
+// Test shapes: {dst dtype, layout, d0, d1, d2}. layout 0: contiguous; 1: src transposed
+// (dims 0 and 2); 2: src sliced with step 2 in the middle dim; 3: src broadcast along dim 1.
+TestCase make_copy_case(const TestShape& s, DType t, uint64_t seed) {
+  const DType dst_t = DType(s[0]);
+  const int layout = int(s[1]);
+  const Shape shape{s[2], s[3], s[4]};
+  TestCase c;
+  Tensor src;
+  if (layout == 0) {
+    src = random_tensor(shape, t, seed, 0, 120);
+  } else if (layout == 1) {
+    src = random_tensor({s[4], s[3], s[2]}, t, seed, 0, 120).transpose(0, 2);
+  } else if (layout == 2) {
+    src = random_tensor({s[2], 2 * s[3], s[4]}, t, seed, 0, 120).slice(1, 0, 2 * s[3], 2);
+  } else {
+    src = random_tensor({s[2], 1, s[4]}, t, seed, 0, 120).expand(shape);
+  }
+  c.add_in("src", src);
+  c.add_out("dst", poison_tensor(shape, dst_t));
+  return c;
+}
+
+std::vector<DType> all_dtypes() { return {std::begin(kAllDTypes), std::end(kAllDTypes)}; }
+
+}  // namespace
+
+void copy(const CopyArgs& a) { AIM_DISPATCH_OP(CopyArgs, "copy", a); }
+void fill(const FillArgs& a) { AIM_DISPATCH_OP(FillArgs, "fill", a); }
+
+void register_copy_cpu(Registry& r) {
+  auto& c = r.op<CopyArgs>("copy");
+  c.description = "strided copy with dtype cast";
+  c.add({"cpu.ref", Backend::CPU, Provider::Own, copy_cpu_ref, all_dtypes()});
+  c.add({"cpu.fast", Backend::CPU, Provider::Own, copy_cpu_fast, all_dtypes()});
+  c.set_default(Backend::CPU, "cpu.fast");
+  c.set_cost(copy_cost);
+  c.set_bind([](const TestCase& tc) { return CopyArgs{tc.in("src"), tc.out("dst")}; });
+  c.make_case = make_copy_case;
+  c.ref_uses_case_dtype = true;
+  for (DType dst : {DType::f32, DType::f16, DType::bf16, DType::i64, DType::boolean, DType::u8})
+    for (int layout = 0; layout < 4; ++layout)
+      c.add_test_shapes({{int64_t(dst), layout, 3, 5, 7}, {int64_t(dst), layout, 1, 33, 31}});
+  c.add_test_shapes({{int64_t(DType::f32), 0, 64, 129, 65}, {int64_t(DType::f32), 1, 17, 64, 67}});
+
+  auto& f = r.op<FillArgs>("fill");
+  f.description = "fill with a scalar";
+  f.add({"cpu.ref", Backend::CPU, Provider::Own, fill_cpu_ref, all_dtypes()});
+  f.add({"cpu.fast", Backend::CPU, Provider::Own, fill_cpu_fast, all_dtypes()});
+  f.set_default(Backend::CPU, "cpu.fast");
+  f.set_cost(fill_cost);
+  f.set_bind([](const TestCase& tc) { return FillArgs{tc.out("dst"), tc.param("value")}; });
+  f.make_case = [](const TestShape& s, DType t, uint64_t) {
+    TestCase c;
+    c.add_out("dst", poison_tensor({s[0], s[1]}, t));
+    c.params["value"] = 3.0;
+    return c;
+  };
+  f.ref_uses_case_dtype = true;
+  f.add_test_shapes({{1, 1}, {3, 31}, {17, 33}, {257, 129}});
+}
+
+}  // namespace aim::kernels
+
+// Hooks used by tensor/ (Tensor::contiguous, to(dtype), copy_, fill_).
+namespace aim {
+void copy_same_device(const Tensor& src, const Tensor& dst) {
+  kernels::copy(kernels::CopyArgs{src, dst});
+}
+void fill_tensor(const Tensor& dst, double value) { kernels::fill(kernels::FillArgs{dst, value}); }
+}  // namespace aim

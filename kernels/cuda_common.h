@@ -1,0 +1,173 @@
+// Shared helpers for own CUDA kernels. Every *_cuda.cu includes this first. The same source
+// compiles with nvcc (namespace aim::kernels::cuda, Backend::CUDA) and, under AIM_SIMT, as plain
+// C++ for the CPU emulator in kernels/simt (namespace aim::kernels::simt, Backend::SIMT).
+// Rules for kernels (kernels/simt/README.md): launch with AIM_LAUNCH, dynamic shared memory with
+// AIM_DYNAMIC_SHARED, inline PTX only behind #ifndef AIM_SIMT with a plain fallback.
+#pragma once
+
+#ifdef AIM_SIMT
+#include "kernels/simt/simt.h"
+#define AIM_CUDA_NS simt
+#define AIM_CUDA_BACKEND ::aim::kernels::Backend::SIMT
+#define AIM_LAUNCH(grid, block, smem, stream, ...) \
+  ::aim::simt::Launch(grid, block, smem, #__VA_ARGS__, __VA_ARGS__)
+#define AIM_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::aim::simt::dynamic_shared())
+// The emulator runs launches synchronously and throws on a bad configuration.
+#define AIM_CHECK_LAUNCH() \
+  do {                     \
+  } while (0)
+#else
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "tensor/cuda_check.h"
+#define AIM_CUDA_NS cuda
+#define AIM_CUDA_BACKEND ::aim::kernels::Backend::CUDA
+#define AIM_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#define AIM_DYNAMIC_SHARED(T, name)                                \
+  extern __shared__ __align__(16) unsigned char aim_dynamic_smem[]; \
+  T* name = reinterpret_cast<T*>(aim_dynamic_smem)
+#endif
+
+#include <cstdint>
+
+#include "kernels/registry.h"
+
+namespace aim {
+// Device-side 16-bit types map to the same dtypes as the host's Half/BFloat16 (same bits).
+template <>
+constexpr DType dtype_of<__half>() {
+  return DType::f16;
+}
+template <>
+constexpr DType dtype_of<__nv_bfloat16>() {
+  return DType::bf16;
+}
+}  // namespace aim
+
+// AIM_DISPATCH_CUDA_FLOAT_TYPES(dtype, T, ...): f32, f64, f16 (__half), bf16 (__nv_bfloat16).
+#define AIM_DISPATCH_CUDA_FLOAT_TYPES(dtype, T, ...)                                     \
+  do {                                                                                   \
+    switch (dtype) {                                                                     \
+      case ::aim::DType::f32: { using T = float; __VA_ARGS__; break; }                   \
+      case ::aim::DType::f64: { using T = double; __VA_ARGS__; break; }                  \
+      case ::aim::DType::f16: { using T = __half; __VA_ARGS__; break; }                  \
+      case ::aim::DType::bf16: { using T = __nv_bfloat16; __VA_ARGS__; break; }          \
+      default:                                                                           \
+        AIM_FAIL("dtype ", ::aim::dtype_name(dtype), " not supported (float types only)"); \
+    }                                                                                    \
+  } while (0)
+
+// Every dtype, with device-side 16-bit types.
+#define AIM_DISPATCH_CUDA_ALL_TYPES(dtype, T, ...)                              \
+  do {                                                                          \
+    switch (dtype) {                                                            \
+      case ::aim::DType::f32: { using T = float; __VA_ARGS__; break; }          \
+      case ::aim::DType::f64: { using T = double; __VA_ARGS__; break; }         \
+      case ::aim::DType::f16: { using T = __half; __VA_ARGS__; break; }         \
+      case ::aim::DType::bf16: { using T = __nv_bfloat16; __VA_ARGS__; break; } \
+      case ::aim::DType::i8: { using T = int8_t; __VA_ARGS__; break; }          \
+      case ::aim::DType::u8: { using T = uint8_t; __VA_ARGS__; break; }         \
+      case ::aim::DType::i32: { using T = int32_t; __VA_ARGS__; break; }        \
+      case ::aim::DType::i64: { using T = int64_t; __VA_ARGS__; break; }        \
+      case ::aim::DType::boolean: { using T = bool; __VA_ARGS__; break; }       \
+    }                                                                           \
+  } while (0)
+
+namespace aim::kernels::AIM_CUDA_NS {
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Conversions through float for every element type (fp16/bf16 compute in fp32).
+template <class T>
+__host__ __device__ __forceinline__ float to_f32(T v) {
+  return static_cast<float>(v);
+}
+template <>
+__host__ __device__ __forceinline__ float to_f32<__half>(__half v) {
+  return __half2float(v);
+}
+template <>
+__host__ __device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <class T>
+__host__ __device__ __forceinline__ T from_f32(float v) {
+  return static_cast<T>(v);
+}
+template <>
+__host__ __device__ __forceinline__ __half from_f32<__half>(float v) {
+  return __float2half(v);
+}
+template <>
+__host__ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v);
+}
+// Accumulator type: double for double, float otherwise.
+template <class T>
+struct Acc {
+  using type = float;
+};
+template <>
+struct Acc<double> {
+  using type = double;
+};
+
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int o = kWarpSize / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+template <class T>
+__device__ __forceinline__ T warp_max(T v) {
+  for (int o = kWarpSize / 2; o > 0; o /= 2) {
+    const T w = __shfl_xor_sync(kFullMask, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+}
+
+// Sum over the block; every thread gets the result. `scratch` holds >= 32 values of T.
+// blockDim.x must be a multiple of 32.
+template <class T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : T(0);
+  return warp_sum(v);
+}
+template <class T>
+__device__ __forceinline__ T block_max(T v, T* scratch, T lowest) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : lowest;
+  return warp_max(v);
+}
+
+// The stream kernels on device d are launched on (the host thread's current stream).
+inline cudaStream_t stream_for(Device d) {
+  return static_cast<cudaStream_t>(current_stream(d.is_cuda() ? d.index : 0));
+}
+
+// Grid size for a grid-stride loop over n elements: enough blocks to fill the GPU, no more.
+inline unsigned grid_for(int64_t n, int threads) {
+  const int64_t blocks = ceil_div(n, threads);
+  return unsigned(blocks < 65535 * 4 ? (blocks > 0 ? blocks : 1) : 65535 * 4);
+}
+
+// Zero a device buffer on the current stream (host memory under the emulator).
+void memset_zero(void* p, size_t bytes, Device d);
+
+}  // namespace aim::kernels::AIM_CUDA_NS

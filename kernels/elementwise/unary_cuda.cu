@@ -1,0 +1,6 @@
+// unary: own CUDA variants (in progress).
+#include "kernels/cuda_common.h"
+
+namespace aim::kernels::AIM_CUDA_NS {
+void register_unary_cuda(Registry&) {}
+}  // namespace aim::kernels::AIM_CUDA_NS

@@ -1,0 +1,6 @@
+// loss: own CUDA variants (in progress).
+#include "kernels/cuda_common.h"
+
+namespace aim::kernels::AIM_CUDA_NS {
+void register_loss_cuda(Registry&) {}
+}  // namespace aim::kernels::AIM_CUDA_NS

@@ -1,0 +1,6 @@
+// random: own CUDA variants (in progress).
+#include "kernels/cuda_common.h"
+
+namespace aim::kernels::AIM_CUDA_NS {
+void register_random_cuda(Registry&) {}
+}  // namespace aim::kernels::AIM_CUDA_NS

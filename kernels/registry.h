@@ -1,0 +1,326 @@
+// Kernel variant tables (DESIGN.md §4).
+//
+// Each op has a table of variants named "<backend>.<idea>" (cpu.ref, cpu.blas, cuda.tiled,
+// cuda.cublas, ...). A variant says which dtypes it takes and, through supports(), why it
+// cannot take some arguments. Selection, per call:
+//   per-call override (ScopedVariant: tests, bench) > --kernels / AIM_KERNELS ("own", "vendor",
+//   or "op=variant,...") > the registered default for the tensors' backend.
+// A chosen variant that cannot run is an error naming the reason, unless fallback is allowed
+// (--kernels-fallback / AIM_KERNELS_FALLBACK=1): then the substitution is logged once and
+// recorded (substitutions()) for the results file.
+//
+// Each op also carries what the registry-driven test needs: test shapes, a case maker that
+// builds named inputs/outputs from a shape, and a binder from a case to the op's Args. Args
+// structs provide `Device device() const` and `DType dtype() const` (the dtype that variants'
+// dtype lists refer to).
+#pragma once
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <typeindex>
+#include <vector>
+
+#include "kernels/op.h"
+
+namespace aim::kernels {
+
+using TestShape = std::vector<int64_t>;
+std::string shape_str(const TestShape& s, const char* sep = ",");
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+// One test case: inputs (read) and outputs (written or accumulated) with their initial content,
+// plus scalar parameters. Built on the CPU by an op's case maker.
+struct TestCase {
+  std::vector<NamedTensor> inputs, outputs;
+  std::map<std::string, double> params;
+  const Tensor& in(const std::string& name) const;
+  const Tensor& out(const std::string& name) const;
+  double param(const std::string& name) const;
+  void add_in(const std::string& name, Tensor t) { inputs.push_back({name, std::move(t)}); }
+  void add_out(const std::string& name, Tensor t) { outputs.push_back({name, std::move(t)}); }
+};
+
+struct Tolerance {
+  double atol = 0, rtol = 0;
+};
+Tolerance default_tolerance(DType t);
+
+struct VariantInfo {
+  std::string name;
+  Backend backend;
+  Provider provider;
+  std::vector<DType> dtypes;
+};
+
+// Type-erased view of an op: what the generic test, the bench and the coverage table use.
+class OpBase {
+ public:
+  explicit OpBase(std::string name) : name_(std::move(name)) {}
+  virtual ~OpBase() = default;
+  const std::string& name() const { return name_; }
+  virtual std::vector<VariantInfo> variant_infos() const = 0;
+  // Runs `variant` (of backend b) on a case whose tensors are on the right device. Returns ""
+  // when it ran, else why the variant does not take these arguments.
+  virtual std::string run_case(const std::string& variant, Backend b, const TestCase& c) = 0;
+  virtual Cost case_cost(const TestCase& c) const = 0;
+  virtual std::vector<std::pair<std::string, int64_t>> call_counts() const = 0;
+  std::string default_variant(Backend b) const;
+
+  // Test description.
+  std::vector<TestShape> test_shapes;
+  std::function<TestCase(const TestShape&, DType, uint64_t seed)> make_case;
+  std::function<Tolerance(DType, const TestShape&)> tolerance;  // empty: default_tolerance
+  // The reference runs on the case with floating tensors cast to f32, unless this is set (ops
+  // such as cast, whose dtypes are the point).
+  bool ref_uses_case_dtype = false;
+  // Shapes too large for the SIMT emulator are skipped there when this returns false.
+  std::function<bool(const TestShape&)> small_enough_for_simt;
+  std::string description;
+
+ protected:
+  std::string name_;
+  std::map<Backend, std::string> defaults_;
+};
+
+template <class Args>
+struct Variant {
+  Variant(std::string n, Backend b, Provider p, std::function<void(const Args&)> r,
+          std::vector<DType> d, std::function<std::string(const Args&)> s = {})
+      : name(std::move(n)), backend(b), provider(p), run(std::move(r)), dtypes(std::move(d)),
+        supports(std::move(s)) {}
+  std::string name;
+  Backend backend;
+  Provider provider;
+  std::function<void(const Args&)> run;
+  std::vector<DType> dtypes;
+  std::function<std::string(const Args&)> supports;  // optional: "" = can run
+  // Filled by the table.
+  std::shared_ptr<std::atomic<int64_t>> calls = std::make_shared<std::atomic<int64_t>>(0);
+  std::string range_name;  // "op/variant" for NVTX and traces
+};
+
+// Hooks for the profiler and tracing (profiler/ installs one; null when off).
+class OpObserver {
+ public:
+  virtual ~OpObserver() = default;
+  virtual void begin(const std::string& op, const std::string& variant, Backend b,
+                     const Cost& cost) = 0;
+  virtual void end() = 0;
+};
+void set_op_observer(OpObserver* o);
+OpObserver* op_observer();
+
+// Runtime selection settings.
+struct Selection {
+  std::string mode;                                // "", "own" or "vendor"
+  std::map<std::string, std::string> per_op;       // op -> variant
+  bool fallback = false;
+};
+void set_kernel_selection(const std::string& spec, bool fallback);  // parses --kernels
+const Selection& kernel_selection();
+
+struct Substitution {
+  std::string op, wanted, used, reason;
+};
+std::vector<Substitution> substitutions();
+void record_substitution(const Substitution& s);  // logs once per (op, wanted)
+
+// Per-call override for this thread: op name (or "*" for all ops) -> variant name.
+class ScopedVariant {
+ public:
+  ScopedVariant(std::string op, std::string variant);
+  ~ScopedVariant();
+  ScopedVariant(const ScopedVariant&) = delete;
+  ScopedVariant& operator=(const ScopedVariant&) = delete;
+
+ private:
+  std::string op_, previous_;
+  bool had_previous_;
+};
+const std::string* variant_override(const std::string& op);
+
+int debug_level();  // AIM_DEBUG
+// Called around every dispatched call: NVTX range, debug printing, observer.
+void dispatch_begin(const std::string& op, const std::string& range_name,
+                    const std::string& variant, Backend b, const std::function<Cost()>& cost);
+void dispatch_end(Backend b);
+
+[[noreturn]] void no_such_variant(const std::string& op, const std::string& variant,
+                                  Device d, const std::string& available);
+
+template <class Args>
+class Op final : public OpBase {
+ public:
+  explicit Op(std::string name) : OpBase(std::move(name)) {}
+
+  void add(Variant<Args> v) {
+    for (const auto& e : variants_)
+      AIM_CHECK(!(e.name == v.name && e.backend == v.backend), "[", name_, "] variant ",
+                v.name, " registered twice");
+    v.range_name = name_ + "/" + v.name;
+    variants_.push_back(std::move(v));
+  }
+  void set_default(Backend b, const std::string& variant) { defaults_[b] = variant; }
+  void set_bind(std::function<Args(const TestCase&)> f) { bind_ = std::move(f); }
+  void set_cost(std::function<Cost(const Args&)> f) { cost_ = std::move(f); }
+  void add_test_shapes(std::vector<TestShape> shapes) {
+    for (auto& s : shapes) test_shapes.push_back(std::move(s));
+  }
+
+  // Runs the selected variant.
+  void operator()(const Args& a) {
+    const Variant<Args>& v = select(a);
+    v.calls->fetch_add(1, std::memory_order_relaxed);
+    dispatch_begin(name_, v.range_name, v.name, v.backend,
+                   [&] { return cost_ ? cost_(a) : Cost{}; });
+    v.run(a);
+    dispatch_end(v.backend);
+  }
+
+  Cost cost(const Args& a) const { return cost_ ? cost_(a) : Cost{}; }
+
+  const Variant<Args>& select(const Args& a) {
+    const bool on_cuda = a.device().is_cuda();
+    std::string wanted;
+    if (const std::string* o = variant_override(name_)) {
+      wanted = *o;
+    } else {
+      const Selection& s = kernel_selection();
+      auto it = s.per_op.find(name_);
+      if (it != s.per_op.end()) wanted = it->second;
+      else if (!s.mode.empty()) wanted = preferred(on_cuda ? Backend::CUDA : Backend::CPU, s.mode);
+    }
+    const std::string def = default_variant(on_cuda ? Backend::CUDA : Backend::CPU);
+    if (wanted.empty()) wanted = def;
+    const Variant<Args>* v = find_for(wanted, on_cuda);
+    if (!v) no_such_variant(name_, wanted, a.device(), list_names());
+    std::string why = reason(*v, a);
+    if (why.empty()) return *v;
+    if (kernel_selection().fallback && wanted != def) {
+      const Variant<Args>* d = find_for(def, on_cuda);
+      if (d && reason(*d, a).empty()) {
+        record_substitution({name_, wanted, def, why});
+        return *d;
+      }
+    }
+    AIM_FAIL("[", name_, "] ", v->name, ": ", why);
+  }
+
+  // OpBase
+  std::vector<VariantInfo> variant_infos() const override {
+    std::vector<VariantInfo> r;
+    for (const auto& v : variants_) r.push_back({v.name, v.backend, v.provider, v.dtypes});
+    return r;
+  }
+  std::string run_case(const std::string& variant, Backend b, const TestCase& c) override {
+    AIM_CHECK(bind_, "[", name_, "] has no test binder");
+    const Variant<Args>* v = nullptr;
+    for (const auto& e : variants_)
+      if (e.name == variant && e.backend == b) v = &e;
+    AIM_CHECK(v, "[", name_, "] no variant ", variant, " on ", backend_name(b));
+    const Args a = bind_(c);
+    std::string why = reason(*v, a);
+    if (!why.empty()) return why;
+    v->calls->fetch_add(1, std::memory_order_relaxed);
+    v->run(a);
+    return "";
+  }
+  Cost case_cost(const TestCase& c) const override {
+    return bind_ && cost_ ? cost_(bind_(c)) : Cost{};
+  }
+  std::vector<std::pair<std::string, int64_t>> call_counts() const override {
+    std::vector<std::pair<std::string, int64_t>> r;
+    for (const auto& v : variants_) r.push_back({v.name, v.calls->load()});
+    return r;
+  }
+  const std::vector<Variant<Args>>& variants() const { return variants_; }
+
+ private:
+  static bool backend_fits(Backend b, bool on_cuda) {
+    return on_cuda ? b == Backend::CUDA : (b == Backend::CPU || b == Backend::SIMT);
+  }
+  const Variant<Args>* find_for(const std::string& n, bool on_cuda) const {
+    for (const auto& e : variants_)
+      if (e.name == n && backend_fits(e.backend, on_cuda)) return &e;
+    return nullptr;
+  }
+  std::string reason(const Variant<Args>& v, const Args& a) const {
+    const bool on_cuda = a.device().is_cuda();
+    if (!backend_fits(v.backend, on_cuda))
+      return str("runs on ", backend_name(v.backend), ", tensors are on ", a.device().str());
+    bool dtype_ok = false;
+    std::string names;
+    for (DType t : v.dtypes) {
+      dtype_ok |= t == a.dtype();
+      names += std::string(names.empty() ? "" : " ") + dtype_name(t);
+    }
+    if (!dtype_ok) return str("takes dtypes {", names, "}, got ", dtype_name(a.dtype()));
+    return v.supports ? v.supports(a) : std::string();
+  }
+  std::string preferred(Backend b, const std::string& mode) const {
+    const std::string def = default_variant(b);
+    const Provider want = mode == "vendor" ? Provider::Vendor : Provider::Own;
+    for (const auto& e : variants_)
+      if (e.backend == b && e.name == def && e.provider == want) return def;
+    for (const auto& e : variants_)
+      if (e.backend == b && e.provider == want && e.name != "cpu.ref") return e.name;
+    return def;  // the op has no variant of that provider on this backend: nothing to substitute
+  }
+  std::string list_names() const {
+    std::string r;
+    for (const auto& e : variants_)
+      r += (r.empty() ? "" : ", ") + e.name + " (" + backend_name(e.backend) + ")";
+    return r;
+  }
+
+  std::vector<Variant<Args>> variants_;
+  std::function<Args(const TestCase&)> bind_;
+  std::function<Cost(const Args&)> cost_;
+};
+
+class Registry {
+ public:
+  template <class Args>
+  Op<Args>& op(const std::string& name) {
+    auto it = ops_.find(name);
+    if (it == ops_.end()) {
+      it = ops_.emplace(name, Entry{std::make_unique<Op<Args>>(name), typeid(Args)}).first;
+    } else {
+      AIM_CHECK(it->second.args_type == std::type_index(typeid(Args)), "op ", name,
+                " registered with two different argument types");
+    }
+    return static_cast<Op<Args>&>(*it->second.op);
+  }
+  OpBase* find(const std::string& name) const;
+  std::vector<OpBase*> ops() const;  // sorted by name
+  // "op/variant: calls" for every variant that ran (results files).
+  std::vector<std::pair<std::string, int64_t>> variants_used() const;
+
+ private:
+  struct Entry {
+    std::unique_ptr<OpBase> op;
+    std::type_index args_type;
+  };
+  std::map<std::string, Entry> ops_;
+};
+
+// The process-wide registry, filled on first use by register_all_ops() (kernels/registry.cpp:
+// one explicit call per op family and backend — no static initialisers).
+Registry& registry();
+void register_all_ops(Registry& r);
+
+// Entry point helper: `void foo(const FooArgs& a) { AIM_DISPATCH_OP(FooArgs, "foo", a); }`
+#define AIM_DISPATCH_OP(ArgsType, op_name, args)                                        \
+  do {                                                                                  \
+    static ::aim::kernels::Op<ArgsType>& aim_op_ =                                      \
+        ::aim::kernels::registry().op<ArgsType>(op_name);                               \
+    aim_op_(args);                                                                      \
+  } while (0)
+
+}  // namespace aim::kernels

@@ -1,0 +1,6 @@
+// softmax: own CUDA variants (in progress).
+#include "kernels/cuda_common.h"
+
+namespace aim::kernels::AIM_CUDA_NS {
+void register_softmax_cuda(Registry&) {}
+}  // namespace aim::kernels::AIM_CUDA_NS

@@ -1,0 +1,48 @@
+// Caching allocators. Freed blocks go back to a per-size-class cache and are reused; memory is
+// returned to the system only by empty_cache(). On this machine first touch of fresh memory
+// costs ~12 us per 4 KiB page (MACHINE.md), so the hot path must never hit the OS.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "tensor/device.h"
+
+namespace aim {
+
+struct AllocatorStats {
+  int64_t current_bytes = 0;   // bytes in live blocks (rounded sizes)
+  int64_t peak_bytes = 0;      // high-water mark of current_bytes since reset_peak()
+  int64_t reserved_bytes = 0;  // live + cached bytes obtained from the system
+  int64_t alloc_count = 0;     // allocate() calls
+  int64_t cache_hits = 0;      // served from the cache
+  int64_t system_allocs = 0;   // served by malloc / cudaMalloc
+  std::string str() const;
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;  // never returns null: throws aim::Error
+  virtual void deallocate(void* p, size_t nbytes) = 0;
+  virtual AllocatorStats stats() const = 0;
+  virtual void reset_peak() = 0;
+  virtual void empty_cache() = 0;  // give cached (free) blocks back to the system
+};
+
+// Size classes: sizes are rounded up so a freed block serves later requests of similar size.
+size_t allocator_round_size(size_t nbytes);
+
+Allocator& cpu_allocator();
+Allocator& cuda_allocator(int device);  // throws when built without CUDA
+
+// Current CUDA stream of this host thread for a device (nullptr = legacy default stream).
+using StreamHandle = void*;
+StreamHandle current_stream(int device);
+void set_current_stream(int device, StreamHandle s);
+
+// Raw copies between devices (synchronous with respect to the current stream).
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
+void synchronize(Device d);
+
+}  // namespace aim

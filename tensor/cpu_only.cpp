@@ -1,0 +1,22 @@
+// The CPU-only build (AIM_CUDA=OFF): CUDA is reported unavailable with the reason.
+#include <cstring>
+
+#include "tensor/allocator.h"
+
+namespace aim {
+
+int cuda_device_count() { return 0; }
+std::string cuda_unavailable_reason() { return "built without CUDA (AIM_CUDA=OFF)"; }
+Allocator& cuda_allocator(int device) {
+  AIM_FAIL("cuda:", device, " requested but aim was built without CUDA (AIM_CUDA=OFF)");
+}
+StreamHandle current_stream(int) { return nullptr; }
+void set_current_stream(int, StreamHandle) {}
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
+  AIM_CHECK(dst_dev.is_cpu() && src_dev.is_cpu(), "copy between ", src_dev.str(), " and ",
+            dst_dev.str(), " needs CUDA, but aim was built without CUDA (AIM_CUDA=OFF)");
+  if (n) std::memcpy(dst, src, n);
+}
+void synchronize(Device) {}
+
+}  // namespace aim

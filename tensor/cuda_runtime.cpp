@@ -1,0 +1,173 @@
+// CUDA side of tensor/: device discovery, the caching allocator, streams, copies.
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "tensor/allocator.h"
+#include "tensor/cuda_check.h"
+
+namespace aim {
+
+bool cuda_sync_after_launch() {
+  static const bool on = [] {
+    const char* e = std::getenv("AIM_SYNC");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
+namespace {
+struct CudaProbe {
+  int count = 0;
+  std::string why;
+  CudaProbe() {
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      why = str("no usable CUDA device: ", cudaGetErrorString(e));
+      count = 0;
+      cudaGetLastError();  // clear the sticky error
+    } else if (count == 0) {
+      why = "no CUDA device found";
+    }
+  }
+};
+const CudaProbe& probe() {
+  static CudaProbe p;
+  return p;
+}
+}  // namespace
+
+int cuda_device_count() { return probe().count; }
+std::string cuda_unavailable_reason() { return probe().why; }
+
+namespace {
+thread_local std::map<int, StreamHandle> t_streams;
+
+// Stream-aware caching: a block freed by work on stream S is reused only for allocations on S,
+// so no cross-stream synchronisation is needed (a block used on another stream must be kept
+// alive by its user until that stream is done).
+class CudaCachingAllocator final : public Allocator {
+ public:
+  explicit CudaCachingAllocator(int device) : device_(device) {}
+  void* allocate(size_t nbytes) override {
+    const size_t size = allocator_round_size(nbytes);
+    const StreamHandle s = current_stream(device_);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.alloc_count;
+    void* p = nullptr;
+    auto& pool = free_[{s, size}];
+    if (!pool.empty()) {
+      p = pool.back();
+      pool.pop_back();
+      ++stats_.cache_hits;
+    } else {
+      int prev = 0;
+      AIM_CUDA_CHECK(cudaGetDevice(&prev));
+      AIM_CUDA_CHECK(cudaSetDevice(device_));
+      cudaError_t e = cudaMalloc(&p, size);
+      if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        release_cached_locked();
+        e = cudaMalloc(&p, size);
+      }
+      cudaSetDevice(prev);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        AIM_FAIL("[cuda allocator] out of memory on cuda:", device_, " allocating ", nbytes,
+                 " bytes (", cudaGetErrorString(e), "); device free ", free_b, " of ", total_b,
+                 " B; allocator: ", stats_.str());
+      }
+      ++stats_.system_allocs;
+      stats_.reserved_bytes += int64_t(size);
+    }
+    owner_[p] = s;
+    stats_.current_bytes += int64_t(size);
+    if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
+    return p;
+  }
+  void deallocate(void* p, size_t nbytes) override {
+    if (!p) return;
+    const size_t size = allocator_round_size(nbytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = owner_.find(p);
+    const StreamHandle s = it == owner_.end() ? nullptr : it->second;
+    if (it != owner_.end()) owner_.erase(it);
+    free_[{s, size}].push_back(p);
+    stats_.current_bytes -= int64_t(size);
+  }
+  AllocatorStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  void reset_peak() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.peak_bytes = stats_.current_bytes;
+  }
+  void empty_cache() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_cached_locked();
+  }
+
+ private:
+  void release_cached_locked() {
+    cudaDeviceSynchronize();
+    for (auto& [key, blocks] : free_) {
+      for (void* p : blocks) cudaFree(p);
+      stats_.reserved_bytes -= int64_t(key.second * blocks.size());
+      blocks.clear();
+    }
+  }
+  int device_;
+  mutable std::mutex mu_;
+  std::map<std::pair<StreamHandle, size_t>, std::vector<void*>> free_;
+  std::map<void*, StreamHandle> owner_;
+  AllocatorStats stats_;
+};
+}  // namespace
+
+Allocator& cuda_allocator(int device) {
+  static std::mutex mu;
+  static std::map<int, CudaCachingAllocator*> allocators;  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  AIM_CHECK(device >= 0 && device < cuda_device_count(), "cuda:", device,
+            " is not available (", cuda_device_count(), " CUDA devices",
+            cuda_unavailable_reason().empty() ? "" : "; " + cuda_unavailable_reason(), ")");
+  auto& a = allocators[device];
+  if (!a) a = new CudaCachingAllocator(device);
+  return *a;
+}
+
+StreamHandle current_stream(int device) {
+  auto it = t_streams.find(device);
+  return it == t_streams.end() ? nullptr : it->second;
+}
+void set_current_stream(int device, StreamHandle s) { t_streams[device] = s; }
+
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
+  if (n == 0) return;
+  if (dst_dev.is_cpu() && src_dev.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const Device d = dst_dev.is_cuda() ? dst_dev : src_dev;
+  const cudaMemcpyKind kind = dst_dev.is_cpu()   ? cudaMemcpyDeviceToHost
+                              : src_dev.is_cpu() ? cudaMemcpyHostToDevice
+                                                 : cudaMemcpyDeviceToDevice;
+  const auto stream = static_cast<cudaStream_t>(current_stream(d.index));
+  AIM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, stream));
+  AIM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void synchronize(Device d) {
+  if (d.is_cuda()) AIM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(d.index))));
+}
+
+}  // namespace aim

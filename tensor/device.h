@@ -1,0 +1,42 @@
+// Devices: "cpu" and "cuda:N".
+#pragma once
+#include <string>
+
+#include "tensor/check.h"
+
+namespace aim {
+
+enum class DeviceType : uint8_t { CPU, CUDA };
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+  constexpr Device() = default;
+  constexpr Device(DeviceType t, int i = 0) : type(t), index(i) {}
+  bool is_cpu() const { return type == DeviceType::CPU; }
+  bool is_cuda() const { return type == DeviceType::CUDA; }
+  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+  std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+};
+
+constexpr Device kCPU{DeviceType::CPU, 0};
+inline Device cuda_device(int i = 0) { return Device(DeviceType::CUDA, i); }
+
+inline Device parse_device(const std::string& s) {
+  if (s == "cpu") return kCPU;
+  if (s == "cuda") return cuda_device(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    const std::string n = s.substr(5);
+    if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos)
+      return cuda_device(std::stoi(n));
+  }
+  AIM_FAIL("unknown device '", s, "' (expected cpu, cuda or cuda:N)");
+}
+
+// Number of CUDA devices usable now (0 when built without CUDA or no driver/GPU).
+int cuda_device_count();
+// Why CUDA is unavailable ("" when it is available): shown in skip reasons.
+std::string cuda_unavailable_reason();
+
+}  // namespace aim
