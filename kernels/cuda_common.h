@@ -10,7 +10,7 @@
 #define AIM_CUDA_NS simt
 #define AIM_CUDA_BACKEND ::aim::kernels::Backend::SIMT
 #define AIM_LAUNCH(grid, block, smem, stream, ...) \
-  ::aim::simt::Launch(grid, block, smem, #__VA_ARGS__, __VA_ARGS__)
+  ((void)(stream), ::aim::simt::Launch(grid, block, smem, #__VA_ARGS__, __VA_ARGS__))
 #define AIM_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::aim::simt::dynamic_shared())
 // The emulator runs launches synchronously and throws on a bad configuration.
 #define AIM_CHECK_LAUNCH() \

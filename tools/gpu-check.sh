@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The one prepared run for a machine with a GPU (DESIGN §8, issue 3).
+#   tools/gpu-check.sh            probe, build for sm_90, run the cuda-labelled tests first, then
+#                                 every test, compute-sanitizer memcheck on the kernel tests, the
+#                                 benchmarks, and a short train/infer run of every model on cuda.
+#   tools/gpu-check.sh --dry-run  the same logic on a CPU-only machine: probes and plans, checks
+#                                 that every step's binary exists after a build, runs nothing on a
+#                                 GPU (CI runs this).
+# Writes summary.md and the logs into $OUT (default ./gpu-out) and stops itself before 9 minutes.
+# Missing Boost/GoogleTest/OpenBLAS/nlohmann on the GPU machine: run tools/gpu-vendor.sh first
+# here and carry third_party/; cuDNN and NCCL are searched in the CUDA tree and in Python's
+# nvidia-* packages.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+dry=0
+[ "${1:-}" = "--dry-run" ] && dry=1
+OUT="${OUT:-$root/gpu-out}"
+mkdir -p "$OUT"
+budget=${AIM_GPU_CHECK_BUDGET_S:-520}  # stop well before 9 minutes
+t0=$(date +%s)
+summary="$OUT/summary.md"
+log="$OUT/log.txt"
+: >"$log"
+results=()
+
+left() { echo $((budget - ($(date +%s) - t0))); }
+note() { echo "$*" | tee -a "$log"; }
+# step NAME TIMEOUT CMD...: runs with a timeout capped by the time left; records PASS/FAIL/SKIP.
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  local remain
+  remain=$(left)
+  if ((remain < 15)); then
+    results+=("| $name | SKIP | out of time |")
+    note "== $name: skipped, out of time"
+    return
+  fi
+  ((limit > remain - 10)) && limit=$((remain - 10))
+  note "== $name (limit ${limit}s): $*"
+  local s=$(date +%s) rc
+  if ((dry)) && [ "${AIM_STEP_REAL:-0}" != 1 ]; then
+    rc=0
+    note "   dry-run: not executed"
+    results+=("| $name | DRY | would run: \`$*\` |")
+    return
+  fi
+  timeout "$limit" "$@" >>"$log" 2>&1
+  rc=$?
+  local d=$(($(date +%s) - s))
+  if ((rc == 0)); then results+=("| $name | PASS | ${d}s |")
+  elif ((rc == 124)); then results+=("| $name | TIMEOUT | ${limit}s |")
+  else results+=("| $name | FAIL (rc $rc) | ${d}s, see log.txt |"); fi
+  note "   -> rc $rc in ${d}s"
+}
+
+# ---- probe ----------------------------------------------------------------------------------
+export PATH="/usr/local/cuda/bin:$PATH"
+{
+  echo "# aim GPU check $( ((dry)) && echo '(dry run)')"
+  echo
+  echo "- date: $(date -u +%FT%TZ)"
+  echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- host: $(uname -m), $(nproc) cores"
+  if command -v nvidia-smi >/dev/null; then
+    echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+  else
+    echo "- GPU: none (nvidia-smi not found)"
+  fi
+  echo "- nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo missing)"
+} >"$summary"
+
+find_lib() {  # find_lib NAME: first libNAME.so* in the CUDA tree or Python's nvidia packages
+  local n="$1" p
+  for p in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu \
+           $(python3 -c 'import site,sys; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    local f
+    f=$(find "$p" -maxdepth 5 -name "lib${n}.so*" 2>/dev/null | head -1)
+    [ -n "$f" ] && { echo "$f"; return; }
+  done
+}
+cmake_extra=()
+for lib in cublas cublasLt cudnn nccl; do
+  f=$(find_lib "$lib")
+  echo "- lib${lib}: ${f:-NOT FOUND}" >>"$summary"
+  if [ -n "$f" ] && [[ "$f" != /usr/local/cuda/* ]]; then
+    d=$(dirname "$f")
+    case $lib in
+      cudnn) cmake_extra+=("-DAIM_CUDNN_LIB=$f" "-DAIM_CUDNN_INCLUDE=$(dirname "$d")/include") ;;
+      nccl) cmake_extra+=("-DAIM_NCCL_LIB=$f" "-DAIM_NCCL_INCLUDE=$(dirname "$d")/include") ;;
+    esac
+  fi
+done
+for dep in "boost/program_options.hpp" "gtest/gtest.h" "nlohmann/json.hpp" "x86_64-linux-gnu/openblas-openmp/cblas.h"; do
+  if [ -e "/usr/include/$dep" ]; then echo "- header $dep: system" >>"$summary"
+  elif [ -e "$root/third_party" ] && find "$root/third_party" -path "*${dep##*/}" | grep -q .; then
+    echo "- header $dep: third_party/" >>"$summary"
+  else echo "- header $dep: MISSING (parts needing it are not built)" >>"$summary"; fi
+done
+cat "$summary" | tee -a "$log"
+
+# ---- build ----------------------------------------------------------------------------------
+bdir="$root/build-gpu"
+((dry)) && bdir="$root/build"  # the dry run checks the already-built CI tree
+if ((!dry)); then
+  step "configure" 120 cmake -S "$root" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DAIM_CUDA=ON -DAIM_CUDA_ARCHS=90 -DAIM_SIMT=OFF "${cmake_extra[@]}"
+  step "build" 300 cmake --build "$bdir" -j"$(nproc)"
+fi
+
+# ---- tests ----------------------------------------------------------------------------------
+step "ctest -L cuda" 200 ctest --test-dir "$bdir" -L cuda --output-on-failure
+step "ctest (all)" 200 ctest --test-dir "$bdir" --output-on-failure -LE simt
+if command -v compute-sanitizer >/dev/null || ((dry)); then
+  step "memcheck kernel tests" 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$bdir/tests/aim_kernel_tests" --gtest_filter='*cuda*'
+else
+  results+=("| memcheck | SKIP | compute-sanitizer not found |")
+fi
+# The kernel test's coverage table: what ran on the GPU.
+if ((!dry)) && [ -x "$bdir/tests/aim_kernel_tests" ]; then
+  "$bdir/tests/aim_kernel_tests" --gtest_brief=1 >"$OUT/kernel-coverage.txt" 2>&1 || true
+fi
+
+# ---- benchmarks and models (when they exist) ------------------------------------------------
+if [ -x "$bdir/aim-bench" ]; then
+  step "aim-bench foundation" 120 "$bdir/aim-bench" foundation --device cuda --results "$OUT/bench.jsonl"
+else
+  results+=("| aim-bench | SKIP | not built yet |")
+fi
+if [ -x "$bdir/aim-train" ]; then
+  for m in $("$bdir/aim-train" --list --names-only 2>/dev/null); do
+    step "train $m" 60 "$bdir/aim-train" "$m" --device cuda --steps 20 --config size=tiny --results "$OUT/models.jsonl"
+    step "infer $m" 60 "$bdir/aim-infer" "$m" --device cuda --iters 20 --config size=tiny --results "$OUT/models.jsonl"
+  done
+else
+  results+=("| models | SKIP | aim-train not built yet |")
+fi
+
+{
+  echo
+  echo "| step | result | note |"
+  echo "|---|---|---|"
+  printf '%s\n' "${results[@]}"
+  echo
+  echo "total $(($(date +%s) - t0)) s"
+} >>"$summary"
+cat "$summary"
+fail=0
+for r in "${results[@]}"; do [[ "$r" == *"| FAIL"* || "$r" == *"| TIMEOUT"* ]] && fail=1; done
+exit $fail
