@@ -25,9 +25,16 @@
 #define AIM_CUDA_NS cuda
 #define AIM_CUDA_BACKEND ::aim::kernels::Backend::CUDA
 #define AIM_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
-#define AIM_DYNAMIC_SHARED(T, name)                                \
+#define AIM_DYNAMIC_SHARED(T, name)                                 \
   extern __shared__ __align__(16) unsigned char aim_dynamic_smem[]; \
   T* name = reinterpret_cast<T*>(aim_dynamic_smem)
+#endif
+
+// Loop unrolling hint (nvcc); the emulator build ignores it (g++ would warn on #pragma unroll).
+#ifdef AIM_SIMT
+#define AIM_UNROLL
+#else
+#define AIM_UNROLL _Pragma("unroll")
 #endif
 
 #include <cstdint>
@@ -47,32 +54,84 @@ constexpr DType dtype_of<__nv_bfloat16>() {
 }  // namespace aim
 
 // AIM_DISPATCH_CUDA_FLOAT_TYPES(dtype, T, ...): f32, f64, f16 (__half), bf16 (__nv_bfloat16).
-#define AIM_DISPATCH_CUDA_FLOAT_TYPES(dtype, T, ...)                                     \
-  do {                                                                                   \
-    switch (dtype) {                                                                     \
-      case ::aim::DType::f32: { using T = float; __VA_ARGS__; break; }                   \
-      case ::aim::DType::f64: { using T = double; __VA_ARGS__; break; }                  \
-      case ::aim::DType::f16: { using T = __half; __VA_ARGS__; break; }                  \
-      case ::aim::DType::bf16: { using T = __nv_bfloat16; __VA_ARGS__; break; }          \
-      default:                                                                           \
+#define AIM_DISPATCH_CUDA_FLOAT_TYPES(dtype, T, ...)                                       \
+  do {                                                                                     \
+    switch (dtype) {                                                                       \
+      case ::aim::DType::f32: {                                                            \
+        using T = float;                                                                   \
+        __VA_ARGS__;                                                                       \
+        break;                                                                             \
+      }                                                                                    \
+      case ::aim::DType::f64: {                                                            \
+        using T = double;                                                                  \
+        __VA_ARGS__;                                                                       \
+        break;                                                                             \
+      }                                                                                    \
+      case ::aim::DType::f16: {                                                            \
+        using T = __half;                                                                  \
+        __VA_ARGS__;                                                                       \
+        break;                                                                             \
+      }                                                                                    \
+      case ::aim::DType::bf16: {                                                           \
+        using T = __nv_bfloat16;                                                           \
+        __VA_ARGS__;                                                                       \
+        break;                                                                             \
+      }                                                                                    \
+      default:                                                                             \
         AIM_FAIL("dtype ", ::aim::dtype_name(dtype), " not supported (float types only)"); \
-    }                                                                                    \
+    }                                                                                      \
   } while (0)
 
 // Every dtype, with device-side 16-bit types.
-#define AIM_DISPATCH_CUDA_ALL_TYPES(dtype, T, ...)                              \
-  do {                                                                          \
-    switch (dtype) {                                                            \
-      case ::aim::DType::f32: { using T = float; __VA_ARGS__; break; }          \
-      case ::aim::DType::f64: { using T = double; __VA_ARGS__; break; }         \
-      case ::aim::DType::f16: { using T = __half; __VA_ARGS__; break; }         \
-      case ::aim::DType::bf16: { using T = __nv_bfloat16; __VA_ARGS__; break; } \
-      case ::aim::DType::i8: { using T = int8_t; __VA_ARGS__; break; }          \
-      case ::aim::DType::u8: { using T = uint8_t; __VA_ARGS__; break; }         \
-      case ::aim::DType::i32: { using T = int32_t; __VA_ARGS__; break; }        \
-      case ::aim::DType::i64: { using T = int64_t; __VA_ARGS__; break; }        \
-      case ::aim::DType::boolean: { using T = bool; __VA_ARGS__; break; }       \
-    }                                                                           \
+#define AIM_DISPATCH_CUDA_ALL_TYPES(dtype, T, ...) \
+  do {                                             \
+    switch (dtype) {                               \
+      case ::aim::DType::f32: {                    \
+        using T = float;                           \
+        __VA_ARGS__;                               \
+        break;                                     \
+      }                                            \
+      case ::aim::DType::f64: {                    \
+        using T = double;                          \
+        __VA_ARGS__;                               \
+        break;                                     \
+      }                                            \
+      case ::aim::DType::f16: {                    \
+        using T = __half;                          \
+        __VA_ARGS__;                               \
+        break;                                     \
+      }                                            \
+      case ::aim::DType::bf16: {                   \
+        using T = __nv_bfloat16;                   \
+        __VA_ARGS__;                               \
+        break;                                     \
+      }                                            \
+      case ::aim::DType::i8: {                     \
+        using T = int8_t;                          \
+        __VA_ARGS__;                               \
+        break;                                     \
+      }                                            \
+      case ::aim::DType::u8: {                     \
+        using T = uint8_t;                         \
+        __VA_ARGS__;                               \
+        break;                                     \
+      }                                            \
+      case ::aim::DType::i32: {                    \
+        using T = int32_t;                         \
+        __VA_ARGS__;                               \
+        break;                                     \
+      }                                            \
+      case ::aim::DType::i64: {                    \
+        using T = int64_t;                         \
+        __VA_ARGS__;                               \
+        break;                                     \
+      }                                            \
+      case ::aim::DType::boolean: {                \
+        using T = bool;                            \
+        __VA_ARGS__;                               \
+        break;                                     \
+      }                                            \
+    }                                              \
   } while (0)
 
 namespace aim::kernels::AIM_CUDA_NS {

@@ -3,13 +3,13 @@
 #include "kernels/registry.h"
 
 namespace aim::kernels {
-#define AIM_OP_GROUP(name)                   \
-  void register_##name##_cpu(Registry& r);   \
-  namespace cuda {                           \
-  void register_##name##_cuda(Registry& r);  \
-  }                                          \
-  namespace simt {                           \
-  void register_##name##_cuda(Registry& r);  \
+#define AIM_OP_GROUP(name)                  \
+  void register_##name##_cpu(Registry& r);  \
+  namespace cuda {                          \
+  void register_##name##_cuda(Registry& r); \
+  }                                         \
+  namespace simt {                          \
+  void register_##name##_cuda(Registry& r); \
   }
 #include "kernels/families.def"
 #undef AIM_OP_GROUP

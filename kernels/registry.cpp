@@ -40,12 +40,22 @@ double TestCase::param(const std::string& name) const {
 
 Tolerance default_tolerance(DType t) {
   switch (t) {
-    case DType::f64: return {1e-10, 1e-10};
-    case DType::f32: return {1e-5, 1e-5};
-    case DType::f16: return {2e-3, 2e-3};
-    case DType::bf16: return {1.6e-2, 1.6e-2};
-    default: return {0, 0};
+    case DType::f64:
+      return {1e-10, 1e-10};
+    case DType::f32:
+      return {1e-5, 1e-5};
+    case DType::f16:
+      return {2e-3, 2e-3};
+    case DType::bf16:
+      return {1.6e-2, 1.6e-2};
+    default:
+      return {0, 0};
   }
+}
+
+std::string OpBase::default_variant(Backend b, DType t) const {
+  auto it = dtype_defaults_.find({b, t});
+  return it != dtype_defaults_.end() ? it->second : default_variant(b);
 }
 
 std::string OpBase::default_variant(Backend b) const {
@@ -126,8 +136,8 @@ void record_substitution(const Substitution& s) {
   for (const auto& e : subs())
     if (e.op == s.op && e.wanted == s.wanted) return;
   subs().push_back(s);
-  std::fprintf(stderr, "[aim] fallback: %s wanted %s, ran %s: %s\n", s.op.c_str(),
-               s.wanted.c_str(), s.used.c_str(), s.reason.c_str());
+  std::fprintf(stderr, "[aim] fallback: %s wanted %s, ran %s: %s\n", s.op.c_str(), s.wanted.c_str(),
+               s.used.c_str(), s.reason.c_str());
 }
 
 ScopedVariant::ScopedVariant(std::string op, std::string variant) : op_(std::move(op)) {
@@ -137,8 +147,10 @@ ScopedVariant::ScopedVariant(std::string op, std::string variant) : op_(std::mov
   t_overrides[op_] = std::move(variant);
 }
 ScopedVariant::~ScopedVariant() {
-  if (had_previous_) t_overrides[op_] = previous_;
-  else t_overrides.erase(op_);
+  if (had_previous_)
+    t_overrides[op_] = previous_;
+  else
+    t_overrides.erase(op_);
 }
 const std::string* variant_override(const std::string& op) {
   if (t_overrides.empty()) return nullptr;
@@ -188,8 +200,7 @@ void dispatch_begin(const std::string& op, const std::string& range_name,
                      op.c_str(), variant.c_str(), backend_name(b), c.flops, c.bytes_read,
                      c.bytes_written);
       } else {
-        std::fprintf(stderr, "[aim] %s -> %s (%s)\n", op.c_str(), variant.c_str(),
-                     backend_name(b));
+        std::fprintf(stderr, "[aim] %s -> %s (%s)\n", op.c_str(), variant.c_str(), backend_name(b));
       }
     }
   }
@@ -206,8 +217,8 @@ void dispatch_end(Backend b) {
 #ifdef AIM_CUDA
     if (b == Backend::CUDA) cudaDeviceSynchronize();
 #endif
-    const double ms = std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - t_starts.back())
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                t_starts.back())
                           .count();
     std::fprintf(stderr, "[aim] %s %.3f ms\n", t_names.back().c_str(), ms);
     t_starts.pop_back();

@@ -70,7 +70,10 @@ class OpBase {
   virtual std::string run_case(const std::string& variant, Backend b, const TestCase& c) = 0;
   virtual Cost case_cost(const TestCase& c) const = 0;
   virtual std::vector<std::pair<std::string, int64_t>> call_counts() const = 0;
+  // The default for a backend, or for a backend and dtype when per-dtype defaults were set
+  // (e.g. matmul: cpu.avx512 for f32, cpu.blas for f64, cpu.ref for 16-bit on the CPU).
   std::string default_variant(Backend b) const;
+  std::string default_variant(Backend b, DType t) const;
 
   // Test description.
   std::vector<TestShape> test_shapes;
@@ -86,13 +89,18 @@ class OpBase {
  protected:
   std::string name_;
   std::map<Backend, std::string> defaults_;
+  std::map<std::pair<Backend, DType>, std::string> dtype_defaults_;
 };
 
 template <class Args>
 struct Variant {
   Variant(std::string n, Backend b, Provider p, std::function<void(const Args&)> r,
           std::vector<DType> d, std::function<std::string(const Args&)> s = {})
-      : name(std::move(n)), backend(b), provider(p), run(std::move(r)), dtypes(std::move(d)),
+      : name(std::move(n)),
+        backend(b),
+        provider(p),
+        run(std::move(r)),
+        dtypes(std::move(d)),
         supports(std::move(s)) {}
   std::string name;
   Backend backend;
@@ -118,8 +126,8 @@ OpObserver* op_observer();
 
 // Runtime selection settings.
 struct Selection {
-  std::string mode;                                // "", "own" or "vendor"
-  std::map<std::string, std::string> per_op;       // op -> variant
+  std::string mode;                           // "", "own" or "vendor"
+  std::map<std::string, std::string> per_op;  // op -> variant
   bool fallback = false;
 };
 void set_kernel_selection(const std::string& spec, bool fallback);  // parses --kernels
@@ -151,8 +159,8 @@ void dispatch_begin(const std::string& op, const std::string& range_name,
                     const std::string& variant, Backend b, const std::function<Cost()>& cost);
 void dispatch_end(Backend b);
 
-[[noreturn]] void no_such_variant(const std::string& op, const std::string& variant,
-                                  Device d, const std::string& available);
+[[noreturn]] void no_such_variant(const std::string& op, const std::string& variant, Device d,
+                                  const std::string& available);
 
 template <class Args>
 class Op final : public OpBase {
@@ -161,12 +169,15 @@ class Op final : public OpBase {
 
   void add(Variant<Args> v) {
     for (const auto& e : variants_)
-      AIM_CHECK(!(e.name == v.name && e.backend == v.backend), "[", name_, "] variant ",
-                v.name, " registered twice");
+      AIM_CHECK(!(e.name == v.name && e.backend == v.backend), "[", name_, "] variant ", v.name,
+                " registered twice");
     v.range_name = name_ + "/" + v.name;
     variants_.push_back(std::move(v));
   }
   void set_default(Backend b, const std::string& variant) { defaults_[b] = variant; }
+  void set_default(Backend b, const std::string& variant, std::initializer_list<DType> dtypes) {
+    for (DType t : dtypes) dtype_defaults_[{b, t}] = variant;
+  }
   void set_bind(std::function<Args(const TestCase&)> f) { bind_ = std::move(f); }
   void set_cost(std::function<Cost(const Args&)> f) { cost_ = std::move(f); }
   void add_test_shapes(std::vector<TestShape> shapes) {
@@ -193,10 +204,12 @@ class Op final : public OpBase {
     } else {
       const Selection& s = kernel_selection();
       auto it = s.per_op.find(name_);
-      if (it != s.per_op.end()) wanted = it->second;
-      else if (!s.mode.empty()) wanted = preferred(on_cuda ? Backend::CUDA : Backend::CPU, s.mode);
+      if (it != s.per_op.end())
+        wanted = it->second;
+      else if (!s.mode.empty())
+        wanted = preferred(on_cuda ? Backend::CUDA : Backend::CPU, s.mode);
     }
-    const std::string def = default_variant(on_cuda ? Backend::CUDA : Backend::CPU);
+    const std::string def = default_variant(on_cuda ? Backend::CUDA : Backend::CPU, a.dtype());
     if (wanted.empty()) wanted = def;
     const Variant<Args>* v = find_for(wanted, on_cuda);
     if (!v) no_such_variant(name_, wanted, a.device(), list_names());
@@ -316,11 +329,11 @@ Registry& registry();
 void register_all_ops(Registry& r);
 
 // Entry point helper: `void foo(const FooArgs& a) { AIM_DISPATCH_OP(FooArgs, "foo", a); }`
-#define AIM_DISPATCH_OP(ArgsType, op_name, args)                                        \
-  do {                                                                                  \
-    static ::aim::kernels::Op<ArgsType>& aim_op_ =                                      \
-        ::aim::kernels::registry().op<ArgsType>(op_name);                               \
-    aim_op_(args);                                                                      \
+#define AIM_DISPATCH_OP(ArgsType, op_name, args)          \
+  do {                                                    \
+    static ::aim::kernels::Op<ArgsType>& aim_op_ =        \
+        ::aim::kernels::registry().op<ArgsType>(op_name); \
+    aim_op_(args);                                        \
   } while (0)
 
 }  // namespace aim::kernels

@@ -36,8 +36,8 @@ std::string str(const A&... a) {
 }  // namespace aim
 
 // AIM_CHECK(cond, "message parts", ...): throws aim::Error naming the condition when it fails.
-#define AIM_CHECK(cond, ...)                                                                   \
-  do {                                                                                         \
+#define AIM_CHECK(cond, ...)                                                                      \
+  do {                                                                                            \
     if (!(cond)) ::aim::fail(__FILE__, __LINE__, ::aim::str(__VA_ARGS__, " [check: " #cond "]")); \
   } while (0)
 

@@ -137,8 +137,8 @@ Allocator& cuda_allocator(int device) {
   static std::mutex mu;
   static std::map<int, CudaCachingAllocator*> allocators;  // never destroyed
   std::lock_guard<std::mutex> lock(mu);
-  AIM_CHECK(device >= 0 && device < cuda_device_count(), "cuda:", device,
-            " is not available (", cuda_device_count(), " CUDA devices",
+  AIM_CHECK(device >= 0 && device < cuda_device_count(), "cuda:", device, " is not available (",
+            cuda_device_count(), " CUDA devices",
             cuda_unavailable_reason().empty() ? "" : "; " + cuda_unavailable_reason(), ")");
   auto& a = allocators[device];
   if (!a) a = new CudaCachingAllocator(device);
@@ -167,7 +167,8 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 }
 
 void synchronize(Device d) {
-  if (d.is_cuda()) AIM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(d.index))));
+  if (d.is_cuda())
+    AIM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(d.index))));
 }
 
 }  // namespace aim

@@ -1,10 +1,10 @@
 // Bulk f16/bf16 conversions. F16C (and AVX-512 BF16 for f32 -> bf16) when the CPU has them,
 // chosen at run time so the binary still runs elsewhere; portable loops otherwise.
+#include "tensor/half.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
-
-#include "tensor/half.h"
 
 namespace aim {
 namespace {

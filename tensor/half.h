@@ -17,7 +17,8 @@ inline float bits_float(uint32_t u) {
   return f;
 }
 
-// IEEE binary16, round to nearest even (what F16C's vcvtps2ph with imm 0 and CUDA's __float2half do).
+// IEEE binary16, round to nearest even (what F16C's vcvtps2ph with imm 0 and CUDA's __float2half
+// do).
 inline uint16_t float_to_half_bits(float f) {
   const uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;

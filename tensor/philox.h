@@ -73,4 +73,3 @@ AIM_HOST_DEVICE float normal(uint64_t seed, uint64_t offset, uint64_t i) {
 AIM_HOST_DEVICE uint64_t blocks_for(uint64_t n) { return (n + 3) / 4; }
 
 }  // namespace aim::philox
-

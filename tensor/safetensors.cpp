@@ -11,15 +11,24 @@ namespace aim {
 
 const char* safetensors_dtype(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::f16: return "F16";
-    case DType::bf16: return "BF16";
-    case DType::f64: return "F64";
-    case DType::i8: return "I8";
-    case DType::u8: return "U8";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::boolean: return "BOOL";
+    case DType::f32:
+      return "F32";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::f64:
+      return "F64";
+    case DType::i8:
+      return "I8";
+    case DType::u8:
+      return "U8";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::boolean:
+      return "BOOL";
   }
   return "?";
 }
@@ -93,12 +102,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
     }
     const auto& e = *it;
     const std::string& name = it.key();
-    AIM_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") &&
-                  e.contains("data_offsets"),
-              path, ": tensor '", name, "' needs dtype, shape and data_offsets");
+    AIM_CHECK(
+        e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"),
+        path, ": tensor '", name, "' needs dtype, shape and data_offsets");
     Entry en{name, DType::f32, {}, 0, 0};
-    AIM_CHECK(e["dtype"].is_string() && parse_st_dtype(e["dtype"].get<std::string>(), &en.t),
-              path, ": tensor '", name, "' has unsupported dtype ", e["dtype"].dump());
+    AIM_CHECK(e["dtype"].is_string() && parse_st_dtype(e["dtype"].get<std::string>(), &en.t), path,
+              ": tensor '", name, "' has unsupported dtype ", e["dtype"].dump());
     AIM_CHECK(e["shape"].is_array(), path, ": tensor '", name, "' shape is not an array");
     for (const auto& d : e["shape"]) {
       AIM_CHECK(d.is_number_unsigned(), path, ": tensor '", name, "' has a bad dimension ",
@@ -165,8 +174,8 @@ void save_safetensors(const std::string& path,
     f.flush();
     AIM_CHECK(f.good(), tmp, ": write failed (disk full?)");
   }
-  AIM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path,
-            ": ", std::strerror(errno));
+  AIM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path, ": ",
+            std::strerror(errno));
 }
 
 }  // namespace aim

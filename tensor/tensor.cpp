@@ -140,8 +140,8 @@ Tensor Tensor::view(Shape sizes) const {
   }
   AIM_CHECK(shape_numel(sizes) == numel(), "view: shape ", to_string(sizes), " has ",
             shape_numel(sizes), " elements, tensor ", to_string(sizes_), " has ", numel());
-  AIM_CHECK(is_contiguous(), "view of a non-contiguous tensor ", to_string(sizes_),
-            " strides ", to_string(strides_), "; use reshape()");
+  AIM_CHECK(is_contiguous(), "view of a non-contiguous tensor ", to_string(sizes_), " strides ",
+            to_string(strides_), "; use reshape()");
   Tensor t = *this;
   t.sizes_ = sizes;
   t.strides_ = contiguous_strides(sizes);
@@ -291,8 +291,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   const int64_t rows = int64_t(v.size()) / cols;
   auto fmt = [&](double x) {
     std::ostringstream s;
-    if (is_floating(t.dtype())) s << std::setprecision(6) << std::setw(11) << x;
-    else s << int64_t(x);
+    if (is_floating(t.dtype()))
+      s << std::setprecision(6) << std::setw(11) << x;
+    else
+      s << int64_t(x);
     return s.str();
   };
   for (int64_t r = 0; r < rows; ++r) {

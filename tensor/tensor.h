@@ -43,8 +43,7 @@ class Tensor {
                      Device device = kCPU);
   static Tensor arange(int64_t n, DType dtype = DType::f32, Device device = kCPU);
   template <class T>
-  static Tensor from_vector(const std::vector<T>& values, const Shape& sizes,
-                            Device device = kCPU);
+  static Tensor from_vector(const std::vector<T>& values, const Shape& sizes, Device device = kCPU);
   // A tensor over an existing storage (guard-byte tests, workspace carving).
   static Tensor from_storage(std::shared_ptr<Storage> s, int64_t offset, const Shape& sizes,
                              const Shape& strides, DType dtype);

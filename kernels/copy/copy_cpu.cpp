@@ -12,10 +12,10 @@ namespace aim::kernels {
 namespace {
 
 void check_copy_args(const CopyArgs& a) {
-  AIM_CHECK(a.src.sizes() == a.dst.sizes(), "[copy] src ", to_string(a.src.sizes()),
-            " and dst ", to_string(a.dst.sizes()), " differ in shape");
-  AIM_CHECK(a.src.device() == a.dst.device(), "[copy] src on ", a.src.device().str(),
-            ", dst on ", a.dst.device().str(), ": same-device copies only");
+  AIM_CHECK(a.src.sizes() == a.dst.sizes(), "[copy] src ", to_string(a.src.sizes()), " and dst ",
+            to_string(a.dst.sizes()), " differ in shape");
+  AIM_CHECK(a.src.device() == a.dst.device(), "[copy] src on ", a.src.device().str(), ", dst on ",
+            a.dst.device().str(), ": same-device copies only");
 }
 
 void copy_cpu_ref(const CopyArgs& a) {
@@ -79,9 +79,8 @@ void copy_rows(const CopyArgs& a) {
 
 void copy_cpu_fast(const CopyArgs& a) {
   check_copy_args(a);
-  AIM_DISPATCH_ALL_TYPES(a.src.dtype(), S, {
-    AIM_DISPATCH_ALL_TYPES(a.dst.dtype(), D, { copy_rows<S, D>(a); });
-  });
+  AIM_DISPATCH_ALL_TYPES(a.src.dtype(), S,
+                         { AIM_DISPATCH_ALL_TYPES(a.dst.dtype(), D, { copy_rows<S, D>(a); }); });
 }
 
 void fill_cpu_ref(const FillArgs& a) {

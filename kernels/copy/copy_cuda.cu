@@ -66,8 +66,8 @@ __global__ void fill_kernel(D* dst, int64_t n, Strides st, D v, bool contiguous)
 }
 
 Strides make_strides(const Tensor& src, const Tensor& dst) {
-  AIM_CHECK(dst.dim() <= kMaxDims, "[copy] cuda.strided handles up to ", kMaxDims,
-            " dims, got ", dst.dim());
+  AIM_CHECK(dst.dim() <= kMaxDims, "[copy] cuda.strided handles up to ", kMaxDims, " dims, got ",
+            dst.dim());
   Strides st{};
   st.ndim = int(dst.dim());
   for (int d = 0; d < st.ndim; ++d) {
@@ -83,8 +83,8 @@ std::string dims_ok(const Tensor& t) {
 }
 
 void copy_cuda_strided(const CopyArgs& a) {
-  AIM_CHECK(a.src.sizes() == a.dst.sizes(), "[copy] src ", to_string(a.src.sizes()),
-            " and dst ", to_string(a.dst.sizes()), " differ in shape");
+  AIM_CHECK(a.src.sizes() == a.dst.sizes(), "[copy] src ", to_string(a.src.sizes()), " and dst ",
+            to_string(a.dst.sizes()), " differ in shape");
   const int64_t n = a.dst.numel();
   if (n == 0) return;
   const Strides st = make_strides(a.src, a.dst);
@@ -93,9 +93,9 @@ void copy_cuda_strided(const CopyArgs& a) {
   AIM_DISPATCH_CUDA_ALL_TYPES(a.src.dtype(), S, {
     AIM_DISPATCH_CUDA_ALL_TYPES(a.dst.dtype(), D, {
       AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.dst.device()),
-                 copy_strided_kernel<S, D>)(static_cast<const S*>(a.src.raw_data()),
-                                            static_cast<D*>(a.dst.raw_data()), n, st,
-                                            contiguous);
+                 copy_strided_kernel<S, D>)
+      (static_cast<const S*>(a.src.raw_data()), static_cast<D*>(a.dst.raw_data()), n, st,
+       contiguous);
     });
   });
   AIM_CHECK_LAUNCH();
@@ -108,9 +108,8 @@ void fill_cuda(const FillArgs& a) {
   constexpr int kThreads = 256;
   AIM_DISPATCH_CUDA_ALL_TYPES(a.dst.dtype(), D, {
     const D v = convert<D>(a.value);
-    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.dst.device()),
-               fill_kernel<D>)(static_cast<D*>(a.dst.raw_data()), n, st, v,
-                               a.dst.is_contiguous());
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.dst.device()), fill_kernel<D>)
+    (static_cast<D*>(a.dst.raw_data()), n, st, v, a.dst.is_contiguous());
   });
   AIM_CHECK_LAUNCH();
 }

@@ -1,6 +1,255 @@
-// embedding: CPU variants (in progress).
+// cpu.ref: the oracle. Forward copies rows; backward sums each row's gradient in position order
+// in double and adds it once into dweight.
+// cpu.omp: forward OpenMP over positions. Backward sort-based: validate, stable-sort positions
+// by index (so equal indices stay in position order), then OpenMP over the unique indices: each
+// row is summed by one thread in position order (float, double for f64) and added once:
+// deterministic, no atomics, result independent of the thread count.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "kernels/embedding/embedding.h"
 #include "kernels/registry.h"
+#include "kernels/testing.h"
 
 namespace aim::kernels {
-void register_embedding_cpu(Registry&) {}
+
+void embedding_index_error(const char* op, int64_t position, int64_t index, int64_t V) {
+  AIM_FAIL("[", op, "] index ", index, " at position ", position, " is out of range for V = ", V,
+           " (expected 0 <= index < ", V, ")");
+}
+
+void check_embedding_fwd_args(const EmbeddingFwdArgs& a) {
+  AIM_CHECK(a.weight.dim() == 2 && a.weight.is_contiguous(),
+            "[embedding_fwd] weight must be a contiguous [V, C], got ",
+            to_string(a.weight.sizes()));
+  AIM_CHECK(a.indices.dim() == 1 && a.indices.is_contiguous() &&
+                (a.indices.dtype() == DType::i32 || a.indices.dtype() == DType::i64),
+            "[embedding_fwd] indices must be a contiguous [N] i32/i64, got ",
+            to_string(a.indices.sizes()), " ", dtype_name(a.indices.dtype()));
+  const Shape want{a.indices.size(0), a.weight.size(1)};
+  AIM_CHECK(a.out.sizes() == want && a.out.dtype() == a.weight.dtype() && a.out.is_contiguous(),
+            "[embedding_fwd] out must be a contiguous ", to_string(want), " ",
+            dtype_name(a.weight.dtype()), ", got ", to_string(a.out.sizes()), " ",
+            dtype_name(a.out.dtype()));
+  AIM_CHECK(a.padding_idx < a.weight.size(0), "[embedding_fwd] padding_idx ", a.padding_idx,
+            " out of range for V = ", a.weight.size(0));
+}
+
+void check_embedding_bwd_args(const EmbeddingBwdArgs& a) {
+  AIM_CHECK(a.dweight.dim() == 2 && a.dweight.is_contiguous(),
+            "[embedding_bwd] dweight must be a contiguous [V, C], got ",
+            to_string(a.dweight.sizes()));
+  AIM_CHECK(a.indices.dim() == 1 && a.indices.is_contiguous() &&
+                (a.indices.dtype() == DType::i32 || a.indices.dtype() == DType::i64),
+            "[embedding_bwd] indices must be a contiguous [N] i32/i64, got ",
+            to_string(a.indices.sizes()), " ", dtype_name(a.indices.dtype()));
+  const Shape want{a.indices.size(0), a.dweight.size(1)};
+  AIM_CHECK(a.dout.sizes() == want && a.dout.dtype() == a.dweight.dtype() && a.dout.is_contiguous(),
+            "[embedding_bwd] dout must be a contiguous ", to_string(want), " ",
+            dtype_name(a.dweight.dtype()), ", got ", to_string(a.dout.sizes()), " ",
+            dtype_name(a.dout.dtype()));
+  AIM_CHECK(a.padding_idx < a.dweight.size(0), "[embedding_bwd] padding_idx ", a.padding_idx,
+            " out of range for V = ", a.dweight.size(0));
+}
+
+namespace {
+
+template <class I>
+void check_indices(const char* op, const I* idx, int64_t N, int64_t V) {
+  for (int64_t n = 0; n < N; ++n)
+    if (idx[n] < 0 || int64_t(idx[n]) >= V) embedding_index_error(op, n, int64_t(idx[n]), V);
+}
+
+// ---- cpu.ref --------------------------------------------------------------------------------
+
+template <class T, class I>
+void fwd_ref(const EmbeddingFwdArgs& a) {
+  const int64_t N = a.indices.size(0), V = a.weight.size(0), C = a.weight.size(1);
+  const I* idx = a.indices.data<I>();
+  const T* w = a.weight.data<T>();
+  T* out = a.out.data<T>();
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t v = int64_t(idx[n]);
+    if (v < 0 || v >= V) embedding_index_error("embedding_fwd", n, v, V);
+    for (int64_t c = 0; c < C; ++c) out[n * C + c] = w[v * C + c];
+  }
+}
+
+template <class T, class I>
+void bwd_ref(const EmbeddingBwdArgs& a) {
+  const int64_t N = a.indices.size(0), V = a.dweight.size(0), C = a.dweight.size(1);
+  const I* idx = a.indices.data<I>();
+  const T* dout = a.dout.data<T>();
+  T* dw = a.dweight.data<T>();
+  std::vector<double> acc(size_t(V * C), 0.0);
+  std::vector<char> touched(size_t(V), 0);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t v = int64_t(idx[n]);
+    if (v < 0 || v >= V) embedding_index_error("embedding_bwd", n, v, V);
+    if (v == a.padding_idx) continue;  // the padding row gets no gradient
+    touched[size_t(v)] = 1;
+    for (int64_t c = 0; c < C; ++c) acc[size_t(v * C + c)] += double(dout[n * C + c]);
+  }
+  for (int64_t v = 0; v < V; ++v)
+    if (touched[size_t(v)])
+      for (int64_t c = 0; c < C; ++c)
+        dw[v * C + c] = T(double(dw[v * C + c]) + acc[size_t(v * C + c)]);
+}
+
+void embedding_fwd_cpu_ref(const EmbeddingFwdArgs& a) {
+  check_embedding_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.weight.dtype(), T, {
+    AIM_DISPATCH_INDEX_TYPES(a.indices.dtype(), I, { fwd_ref<T, I>(a); });
+  });
+}
+
+void embedding_bwd_cpu_ref(const EmbeddingBwdArgs& a) {
+  check_embedding_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dweight.dtype(), T, {
+    AIM_DISPATCH_INDEX_TYPES(a.indices.dtype(), I, { bwd_ref<T, I>(a); });
+  });
+}
+
+// ---- cpu.omp --------------------------------------------------------------------------------
+
+template <class T, class I>
+void fwd_omp(const EmbeddingFwdArgs& a) {
+  const int64_t N = a.indices.size(0), V = a.weight.size(0), C = a.weight.size(1);
+  const I* idx = a.indices.data<I>();
+  check_indices("embedding_fwd", idx, N, V);  // before any write: the first bad one is named
+  const T* w = a.weight.data<T>();
+  T* out = a.out.data<T>();
+#pragma omp parallel for schedule(static) if (N * C > (int64_t(1) << 15))
+  for (int64_t n = 0; n < N; ++n)
+    std::copy(w + int64_t(idx[n]) * C, w + (int64_t(idx[n]) + 1) * C, out + n * C);
+}
+
+template <class T, class I>
+void bwd_omp(const EmbeddingBwdArgs& a) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const int64_t N = a.indices.size(0), V = a.dweight.size(0), C = a.dweight.size(1);
+  const I* idx = a.indices.data<I>();
+  check_indices("embedding_bwd", idx, N, V);
+  const T* dout = a.dout.data<T>();
+  T* dw = a.dweight.data<T>();
+  std::vector<int64_t> pos;
+  pos.reserve(size_t(N));
+  for (int64_t n = 0; n < N; ++n)
+    if (int64_t(idx[n]) != a.padding_idx) pos.push_back(n);
+  std::stable_sort(pos.begin(), pos.end(), [idx](int64_t p, int64_t q) { return idx[p] < idx[q]; });
+  std::vector<int64_t> starts;  // start of each run of equal indices in pos
+  for (size_t i = 0; i < pos.size(); ++i)
+    if (i == 0 || idx[pos[i]] != idx[pos[i - 1]]) starts.push_back(int64_t(i));
+  starts.push_back(int64_t(pos.size()));
+  const int64_t runs = int64_t(starts.size()) - 1;
+#pragma omp parallel if (int64_t(pos.size()) * C > (int64_t(1) << 15))
+  {
+    std::vector<A> acc(static_cast<size_t>(C));
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t r = 0; r < runs; ++r) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (int64_t i = starts[size_t(r)]; i < starts[size_t(r) + 1]; ++i) {
+        const T* g = dout + pos[size_t(i)] * C;
+        for (int64_t c = 0; c < C; ++c) acc[size_t(c)] += A(g[c]);
+      }
+      T* row = dw + int64_t(idx[pos[size_t(starts[size_t(r)])]]) * C;
+      for (int64_t c = 0; c < C; ++c) row[c] = T(A(row[c]) + acc[size_t(c)]);
+    }
+  }
+}
+
+void embedding_fwd_cpu_omp(const EmbeddingFwdArgs& a) {
+  check_embedding_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.weight.dtype(), T, {
+    AIM_DISPATCH_INDEX_TYPES(a.indices.dtype(), I, { fwd_omp<T, I>(a); });
+  });
+}
+
+void embedding_bwd_cpu_omp(const EmbeddingBwdArgs& a) {
+  check_embedding_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dweight.dtype(), T, {
+    AIM_DISPATCH_INDEX_TYPES(a.indices.dtype(), I, { bwd_omp<T, I>(a); });
+  });
+}
+
+// ---- test cases -----------------------------------------------------------------------------
+// Shapes: {N, V, C, index dtype (0: i32, 1: i64), padding_idx (-1: none)}. N >> V gives many
+// duplicates (stresses the scatter-add).
+
+DType index_dtype(int64_t code) { return code ? DType::i64 : DType::i32; }
+
+TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("weight", random_tensor({s[1], s[2]}, t, seed, -1.0, 1.0));
+  c.add_in("indices", random_indices({s[0]}, s[1], index_dtype(s[3]), seed + 1));
+  c.add_out("out", poison_tensor({s[0], s[2]}, t));
+  c.params["padding_idx"] = double(s[4]);
+  return c;
+}
+
+TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("dout", random_tensor({s[0], s[2]}, t, seed, -1.0, 1.0));
+  c.add_in("indices", random_indices({s[0]}, s[1], index_dtype(s[3]), seed + 1));
+  c.add_out("dweight", random_tensor({s[1], s[2]}, t, seed + 2, -1.0, 1.0));
+  c.params["padding_idx"] = double(s[4]);
+  return c;
+}
+
+// dweight rows sum up to ~N/V gradients: 16-bit outputs get a wider absolute tolerance.
+Tolerance embedding_tolerance(DType t, const TestShape&) {
+  if (t == DType::f16) return {8e-3, 4e-3};
+  if (t == DType::bf16) return {6e-2, 1.6e-2};
+  return default_tolerance(t);
+}
+
+std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
+
+}  // namespace
+
+void embedding_fwd(const EmbeddingFwdArgs& a) {
+  AIM_DISPATCH_OP(EmbeddingFwdArgs, "embedding_fwd", a);
+}
+void embedding_bwd(const EmbeddingBwdArgs& a) {
+  AIM_DISPATCH_OP(EmbeddingBwdArgs, "embedding_bwd", a);
+}
+
+void register_embedding_cpu(Registry& r) {
+  const std::vector<TestShape> shapes = {
+      {1, 1, 1, 1, -1},     {31, 17, 31, 0, -1},     {32, 5, 32, 1, 2},  {33, 40, 33, 1, 0},
+      {97, 3, 97, 0, 1},    {200, 7, 33, 1, 3},      {256, 1, 8, 0, -1}, {64, 1000, 37, 1, 999},
+      {4096, 50, 65, 0, 7}, {1031, 20011, 128, 1, 5}};
+  auto simt_small = [](const TestShape& s) { return s[0] * s[2] <= 8192 && s[1] * s[2] <= 65536; };
+
+  auto& f = r.op<EmbeddingFwdArgs>("embedding_fwd");
+  f.description = "row gather (F.embedding)";
+  f.add({"cpu.ref", Backend::CPU, Provider::Own, embedding_fwd_cpu_ref, float_dtypes()});
+  f.add({"cpu.omp", Backend::CPU, Provider::Own, embedding_fwd_cpu_omp, float_dtypes()});
+  f.set_default(Backend::CPU, "cpu.omp");
+  f.set_cost(embedding_fwd_cost);
+  f.set_bind([](const TestCase& c) {
+    return EmbeddingFwdArgs{c.in("weight"), c.in("indices"), c.out("out"),
+                            int64_t(c.param("padding_idx"))};
+  });
+  f.make_case = make_fwd_case;
+  f.add_test_shapes(shapes);
+  f.small_enough_for_simt = simt_small;
+
+  auto& b = r.op<EmbeddingBwdArgs>("embedding_bwd");
+  b.description = "row scatter-add of the output gradient, padding row excluded";
+  b.add({"cpu.ref", Backend::CPU, Provider::Own, embedding_bwd_cpu_ref, float_dtypes()});
+  b.add({"cpu.omp", Backend::CPU, Provider::Own, embedding_bwd_cpu_omp, float_dtypes()});
+  b.set_default(Backend::CPU, "cpu.omp");
+  b.set_cost(embedding_bwd_cost);
+  b.set_bind([](const TestCase& c) {
+    return EmbeddingBwdArgs{c.in("dout"), c.in("indices"), c.out("dweight"),
+                            int64_t(c.param("padding_idx"))};
+  });
+  b.make_case = make_bwd_case;
+  b.add_test_shapes(shapes);
+  b.tolerance = embedding_tolerance;
+  b.small_enough_for_simt = simt_small;
+}
+
 }  // namespace aim::kernels

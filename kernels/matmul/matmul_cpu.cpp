@@ -1,6 +1,325 @@
-// matmul: CPU variants (in progress).
+// matmul on the CPU.
+// cpu.ref: the oracle. Triple loop per batch element, double accumulation, one rounding at the
+//   output; every float dtype (f64 for gradcheck, f16/bf16 for mixed precision).
+// cpu.blas: OpenBLAS cblas_sgemm/cblas_dgemm per batch element (OpenBLAS 0.3.21 has no
+//   cblas_sgemm_batch). Runs OpenBLAS's AVX2 kernels in the standard environment (MACHINE.md).
+// cpu.avx512: the own packed AVX-512 SGEMM (gemm_avx512.h) per batch element; f32.
+// Both fast variants add the bias by pre-filling C (C = beta*C + bias, or bias when beta == 0)
+// and running the GEMM with beta = 1: one extra pass over C, only when there is a bias.
+#include <cblas.h>
+
+#include <climits>
+#include <cmath>
+
+#include "kernels/matmul/gemm_avx512.h"
+#include "kernels/matmul/matmul.h"
 #include "kernels/registry.h"
+#include "kernels/testing.h"
 
 namespace aim::kernels {
-void register_matmul_cpu(Registry&) {}
+
+MatmulDims matmul_check(const MatmulArgs& a) {
+  AIM_CHECK(a.a.defined() && a.b.defined() && a.c.defined(),
+            "[matmul] a, b and c must all be given");
+  const DType t = a.c.dtype();
+  AIM_CHECK(is_floating(t), "[matmul] expected a float dtype, got ", dtype_name(t));
+  AIM_CHECK(a.a.dtype() == t && a.b.dtype() == t, "[matmul] a, b and c must share one dtype, got ",
+            dtype_name(a.a.dtype()), ", ", dtype_name(a.b.dtype()), ", ", dtype_name(t));
+  AIM_CHECK(a.a.device() == a.c.device() && a.b.device() == a.c.device(),
+            "[matmul] a, b and c must be on one device, got ", a.a.device().str(), ", ",
+            a.b.device().str(), ", ", a.c.device().str());
+  const int64_t cd = a.c.dim();
+  AIM_CHECK(cd == 2 || cd == 3, "[matmul] c must be [M,N] or [Bt,M,N], got ",
+            to_string(a.c.sizes()));
+  AIM_CHECK(a.a.dim() == 2 || a.a.dim() == cd, "[matmul] a must be 2-D or ", cd, "-D like c ",
+            to_string(a.c.sizes()), ", got ", to_string(a.a.sizes()));
+  AIM_CHECK(a.b.dim() == 2 || a.b.dim() == cd, "[matmul] b must be 2-D or ", cd, "-D like c ",
+            to_string(a.c.sizes()), ", got ", to_string(a.b.sizes()));
+  MatmulDims d;
+  d.batch = cd == 3 ? a.c.size(0) : 1;
+  d.M = a.c.size(-2);
+  d.N = a.c.size(-1);
+  d.a_batched = a.a.dim() == 3;
+  d.b_batched = a.b.dim() == 3;
+  d.K = a.trans_a ? a.a.size(-2) : a.a.size(-1);
+  const int64_t a_m = a.trans_a ? a.a.size(-1) : a.a.size(-2);
+  const int64_t b_k = a.trans_b ? a.b.size(-1) : a.b.size(-2);
+  const int64_t b_n = a.trans_b ? a.b.size(-2) : a.b.size(-1);
+  AIM_CHECK(a_m == d.M && b_k == d.K && b_n == d.N, "[matmul] shapes do not match: a ",
+            to_string(a.a.sizes()), a.trans_a ? " (transposed)" : "", ", b ",
+            to_string(a.b.sizes()), a.trans_b ? " (transposed)" : "", ", c ",
+            to_string(a.c.sizes()), "; expected op(a) [M,K], op(b) [K,N], c [M,N] with M=", d.M,
+            " N=", d.N);
+  AIM_CHECK(!d.a_batched || a.a.size(0) == d.batch, "[matmul] a ", to_string(a.a.sizes()),
+            " has a batch of ", a.a.size(0), ", c ", to_string(a.c.sizes()), " has ", d.batch);
+  AIM_CHECK(!d.b_batched || a.b.size(0) == d.batch, "[matmul] b ", to_string(a.b.sizes()),
+            " has a batch of ", a.b.size(0), ", c ", to_string(a.c.sizes()), " has ", d.batch);
+  auto check_contiguous = [](const char* name, const Tensor& x) {
+    AIM_CHECK(x.is_contiguous(), "[matmul] ", name,
+              " must be contiguous in its stored layout, got ", to_string(x.sizes()),
+              " with strides ", to_string(x.strides()),
+              " (use trans_a/trans_b instead of transposed views)");
+  };
+  check_contiguous("a", a.a);
+  check_contiguous("b", a.b);
+  check_contiguous("c", a.c);
+  if (a.bias.defined()) {
+    AIM_CHECK(a.bias.dim() == 1 && a.bias.size(0) == d.N && a.bias.is_contiguous(),
+              "[matmul] bias must be a contiguous [N] = [", d.N, "], got ",
+              to_string(a.bias.sizes()), " with strides ", to_string(a.bias.strides()));
+    AIM_CHECK(a.bias.dtype() == t && a.bias.device() == a.c.device(), "[matmul] bias must be ",
+              dtype_name(t), " on ", a.c.device().str(), ", got ", dtype_name(a.bias.dtype()),
+              " on ", a.bias.device().str());
+  }
+  return d;
+}
+
+namespace {
+
+// cpu.ref ---------------------------------------------------------------------------------------
+
+template <class T>
+void matmul_ref_typed(const MatmulArgs& args, const MatmulDims& d) {
+  const T* A = args.a.data<T>();
+  const T* B = args.b.data<T>();
+  T* C = args.c.data<T>();
+  const T* bias = args.bias.defined() ? args.bias.data<T>() : nullptr;
+  const int64_t M = d.M, N = d.N, K = d.K;
+  for (int64_t z = 0; z < d.batch; ++z) {
+    const T* Az = A + (d.a_batched ? z * M * K : 0);
+    const T* Bz = B + (d.b_batched ? z * K * N : 0);
+    T* Cz = C + z * M * N;
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double x = double(args.trans_a ? Az[k * M + i] : Az[i * K + k]);
+          const double y = double(args.trans_b ? Bz[j * K + k] : Bz[k * N + j]);
+          acc += x * y;
+        }
+        double v = double(args.alpha) * acc;
+        if (args.beta != 0) v += double(args.beta) * double(Cz[i * N + j]);  // beta 0: unread
+        if (bias) v += double(bias[j]);
+        Cz[i * N + j] = T(v);
+      }
+    }
+  }
+}
+
+void matmul_cpu_ref(const MatmulArgs& a) {
+  const MatmulDims d = matmul_check(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.c.dtype(), T, { matmul_ref_typed<T>(a, d); });
+}
+
+// Shared by the fast variants ------------------------------------------------------------------
+
+// C = beta*C + bias (beta == 0: C = bias, C unread), so the GEMM can then run with beta = 1.
+template <class T>
+void prefill_bias(T* C, const T* bias, int64_t rows, int64_t N, T beta) {
+#pragma omp parallel for schedule(static) if (rows * N > (int64_t(1) << 16))
+  for (int64_t i = 0; i < rows; ++i) {
+    T* r = C + i * N;
+    if (beta == T(0)) {
+      for (int64_t j = 0; j < N; ++j) r[j] = bias[j];
+    } else {
+      for (int64_t j = 0; j < N; ++j) r[j] = beta * r[j] + bias[j];
+    }
+  }
+}
+
+// Calls gemm(A_z, B_z, C_z, beta) for every batch element, after folding the bias into C.
+template <class T, class Gemm>
+void run_batched(const MatmulArgs& args, const MatmulDims& d, Gemm gemm) {
+  const T* A = args.a.data<T>();
+  const T* B = args.b.data<T>();
+  T* C = args.c.data<T>();
+  if (d.M == 0 || d.N == 0 || d.batch == 0) return;
+  T beta = T(args.beta);
+  if (args.bias.defined()) {
+    prefill_bias<T>(C, args.bias.data<T>(), d.batch * d.M, d.N, beta);
+    beta = T(1);
+  }
+  for (int64_t z = 0; z < d.batch; ++z)
+    gemm(A + (d.a_batched ? z * d.M * d.K : 0), B + (d.b_batched ? z * d.K * d.N : 0),
+         C + z * d.M * d.N, beta);
+}
+
+// Leading dimensions of the stored (row-major) operands; at least 1 as BLAS requires.
+int64_t lda_of(const MatmulArgs& a, const MatmulDims& d) {
+  return std::max<int64_t>(1, a.trans_a ? d.M : d.K);
+}
+int64_t ldb_of(const MatmulArgs& a, const MatmulDims& d) {
+  return std::max<int64_t>(1, a.trans_b ? d.K : d.N);
+}
+
+// cpu.blas --------------------------------------------------------------------------------------
+
+std::string blas_supports(const MatmulArgs& a) {
+  const MatmulDims d = matmul_check(a);
+  const int64_t biggest = std::max({d.M, d.N, d.K});
+  if (biggest > INT_MAX) return str("needs M, N, K <= ", INT_MAX, " (blasint), got ", biggest);
+  return "";
+}
+
+void matmul_cpu_blas(const MatmulArgs& a) {
+  const MatmulDims d = matmul_check(a);
+  const CBLAS_TRANSPOSE ta = a.trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = a.trans_b ? CblasTrans : CblasNoTrans;
+  const blasint M = blasint(d.M), N = blasint(d.N), K = blasint(d.K);
+  const blasint lda = blasint(lda_of(a, d)), ldb = blasint(ldb_of(a, d));
+  const blasint ldc = std::max<blasint>(1, N);
+  if (a.c.dtype() == DType::f32) {
+    run_batched<float>(a, d, [&](const float* A, const float* B, float* C, float beta) {
+      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, a.alpha, A, lda, B, ldb, beta, C, ldc);
+    });
+  } else if (a.c.dtype() == DType::f64) {
+    run_batched<double>(a, d, [&](const double* A, const double* B, double* C, double beta) {
+      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, double(a.alpha), A, lda, B, ldb, beta, C, ldc);
+    });
+  } else {
+    AIM_FAIL("[matmul] cpu.blas takes f32 and f64, got ", dtype_name(a.c.dtype()));
+  }
+}
+
+// cpu.avx512 ------------------------------------------------------------------------------------
+
+std::string avx512_supports(const MatmulArgs& a) {
+  matmul_check(a);
+  return cpu_has_avx512() ? "" : "CPU lacks AVX-512";
+}
+
+void matmul_cpu_avx512(const MatmulArgs& a) {
+  const MatmulDims d = matmul_check(a);
+  AIM_CHECK(cpu_has_avx512(), "[matmul] cpu.avx512: CPU lacks AVX-512");
+  const int64_t lda = lda_of(a, d), ldb = ldb_of(a, d), ldc = std::max<int64_t>(1, d.N);
+  run_batched<float>(a, d, [&](const float* A, const float* B, float* C, float beta) {
+    sgemm_avx512(a.trans_a, a.trans_b, d.M, d.N, d.K, a.alpha, A, lda, B, ldb, beta, C, ldc);
+  });
+}
+
+// Tests -----------------------------------------------------------------------------------------
+
+// TestShape: {Bt, M, N, K, trans_a, trans_b, with_beta, with_bias, shared}.
+// Bt == 0: plain 2-D call; Bt >= 1: c is [Bt,M,N]. shared: 0 both operands batched, 1 a is a
+// shared 2-D matrix, 2 b is. with_beta: alpha 0.5, beta 0.75 and c filled with values (else
+// alpha 1, beta 0 and c poisoned with NaN, which must not leak).
+enum ShapeField { kBt, kM, kN, kK, kTransA, kTransB, kWithBeta, kWithBias, kShared };
+
+TestCase make_matmul_case(const TestShape& s, DType t, uint64_t seed) {
+  const int64_t Bt = s[kBt], M = s[kM], N = s[kN], K = s[kK];
+  const bool ta = s[kTransA] != 0, tb = s[kTransB] != 0;
+  auto with_batch = [&](Shape m, bool batched) {
+    if (Bt > 0 && batched) m.insert(m.begin(), Bt);
+    return m;
+  };
+  TestCase c;
+  c.add_in("a",
+           random_tensor(with_batch(ta ? Shape{K, M} : Shape{M, K}, s[kShared] != 1), t, seed));
+  c.add_in("b",
+           random_tensor(with_batch(tb ? Shape{N, K} : Shape{K, N}, s[kShared] != 2), t, seed + 1));
+  c.add_in("bias", s[kWithBias] ? random_tensor({N}, t, seed + 3) : Tensor());
+  const Shape cs = with_batch({M, N}, true);
+  c.add_out("c", s[kWithBeta] ? random_tensor(cs, t, seed + 2) : poison_tensor(cs, t));
+  c.params["trans_a"] = ta;
+  c.params["trans_b"] = tb;
+  c.params["alpha"] = s[kWithBeta] ? 0.5 : 1.0;
+  c.params["beta"] = s[kWithBeta] ? 0.75 : 0.0;
+  return c;
+}
+
+MatmulArgs bind_matmul_case(const TestCase& tc) {
+  MatmulArgs a;
+  a.a = tc.in("a");
+  a.b = tc.in("b");
+  a.c = tc.out("c");
+  a.bias = tc.in("bias");
+  a.trans_a = tc.param("trans_a") != 0;
+  a.trans_b = tc.param("trans_b") != 0;
+  a.alpha = float(tc.param("alpha"));
+  a.beta = float(tc.param("beta"));
+  return a;
+}
+
+// Inputs are uniform in [-1, 1): the accumulation error grows like sqrt(K).
+Tolerance matmul_tolerance(DType t, const TestShape& s) {
+  const double r = std::sqrt(double(std::max<int64_t>(s[kK], 1)));
+  switch (t) {
+    case DType::f64:
+      return {1e-12 * r, 1e-10};
+    case DType::f32:
+      return {1e-5 * r, 1e-5 * r};
+    case DType::f16:
+      return {1e-3 * r, 2e-3};
+    case DType::bf16:
+      return {8e-3 * r, 1.6e-2};
+    default:
+      return {0, 0};
+  }
+}
+
+}  // namespace
+
+void matmul(const MatmulArgs& a) { AIM_DISPATCH_OP(MatmulArgs, "matmul", a); }
+
+void register_matmul_cpu(Registry& r) {
+  auto& op = r.op<MatmulArgs>("matmul");
+  op.description = "C = alpha*op(A)*op(B) + beta*C (+ bias), row-major, optionally batched";
+  op.add({"cpu.ref",
+          Backend::CPU,
+          Provider::Own,
+          matmul_cpu_ref,
+          {DType::f32, DType::f64, DType::f16, DType::bf16}});
+  op.add({"cpu.blas",
+          Backend::CPU,
+          Provider::Vendor,
+          matmul_cpu_blas,
+          {DType::f32, DType::f64},
+          blas_supports});
+  op.add({"cpu.avx512",
+          Backend::CPU,
+          Provider::Own,
+          matmul_cpu_avx512,
+          {DType::f32},
+          avx512_supports});
+  // OpenBLAS runs its AVX2 kernels in the standard environment (MACHINE.md, lesson 3): the own
+  // AVX-512 SGEMM is the fast path wherever the CPU has AVX-512.
+  // Per dtype: f64 through OpenBLAS; 16-bit has no fast CPU GEMM yet, so the reference runs.
+#ifdef AIM_HAVE_OPENBLAS
+  op.set_default(Backend::CPU, cpu_has_avx512() ? "cpu.avx512" : "cpu.blas", {DType::f32});
+  op.set_default(Backend::CPU, "cpu.blas", {DType::f64});
+#else
+  op.set_default(Backend::CPU, cpu_has_avx512() ? "cpu.avx512" : "cpu.ref", {DType::f32});
+  op.set_default(Backend::CPU, "cpu.ref", {DType::f64});
+#endif
+  op.set_default(Backend::CPU, "cpu.ref", {DType::f16, DType::bf16});
+  op.set_cost(matmul_cost);
+  op.set_bind(bind_matmul_case);
+  op.make_case = make_matmul_case;
+  op.tolerance = matmul_tolerance;
+  // {Bt, M, N, K, trans_a, trans_b, with_beta, with_bias, shared}
+  op.add_test_shapes({
+      {0, 1, 1, 1, 0, 0, 0, 0, 0},
+      {0, 31, 32, 33, 0, 0, 0, 0, 0},
+      {0, 33, 31, 32, 1, 0, 0, 0, 0},
+      {0, 32, 33, 31, 0, 1, 0, 0, 0},
+      {0, 31, 33, 32, 1, 1, 1, 0, 0},
+      {0, 97, 61, 89, 0, 0, 0, 1, 0},
+      {0, 61, 89, 97, 0, 1, 1, 1, 0},
+      {0, 64, 64, 64, 0, 0, 0, 0, 0},
+      {3, 17, 19, 23, 0, 0, 0, 0, 0},
+      {3, 17, 19, 23, 1, 0, 1, 0, 1},
+      {3, 17, 19, 23, 0, 1, 1, 1, 2},
+      {2, 5, 1, 37, 1, 1, 0, 1, 0},
+      // Multiples of 4 (float4 paths of cuda.tiled in every layout) and several block tiles.
+      {0, 64, 32, 40, 1, 0, 1, 1, 0},
+      {2, 36, 44, 20, 1, 1, 0, 1, 0},
+      {0, 130, 136, 24, 0, 0, 1, 1, 0},
+      {0, 256, 384, 320, 0, 1, 0, 1, 0},
+  });
+  // The emulator runs every CUDA thread as a fiber: keep its GEMMs to ~64^3 work.
+  op.small_enough_for_simt = [](const TestShape& s) {
+    return std::max<int64_t>(s[kBt], 1) * s[kM] * s[kN] * s[kK] <= 600000;
+  };
+}
+
 }  // namespace aim::kernels

@@ -1,6 +1,359 @@
-// random: CPU variants (in progress).
+// random: CPU variants of uniform, normal, bernoulli, dropout_fwd, dropout_bwd.
+// cpu.ref: element by element through philox::uniform / philox::normal (tensor/philox.h), the
+// definition of the streams. Obviously right.
+// cpu.omp: one Philox block (4 elements) per iteration, OpenMP over blocks when large; the same
+// numbers bitwise.
+#include "kernels/copy/copy.h"
+#include "kernels/random/random.h"
 #include "kernels/registry.h"
+#include "kernels/testing.h"
 
 namespace aim::kernels {
-void register_random_cpu(Registry&) {}
+
+void check_random_output(const char* op, const Tensor& y) {
+  AIM_CHECK(y.is_contiguous(), "[", op, "] y must be contiguous (element i is the row-major ",
+            "index), got sizes ", to_string(y.sizes()), " strides ", to_string(y.strides()));
+}
+
+namespace {
+void check_p(const char* op, float p) {
+  AIM_CHECK(p >= 0.0f && p <= 1.0f, "[", op, "] p must be in [0, 1], got ", p);
+}
+void check_like(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
+  AIM_CHECK(a.sizes() == b.sizes(), "[", op, "] ", an, " ", to_string(a.sizes()), " and ", bn, " ",
+            to_string(b.sizes()), " differ in shape");
+  AIM_CHECK(a.device() == b.device(), "[", op, "] ", an, " on ", a.device().str(), " but ", bn,
+            " on ", b.device().str());
+  AIM_CHECK(a.is_contiguous() && b.is_contiguous(), "[", op, "] ", an, " and ", bn,
+            " must be contiguous");
+}
+}  // namespace
+
+void check_dropout_fwd(const DropoutFwdArgs& a) {
+  check_p("dropout_fwd", a.p);
+  check_like("dropout_fwd", a.x, "x", a.y, "y");
+  check_like("dropout_fwd", a.x, "x", a.mask, "mask");
+  AIM_CHECK(a.x.dtype() == a.y.dtype(), "[dropout_fwd] x is ", dtype_name(a.x.dtype()),
+            " but y is ", dtype_name(a.y.dtype()));
+  AIM_CHECK(a.mask.dtype() == DType::u8, "[dropout_fwd] mask must be u8, got ",
+            dtype_name(a.mask.dtype()));
+}
+
+void check_dropout_bwd(const DropoutBwdArgs& a) {
+  check_p("dropout_bwd", a.p);
+  check_like("dropout_bwd", a.dy, "dy", a.dx, "dx");
+  check_like("dropout_bwd", a.dy, "dy", a.mask, "mask");
+  AIM_CHECK(a.dy.dtype() == a.dx.dtype(), "[dropout_bwd] dy is ", dtype_name(a.dy.dtype()),
+            " but dx is ", dtype_name(a.dx.dtype()));
+  AIM_CHECK(a.mask.dtype() == DType::u8, "[dropout_bwd] mask must be u8, got ",
+            dtype_name(a.mask.dtype()));
+}
+
+namespace {
+
+constexpr int64_t kParallelElems = int64_t(1) << 14;
+
+// x * scale in the accumulation type (double for f64, float otherwise), rounded to T.
+template <class T>
+inline T scaled(T x, float scale) {
+  if constexpr (std::is_same_v<T, double>) {
+    return x * double(scale);
+  } else {
+    return cast_value<T>(float(x) * scale);
+  }
+}
+
+// ---- cpu.ref ---------------------------------------------------------------------------------
+
+void uniform_cpu_ref(const UniformArgs& a) {
+  check_random_output("uniform", a.y);
+  AIM_DISPATCH_FLOAT_TYPES(a.y.dtype(), T, {
+    T* y = a.y.data<T>();
+    for (int64_t i = 0; i < a.y.numel(); ++i)
+      y[i] = cast_value<T>(uniform_value(a.lo, a.hi, philox::uniform(a.seed, a.offset, i)));
+  });
+}
+
+void normal_cpu_ref(const NormalArgs& a) {
+  check_random_output("normal", a.y);
+  AIM_DISPATCH_FLOAT_TYPES(a.y.dtype(), T, {
+    T* y = a.y.data<T>();
+    for (int64_t i = 0; i < a.y.numel(); ++i)
+      y[i] = cast_value<T>(normal_value(a.mean, a.std, philox::normal(a.seed, a.offset, i)));
+  });
+}
+
+void bernoulli_cpu_ref(const BernoulliArgs& a) {
+  check_random_output("bernoulli", a.y);
+  check_p("bernoulli", a.p);
+  AIM_DISPATCH_ALL_TYPES(a.y.dtype(), T, {
+    T* y = a.y.data<T>();
+    for (int64_t i = 0; i < a.y.numel(); ++i)
+      y[i] = cast_value<T>(philox::uniform(a.seed, a.offset, i) < a.p ? 1 : 0);
+  });
+}
+
+void dropout_fwd_cpu_ref(const DropoutFwdArgs& a) {
+  check_dropout_fwd(a);
+  const float scale = dropout_scale(a.p);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, {
+    const T* x = a.x.data<T>();
+    T* y = a.y.data<T>();
+    uint8_t* m = a.mask.data<uint8_t>();
+    for (int64_t i = 0; i < a.x.numel(); ++i) {
+      const bool keep = philox::uniform(a.seed, a.offset, i) >= a.p;
+      m[i] = keep ? 1 : 0;
+      y[i] = keep ? scaled(x[i], scale) : cast_value<T>(0);
+    }
+  });
+}
+
+void dropout_bwd_cpu_ref(const DropoutBwdArgs& a) {
+  check_dropout_bwd(a);
+  const float scale = dropout_scale(a.p);
+  AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, {
+    const T* dy = a.dy.data<T>();
+    const uint8_t* m = a.mask.data<uint8_t>();
+    T* dx = a.dx.data<T>();
+    for (int64_t i = 0; i < a.dy.numel(); ++i)
+      dx[i] = m[i] ? scaled(dy[i], scale) : cast_value<T>(0);
+  });
+}
+
+// ---- cpu.omp ---------------------------------------------------------------------------------
+
+// Calls f(i, words, lane) for every element i in [0, n), one Philox block per iteration.
+template <class F>
+void for_each_block(int64_t n, uint64_t seed, uint64_t offset, F f) {
+  const int64_t blocks = int64_t(philox::blocks_for(uint64_t(n)));
+#pragma omp parallel for schedule(static) if (n > kParallelElems)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const philox::U4 w = philox::block_words(seed, offset + uint64_t(b));
+    const int64_t i0 = 4 * b;
+    for (int lane = 0; lane < 4 && i0 + lane < n; ++lane) f(i0 + lane, w, lane);
+  }
+}
+
+template <class T>
+void uniform_omp(const UniformArgs& a) {
+  T* y = a.y.data<T>();
+  for_each_block(a.y.numel(), a.seed, a.offset, [&](int64_t i, const philox::U4& w, int lane) {
+    y[i] = cast_value<T>(uniform_value(a.lo, a.hi, philox::to_unit(philox::word(w, lane))));
+  });
+}
+
+template <class T>
+void normal_omp(const NormalArgs& a) {
+  T* y = a.y.data<T>();
+  for_each_block(a.y.numel(), a.seed, a.offset, [&](int64_t i, const philox::U4& w, int lane) {
+    y[i] = cast_value<T>(normal_value(a.mean, a.std, normal_from_words(w, lane)));
+  });
+}
+
+template <class T>
+void bernoulli_omp(const BernoulliArgs& a) {
+  T* y = a.y.data<T>();
+  const T one = cast_value<T>(1), zero = cast_value<T>(0);
+  for_each_block(a.y.numel(), a.seed, a.offset, [&](int64_t i, const philox::U4& w, int lane) {
+    y[i] = philox::to_unit(philox::word(w, lane)) < a.p ? one : zero;
+  });
+}
+
+template <class T>
+void dropout_fwd_omp(const DropoutFwdArgs& a) {
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  uint8_t* m = a.mask.data<uint8_t>();
+  const float scale = dropout_scale(a.p);
+  for_each_block(a.x.numel(), a.seed, a.offset, [&](int64_t i, const philox::U4& w, int lane) {
+    const bool keep = philox::to_unit(philox::word(w, lane)) >= a.p;
+    m[i] = keep ? 1 : 0;
+    y[i] = keep ? scaled(x[i], scale) : cast_value<T>(0);
+  });
+}
+
+template <class T>
+void dropout_bwd_omp(const DropoutBwdArgs& a) {
+  const T* dy = a.dy.data<T>();
+  const uint8_t* m = a.mask.data<uint8_t>();
+  T* dx = a.dx.data<T>();
+  const float scale = dropout_scale(a.p);
+  const int64_t n = a.dy.numel();
+#pragma omp parallel for schedule(static) if (n > kParallelElems)
+  for (int64_t i = 0; i < n; ++i) dx[i] = m[i] ? scaled(dy[i], scale) : cast_value<T>(0);
+}
+
+void uniform_cpu_omp(const UniformArgs& a) {
+  check_random_output("uniform", a.y);
+  AIM_DISPATCH_FLOAT_TYPES(a.y.dtype(), T, { uniform_omp<T>(a); });
+}
+void normal_cpu_omp(const NormalArgs& a) {
+  check_random_output("normal", a.y);
+  AIM_DISPATCH_FLOAT_TYPES(a.y.dtype(), T, { normal_omp<T>(a); });
+}
+void bernoulli_cpu_omp(const BernoulliArgs& a) {
+  check_random_output("bernoulli", a.y);
+  check_p("bernoulli", a.p);
+  AIM_DISPATCH_ALL_TYPES(a.y.dtype(), T, { bernoulli_omp<T>(a); });
+}
+void dropout_fwd_cpu_omp(const DropoutFwdArgs& a) {
+  check_dropout_fwd(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { dropout_fwd_omp<T>(a); });
+}
+void dropout_bwd_cpu_omp(const DropoutBwdArgs& a) {
+  check_dropout_bwd(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { dropout_bwd_omp<T>(a); });
+}
+
+// ---- test cases ------------------------------------------------------------------------------
+// Shapes {a, b, stream}: y [a, b]; stream picks (seed, offset) so that the high words of both
+// the key and the counter are exercised: 0: (seed, 0), 1: (seed + 2^40, 5), 2: (seed, 2^33 + 3).
+void set_stream(TestCase& c, int64_t stream, uint64_t seed) {
+  c.params["seed"] = double(seed + (stream == 1 ? uint64_t(1) << 40 : 0));
+  c.params["offset"] = double(stream == 1 ? 5 : stream == 2 ? (uint64_t(1) << 33) + 3 : 0);
+}
+uint64_t seed_of(const TestCase& c) { return uint64_t(c.param("seed")); }
+uint64_t offset_of(const TestCase& c) { return uint64_t(c.param("offset")); }
+
+TestCase make_fill_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_out("y", poison_tensor({s[0], s[1]}, t));
+  set_stream(c, s[2], seed);
+  return c;
+}
+
+// Dropout: {a, b, stream, p in percent}.
+TestCase make_dropout_fwd_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("x", random_tensor({s[0], s[1]}, t, seed + 1));
+  c.add_out("y", poison_tensor({s[0], s[1]}, t));
+  c.add_out("mask", poison_tensor({s[0], s[1]}, DType::u8));
+  set_stream(c, s[2], seed);
+  c.params["p"] = double(s[3]) / 100.0;
+  return c;
+}
+
+TestCase make_dropout_bwd_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("dy", random_tensor({s[0], s[1]}, t, seed + 1));
+  c.add_in("mask", random_tensor({s[0], s[1]}, DType::u8, seed + 2, 0, 2));
+  c.add_out("dx", poison_tensor({s[0], s[1]}, t));
+  c.params["p"] = double(s[3]) / 100.0;
+  return c;
+}
+
+Tolerance exact(DType, const TestShape&) { return {0, 0}; }
+// normal: the GPU's double log/sin/cos may differ from the host libm in the last double bits,
+// which moves the f32 result by at most one f32 ulp (then one ulp of a 16-bit output).
+Tolerance normal_tolerance(DType t, const TestShape&) {
+  if (t == DType::f16) return {1e-6, 1e-3};
+  if (t == DType::bf16) return {1e-6, 8e-3};
+  return {1e-6, 1e-6};
+}
+
+bool small_fill(const TestShape& s) { return s[0] * s[1] <= 2048; }
+
+std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
+std::vector<DType> all_dtypes() { return {std::begin(kAllDTypes), std::end(kAllDTypes)}; }
+
+std::vector<TestShape> fill_shapes() {
+  return {{1, 1, 0}, {1, 31, 1}, {4, 8, 2}, {3, 11, 0}, {1, 97, 2}, {5, 33, 1}, {257, 515, 2}};
+}
+std::vector<TestShape> dropout_shapes() {
+  return {{1, 1, 0, 30},  {1, 31, 1, 50}, {4, 8, 2, 0},     {3, 11, 0, 100},
+          {1, 97, 2, 10}, {5, 33, 1, 90}, {257, 515, 2, 30}};
+}
+
+}  // namespace
+
+void uniform(const UniformArgs& a) { AIM_DISPATCH_OP(UniformArgs, "uniform", a); }
+void normal(const NormalArgs& a) { AIM_DISPATCH_OP(NormalArgs, "normal", a); }
+void bernoulli(const BernoulliArgs& a) { AIM_DISPATCH_OP(BernoulliArgs, "bernoulli", a); }
+void dropout_fwd(const DropoutFwdArgs& a) { AIM_DISPATCH_OP(DropoutFwdArgs, "dropout_fwd", a); }
+void dropout_bwd(const DropoutBwdArgs& a) { AIM_DISPATCH_OP(DropoutBwdArgs, "dropout_bwd", a); }
+
+void register_random_cpu(Registry& r) {
+  {
+    auto& op = r.op<UniformArgs>("uniform");
+    op.description = "uniform fill in [lo, hi) from Philox (same numbers on CPU and CUDA)";
+    op.add({"cpu.ref", Backend::CPU, Provider::Own, uniform_cpu_ref, float_dtypes()});
+    op.add({"cpu.omp", Backend::CPU, Provider::Own, uniform_cpu_omp, float_dtypes()});
+    op.set_default(Backend::CPU, "cpu.omp");
+    op.set_cost(uniform_cost);
+    op.set_bind([](const TestCase& tc) {
+      return UniformArgs{tc.out("y"), -2.0f, 3.0f, seed_of(tc), offset_of(tc)};
+    });
+    op.make_case = make_fill_case;
+    op.ref_uses_case_dtype = true;  // bitwise comparison in the output dtype
+    op.tolerance = exact;
+    op.add_test_shapes(fill_shapes());
+    op.small_enough_for_simt = small_fill;
+  }
+  {
+    auto& op = r.op<NormalArgs>("normal");
+    op.description = "normal fill (Box-Muller on Philox; same numbers on CPU and CUDA)";
+    op.add({"cpu.ref", Backend::CPU, Provider::Own, normal_cpu_ref, float_dtypes()});
+    op.add({"cpu.omp", Backend::CPU, Provider::Own, normal_cpu_omp, float_dtypes()});
+    op.set_default(Backend::CPU, "cpu.omp");
+    op.set_cost(normal_cost);
+    op.set_bind([](const TestCase& tc) {
+      return NormalArgs{tc.out("y"), 0.5f, 2.0f, seed_of(tc), offset_of(tc)};
+    });
+    op.make_case = make_fill_case;
+    op.ref_uses_case_dtype = true;
+    op.tolerance = normal_tolerance;
+    op.add_test_shapes(fill_shapes());
+    op.small_enough_for_simt = small_fill;
+  }
+  {
+    auto& op = r.op<BernoulliArgs>("bernoulli");
+    op.description = "0/1 fill with P(1) = p from Philox (same numbers on CPU and CUDA)";
+    op.add({"cpu.ref", Backend::CPU, Provider::Own, bernoulli_cpu_ref, all_dtypes()});
+    op.add({"cpu.omp", Backend::CPU, Provider::Own, bernoulli_cpu_omp, all_dtypes()});
+    op.set_default(Backend::CPU, "cpu.omp");
+    op.set_cost(bernoulli_cost);
+    op.set_bind([](const TestCase& tc) {
+      return BernoulliArgs{tc.out("y"), 0.3f, seed_of(tc), offset_of(tc)};
+    });
+    op.make_case = make_fill_case;
+    op.ref_uses_case_dtype = true;
+    op.tolerance = exact;
+    op.add_test_shapes(fill_shapes());
+    op.small_enough_for_simt = small_fill;
+  }
+  {
+    auto& op = r.op<DropoutFwdArgs>("dropout_fwd");
+    op.description = "inverted dropout: mask from Philox (same mask on CPU and CUDA)";
+    op.add({"cpu.ref", Backend::CPU, Provider::Own, dropout_fwd_cpu_ref, float_dtypes()});
+    op.add({"cpu.omp", Backend::CPU, Provider::Own, dropout_fwd_cpu_omp, float_dtypes()});
+    op.set_default(Backend::CPU, "cpu.omp");
+    op.set_cost(dropout_fwd_cost);
+    op.set_bind([](const TestCase& tc) {
+      return DropoutFwdArgs{tc.in("x"),           tc.out("y"), tc.out("mask"),
+                            float(tc.param("p")), seed_of(tc), offset_of(tc)};
+    });
+    op.make_case = make_dropout_fwd_case;
+    op.ref_uses_case_dtype = true;  // y and mask compared bitwise in the case's dtype
+    op.tolerance = exact;
+    op.add_test_shapes(dropout_shapes());
+    op.small_enough_for_simt = small_fill;
+  }
+  {
+    auto& op = r.op<DropoutBwdArgs>("dropout_bwd");
+    op.description = "dropout gradient: dy * mask / (1 - p)";
+    op.add({"cpu.ref", Backend::CPU, Provider::Own, dropout_bwd_cpu_ref, float_dtypes()});
+    op.add({"cpu.omp", Backend::CPU, Provider::Own, dropout_bwd_cpu_omp, float_dtypes()});
+    op.set_default(Backend::CPU, "cpu.omp");
+    op.set_cost(dropout_bwd_cost);
+    op.set_bind([](const TestCase& tc) {
+      return DropoutBwdArgs{tc.in("dy"), tc.in("mask"), tc.out("dx"), float(tc.param("p"))};
+    });
+    op.make_case = make_dropout_bwd_case;
+    op.ref_uses_case_dtype = true;
+    op.tolerance = exact;
+    op.add_test_shapes(dropout_shapes());
+    op.small_enough_for_simt = small_fill;
+  }
+}
+
 }  // namespace aim::kernels

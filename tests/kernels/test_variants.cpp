@@ -28,13 +28,10 @@ struct Coverage {
 };
 std::vector<Coverage> g_coverage;
 
-bool tested_here(Backend b) {
-  return kSimtBuild ? b == Backend::SIMT : b != Backend::SIMT;
-}
+bool tested_here(Backend b) { return kSimtBuild ? b == Backend::SIMT : b != Backend::SIMT; }
 
 std::string skip_reason(Backend b) {
-  if (b == Backend::CUDA && cuda_device_count() == 0)
-    return "no GPU: " + cuda_unavailable_reason();
+  if (b == Backend::CUDA && cuda_device_count() == 0) return "no GPU: " + cuda_unavailable_reason();
   return "";
 }
 
@@ -56,8 +53,8 @@ class VariantTest : public ::testing::Test {
           c.skip_reason = "shapes too large for the emulator skipped";
           continue;
         }
-        SCOPED_TRACE(op_->name() + " " + v_.name + " " + dtype_name(t) + " shape {" +
-                     shape_str(s) + "}");
+        SCOPED_TRACE(op_->name() + " " + v_.name + " " + dtype_name(t) + " shape {" + shape_str(s) +
+                     "}");
         CheckResult r;
         try {
           r = check_variant(*op_, v_.name, v_.backend, s, t, seed++);
@@ -91,8 +88,10 @@ void print_coverage() {
               "by", "dtypes", "pass", "fail", "unsup", "skip", "note");
   for (const Coverage& c : g_coverage) {
     std::string note = c.skip_reason;
-    if (c.variant == "cpu.ref") note = "the oracle (gradcheck, parity)";
-    else if (c.unsupported && note.empty()) note = "unsupported cases, e.g.: " + c.unsupported_example;
+    if (c.variant == "cpu.ref")
+      note = "the oracle (gradcheck, parity)";
+    else if (c.unsupported && note.empty())
+      note = "unsupported cases, e.g.: " + c.unsupported_example;
     std::printf("%-22s %-22s %-7s %-7s %-28s %6d %6d %6d %6d  %s\n", c.op.c_str(),
                 c.variant.c_str(), c.backend.c_str(), c.provider.c_str(), c.dtypes.c_str(),
                 c.passed, c.failed, c.unsupported, c.skipped, note.substr(0, 110).c_str());
@@ -118,7 +117,8 @@ int main(int argc, char** argv) {
       c.variant = v.name;
       c.backend = backend_name(v.backend);
       c.provider = provider_name(v.provider);
-      for (aim::DType t : v.dtypes) c.dtypes += std::string(c.dtypes.empty() ? "" : ",") + aim::dtype_name(t);
+      for (aim::DType t : v.dtypes)
+        c.dtypes += std::string(c.dtypes.empty() ? "" : ",") + aim::dtype_name(t);
       if (!tested_here(v.backend)) continue;
       g_coverage.push_back(c);
       if (v.name == "cpu.ref") continue;  // the oracle itself
@@ -128,8 +128,9 @@ int main(int argc, char** argv) {
       std::string test = v.name;
       for (char& ch : test)
         if (ch == '.') ch = '_';
-      ::testing::RegisterTest(suite.c_str(), test.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                              [op, v, idx]() -> ::testing::Test* { return new VariantTest(op, v, idx); });
+      ::testing::RegisterTest(
+          suite.c_str(), test.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+          [op, v, idx]() -> ::testing::Test* { return new VariantTest(op, v, idx); });
     }
   }
   const int rc = RUN_ALL_TESTS();

@@ -1,0 +1,626 @@
+// Packed AVX-512 SGEMM (BLIS / GotoBLAS structure). See README_gemm_avx512.md for the design and
+// the measured numbers. Compiled with -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma.
+#include "kernels/matmul/gemm_avx512.h"
+
+#include <immintrin.h>
+#include <omp.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+
+namespace aim::kernels {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Blocking parameters (measured on the 2-core Zen 5 VM; see README_gemm_avx512.md).
+//   Micro-tile MR x NR = 14 x 32: 28 zmm accumulators + 2 zmm holding a row of B; A is
+//   broadcast (vbroadcastss) per row: 28 FMAs per 16 loads per k step.
+//   KC = 512: B micro-panel KC x NR = 64 KiB (L1 48 KiB + L2; Zen 5's L2 feeds it fast enough),
+//   fewer passes over C (K / KC read-modify-writes of C).
+//   MC = 448 (rebalanced per thread, e.g. 420 for M = 4096 on 2 threads): A block MC x KC ~ 840
+//   KiB, most of the 1 MiB L2.
+//   NC = 4096: packed B block KC x NC = 8 MiB in the shared 32 MiB L3, shared by the threads.
+// The AIM_GEMM_* macros exist only to re-measure other choices (-DAIM_GEMM_MR=6 -DAIM_GEMM_NV=4
+// etc.; with -DAIM_GEMM_TUNING, KC/MC/NC are read from the environment).
+// ---------------------------------------------------------------------------------------------
+#ifndef AIM_GEMM_MR
+#define AIM_GEMM_MR 14
+#endif
+#ifndef AIM_GEMM_NV
+#define AIM_GEMM_NV 2
+#endif
+#ifndef AIM_GEMM_KC
+#define AIM_GEMM_KC 512
+#endif
+#ifndef AIM_GEMM_MC
+#define AIM_GEMM_MC 448
+#endif
+#ifndef AIM_GEMM_NC
+#define AIM_GEMM_NC 4096
+#endif
+#ifndef AIM_GEMM_PFA
+#define AIM_GEMM_PFA 0  // software prefetch distance for A in k steps (0 = none)
+#endif
+
+constexpr int kMR = AIM_GEMM_MR;
+constexpr int kNV = AIM_GEMM_NV;
+constexpr int kNR = 16 * kNV;
+constexpr int64_t kSmallN = 4;  // N <= kSmallN with op(A) = A: dot-product path
+constexpr int64_t kSmallM = 4;  // M <= kSmallM with op(B) = B: unpacked GEMV-like path
+static_assert(kMR >= 1 && kMR <= 16, "MR must fit one AVX-512 mask");
+static_assert(kMR * kNV + kNV <= 32, "micro-tile does not fit the register file");
+
+struct Blocking {
+  int64_t kc, mc, nc;
+};
+
+Blocking blocking() {
+  static const Blocking b = [] {
+    Blocking r{AIM_GEMM_KC, AIM_GEMM_MC, AIM_GEMM_NC};
+#ifdef AIM_GEMM_TUNING
+    if (const char* s = std::getenv("AIM_GEMM_KC")) r.kc = std::atoll(s);
+    if (const char* s = std::getenv("AIM_GEMM_MC")) r.mc = std::atoll(s);
+    if (const char* s = std::getenv("AIM_GEMM_NC")) r.nc = std::atoll(s);
+#endif
+    r.kc = std::max<int64_t>(r.kc, 1);
+    r.mc = std::max<int64_t>((r.mc + kMR - 1) / kMR * kMR, kMR);
+    r.nc = std::max<int64_t>((r.nc + kNR - 1) / kNR * kNR, kNR);
+    return r;
+  }();
+  return b;
+}
+
+// Grow-only, 64-byte aligned scratch buffer. Fresh memory costs a page fault per 4 KiB page on
+// these machines, so packing buffers are kept (per thread) and reused across calls.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { std::free(p_); }
+  float* get(size_t nfloats) {
+    if (nfloats > cap_) {
+      std::free(p_);
+      constexpr size_t kHuge = size_t(2) << 20;
+      size_t bytes = nfloats * sizeof(float);
+      size_t align = 64;
+      if (bytes >= kHuge / 2) {
+        bytes = (bytes + kHuge - 1) / kHuge * kHuge;
+        align = kHuge;
+      } else {
+        bytes = (bytes + 4095) / 4096 * 4096;
+      }
+      p_ = static_cast<float*>(std::aligned_alloc(align, bytes));
+      if (!p_) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+      if (align == kHuge) madvise(p_, bytes, MADV_HUGEPAGE);
+#endif
+      cap_ = bytes / sizeof(float);
+    }
+    return p_;
+  }
+
+ private:
+  float* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+thread_local Buffer tl_pack_a;  // per worker thread: its MC x KC block of A
+thread_local Buffer tl_pack_b;  // per calling thread: the KC x NC block of B shared by the team
+
+inline __mmask16 mask_first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+// ---------------------------------------------------------------------------------------------
+// Packing.
+// A block (rows [0, mc) of op(A) starting at `a`, k in [0, kc)) -> panels of MR rows, each panel
+// stored k-major: dst[panel * MR * kc + k * MR + r]. Rows beyond mc are zero.
+// ---------------------------------------------------------------------------------------------
+void pack_a(bool trans, const float* a, int64_t lda, int64_t mc, int64_t kc, float* dst) {
+  for (int64_t ir = 0; ir < mc; ir += kMR) {
+    const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+    float* d = dst + ir * kc;
+    if (trans) {
+      // op(A)[i][k] = a[k * lda + i]: MR contiguous floats per k.
+      const float* s = a + ir;
+      const __mmask16 lm = mask_first(mr);
+      const __mmask16 sm = mask_first(kMR);
+      int64_t k = 0;
+      for (; k < kc; ++k) {
+        __m512 v = _mm512_maskz_loadu_ps(lm, s + k * lda);
+        _mm512_mask_storeu_ps(d + k * kMR, sm, v);
+      }
+    } else {
+      // op(A)[i][k] = a[i * lda + k]: read rows contiguously, scatter into the panel.
+      const float* s = a + ir * lda;
+      int64_t r = 0;
+      for (; r < mr; ++r) {
+        const float* sr = s + r * lda;
+        float* dr = d + r;
+        for (int64_t k = 0; k < kc; ++k) dr[k * kMR] = sr[k];
+      }
+      for (; r < kMR; ++r) {
+        float* dr = d + r;
+        for (int64_t k = 0; k < kc; ++k) dr[k * kMR] = 0.0f;
+      }
+    }
+  }
+}
+
+// B panel number `p` (columns [p*NR, p*NR + nr) of op(B) starting at `b`, k in [0, kc)) ->
+// dst[k * NR + j] (dst already points at the panel). Columns beyond nr are zero.
+void pack_b_panel(bool trans, const float* b, int64_t ldb, int64_t nr, int64_t kc, float* dst) {
+  if (!trans) {
+    // op(B)[k][j] = b[k * ldb + j]
+    if (nr == kNR) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* s = b + k * ldb;
+        float* d = dst + k * kNR;
+        for (int v = 0; v < kNV; ++v) _mm512_store_ps(d + 16 * v, _mm512_loadu_ps(s + 16 * v));
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* s = b + k * ldb;
+        float* d = dst + k * kNR;
+        for (int v = 0; v < kNV; ++v) {
+          const int64_t rem = std::clamp<int64_t>(nr - 16 * v, 0, 16);
+          _mm512_store_ps(d + 16 * v, _mm512_maskz_loadu_ps(mask_first(rem), s + 16 * v));
+        }
+      }
+    }
+  } else {
+    // op(B)[k][j] = b[j * ldb + k]
+    int64_t j = 0;
+    for (; j < nr; ++j) {
+      const float* s = b + j * ldb;
+      float* d = dst + j;
+      for (int64_t k = 0; k < kc; ++k) d[k * kNR] = s[k];
+    }
+    for (; j < kNR; ++j) {
+      float* d = dst + j;
+      for (int64_t k = 0; k < kc; ++k) d[k * kNR] = 0.0f;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Micro-kernel: acc[MR][NR] = sum_k a[k][r] * b[k][:], then
+//   C = alpha * acc + beta * C  (beta == 0: C is not read).
+// a: packed A panel (k-major, MR per k), b: packed B panel (k-major, NR per k, 64-byte aligned).
+// ---------------------------------------------------------------------------------------------
+template <int MR, int NV>
+__attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float* __restrict a,
+                                                        const float* __restrict b,
+                                                        float* __restrict c, int64_t ldc,
+                                                        float alpha, float beta) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+
+  // Prefetch the C tile: it is needed after the k loop.
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * NV - 1), _MM_HINT_T0);
+  }
+
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+#if AIM_GEMM_PFA > 0
+    _mm_prefetch(reinterpret_cast<const char*>(a + AIM_GEMM_PFA * MR), _MM_HINT_T0);
+#endif
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+    a += MR;
+    b += 16 * NV;
+  }
+
+  const __m512 va = _mm512_set1_ps(alpha);
+  if (beta == 0.0f) {
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        _mm512_storeu_ps(c + r * ldc + 16 * v, _mm512_mul_ps(acc[r][v], va));
+  } else if (beta == 1.0f) {
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        float* cp = c + r * ldc + 16 * v;
+        _mm512_storeu_ps(cp, _mm512_fmadd_ps(acc[r][v], va, _mm512_loadu_ps(cp)));
+      }
+  } else {
+    const __m512 vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        float* cp = c + r * ldc + 16 * v;
+        _mm512_storeu_ps(cp,
+                         _mm512_fmadd_ps(acc[r][v], va, _mm512_mul_ps(vb, _mm512_loadu_ps(cp))));
+      }
+  }
+}
+
+__attribute__((noinline)) void kernel_full(int64_t kc, const float* a, const float* b, float* c,
+                                           int64_t ldc, float alpha, float beta) {
+  micro_kernel<kMR, kNV>(kc, a, b, c, ldc, alpha, beta);
+}
+
+// Partial tile (mr < MR or nr < NR): compute the full tile into a scratch tile, then update the
+// valid part of C with masked vector operations.
+__attribute__((noinline)) void kernel_edge(int64_t kc, const float* a, const float* b, float* c,
+                                           int64_t ldc, int64_t mr, int64_t nr, float alpha,
+                                           float beta) {
+  alignas(64) float tile[kMR * kNR];
+  micro_kernel<kMR, kNV>(kc, a, b, tile, kNR, 1.0f, 0.0f);
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __m512 vb = _mm512_set1_ps(beta);
+  for (int64_t r = 0; r < mr; ++r) {
+    for (int v = 0; v < kNV; ++v) {
+      const int64_t rem = std::clamp<int64_t>(nr - 16 * v, 0, 16);
+      if (rem == 0) break;
+      const __mmask16 m = mask_first(rem);
+      float* cp = c + r * ldc + 16 * v;
+      __m512 t = _mm512_mul_ps(_mm512_load_ps(tile + r * kNR + 16 * v), va);
+      if (beta != 0.0f) t = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, cp), t);
+      _mm512_mask_storeu_ps(cp, m, t);
+    }
+  }
+}
+
+// C = beta * C (used when K == 0 or alpha == 0).
+void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    float* c = C + i * ldc;
+    if (beta == 0.0f) {
+      for (int64_t j = 0; j < N; ++j) c[j] = 0.0f;
+    } else if (beta != 1.0f) {
+      for (int64_t j = 0; j < N; ++j) c[j] *= beta;
+    }
+  }
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---------------------------------------------------------------------------------------------
+// Small-M path (M <= 4, op(B) = B): a GEMV-like, bandwidth-bound case. Packing B would read and
+// write all of B once more and a 14-row micro-tile would be mostly padding, so B is streamed
+// straight from memory: each strip of NV*16 columns keeps MR x NV accumulators while k runs over
+// rows of B (NV*64 contiguous bytes per row).
+// ---------------------------------------------------------------------------------------------
+template <int MR, int NV>
+void small_m_strip(int64_t j0, int64_t j1, int64_t K, float alpha, const float* A, int64_t a_rs,
+                   int64_t a_cs, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  constexpr int64_t W = 16 * NV;
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __m512 vb = _mm512_set1_ps(beta);
+  for (int64_t j = j0; j < j1; j += W) {
+    const int64_t nr = std::min(W, j1 - j);
+    __mmask16 m[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) m[v] = mask_first(std::clamp<int64_t>(nr - 16 * v, 0, 16));
+    __m512 acc[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+    const float* b = B + j;
+    if (nr == W) {
+      for (int64_t k = 0; k < K; ++k, b += ldb) {
+        _mm_prefetch(reinterpret_cast<const char*>(b + 4 * ldb), _MM_HINT_T0);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r) {
+          const __m512 av = _mm512_set1_ps(A[r * a_rs + k * a_cs]);
+#pragma GCC unroll 16
+          for (int v = 0; v < NV; ++v)
+            acc[r][v] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + 16 * v), acc[r][v]);
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < K; ++k, b += ldb) {
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r) {
+          const __m512 av = _mm512_set1_ps(A[r * a_rs + k * a_cs]);
+#pragma GCC unroll 16
+          for (int v = 0; v < NV; ++v)
+            acc[r][v] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m[v], b + 16 * v), acc[r][v]);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) {
+        if (!m[v]) break;
+        float* cp = C + r * ldc + j + 16 * v;
+        __m512 t = _mm512_mul_ps(acc[r][v], va);
+        if (beta != 0.0f) t = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m[v], cp), t);
+        _mm512_mask_storeu_ps(cp, m[v], t);
+      }
+  }
+}
+
+// Horizontal sum through memory: once per output element, so its cost does not matter (GCC 12's
+// shuffle/extract intrinsics trip -Wmaybe-uninitialized false positives inside its headers).
+inline float hsum(__m512 v) {
+  alignas(64) float t[16];
+  _mm512_store_ps(t, v);
+  float s0 = 0.0f, s1 = 0.0f;
+  for (int i = 0; i < 16; i += 2) {
+    s0 += t[i];
+    s1 += t[i + 1];
+  }
+  return s0 + s1;
+}
+
+// Small-N path (N <= 4, op(A) = A): C[i][j] = alpha * dot(A row i, column j of op(B)) + beta*C.
+// The (at most 4) columns of op(B) are first copied into a contiguous K-vector each (`bt`), then
+// 4 rows of A at a time are dotted against them with 16-wide FMAs and reduced horizontally.
+template <int NN>
+void small_n_rows(int64_t i0, int64_t i1, int64_t K, float alpha, const float* A, int64_t lda,
+                  const float* bt, float beta, float* C, int64_t ldc) {
+  constexpr int RB = 4;
+  const int64_t k16 = K / 16 * 16;
+  const __mmask16 tail = mask_first(K - k16);
+  int64_t i = i0;
+  for (; i < i1; i += RB) {
+    const int rows = int(std::min<int64_t>(RB, i1 - i));
+    __m512 acc[RB][NN];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < NN; ++j) acc[r][j] = _mm512_setzero_ps();
+    const float* a[RB];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; ++r) a[r] = A + (i + std::min(r, rows - 1)) * lda;
+    for (int64_t k = 0; k < k16; k += 16) {
+      __m512 bv[NN];
+#pragma GCC unroll 4
+      for (int j = 0; j < NN; ++j) bv[j] = _mm512_loadu_ps(bt + j * K + k);
+#pragma GCC unroll 4
+      for (int r = 0; r < RB; ++r) {
+        const __m512 av = _mm512_loadu_ps(a[r] + k);
+#pragma GCC unroll 4
+        for (int j = 0; j < NN; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+      }
+    }
+    if (tail) {
+#pragma GCC unroll 4
+      for (int r = 0; r < RB; ++r) {
+        const __m512 av = _mm512_maskz_loadu_ps(tail, a[r] + k16);
+#pragma GCC unroll 4
+        for (int j = 0; j < NN; ++j)
+          acc[r][j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(tail, bt + j * K + k16), acc[r][j]);
+      }
+    }
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < NN; ++j) {
+        float* cp = C + (i + r) * ldc + j;
+        const float v = alpha * hsum(acc[r][j]);
+        *cp = beta == 0.0f ? v : v + beta * *cp;
+      }
+  }
+}
+
+void small_n(int64_t N, int64_t i0, int64_t i1, int64_t K, float alpha, const float* A,
+             int64_t lda, const float* bt, float beta, float* C, int64_t ldc) {
+  switch (N) {
+    case 1: small_n_rows<1>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc); break;
+    case 2: small_n_rows<2>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc); break;
+    case 3: small_n_rows<3>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc); break;
+    default: small_n_rows<4>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc); break;
+  }
+}
+
+void small_m(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float* A,
+             int64_t a_rs, int64_t a_cs, const float* B, int64_t ldb, float beta, float* C,
+             int64_t ldc) {
+  switch (M) {
+    case 1: small_m_strip<1, 16>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc); break;
+    case 2: small_m_strip<2, 12>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc); break;
+    case 3: small_m_strip<3, 8>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc); break;
+    default: small_m_strip<4, 6>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc); break;
+  }
+}
+
+}  // namespace
+
+bool cpu_has_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512dq") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                  int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0.0f) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  // Team size: the caller's OpenMP setting, fewer threads for small problems (a fork/join costs a
+  // few microseconds), one thread when called from inside a parallel region.
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  if (flops < 4.0e6) nt = 1;
+  nt = std::max(nt, 1);
+
+  if (M <= kSmallM && !trans_b) {
+    const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
+    const int64_t chunks = ceil_div(N, 16);  // split columns in whole vectors
+    int nt_s = std::max(1, int(std::min<int64_t>(nt, chunks)));
+    if (nt_s == 1) {
+      small_m(M, 0, N, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
+    } else {
+#pragma omp parallel num_threads(nt_s)
+      {
+        const int t = omp_get_thread_num(), n = omp_get_num_threads();
+        const int64_t j0 = std::min(N, chunks * t / n * 16);
+        const int64_t j1 = std::min(N, chunks * (t + 1) / n * 16);
+        if (j0 < j1) small_m(M, j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
+      }
+    }
+    return;
+  }
+
+  if (N <= kSmallN && !trans_a) {
+    // Columns of op(B) as contiguous K-vectors (op(B)[k][j] = B[j*ldb+k] or B[k*ldb+j]).
+    float* bt = tl_pack_b.get(size_t(N) * size_t(K));
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k) bt[j * K + k] = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+    const int64_t blocks = ceil_div(M, 4);
+    const int nt_s = std::max(1, int(std::min<int64_t>(nt, blocks)));
+    if (nt_s == 1) {
+      small_n(N, 0, M, K, alpha, A, lda, bt, beta, C, ldc);
+    } else {
+#pragma omp parallel num_threads(nt_s)
+      {
+        const int t = omp_get_thread_num(), n = omp_get_num_threads();
+        const int64_t i0 = std::min(M, blocks * t / n * 4);
+        const int64_t i1 = std::min(M, blocks * (t + 1) / n * 4);
+        if (i0 < i1) small_n(N, i0, i1, K, alpha, A, lda, bt, beta, C, ldc);
+      }
+    }
+    return;
+  }
+
+  const Blocking bl = blocking();
+  const int64_t KC = bl.kc, NC = bl.nc;
+
+
+  // Split the team into pm (rows of C) x pn (columns of C) groups, minimising the largest
+  // per-thread share of micro-tiles; ties prefer splitting M (the packed B block is shared).
+  const int64_t mp_total = ceil_div(M, kMR), np_total = ceil_div(N, kNR);
+  int pm = 1, pn = nt;
+  {
+    int64_t best = -1;
+    for (int cand = nt; cand >= 1; --cand) {
+      if (nt % cand) continue;
+      const int64_t cost = ceil_div(mp_total, cand) * kMR * ceil_div(np_total, nt / cand) * kNR;
+      if (best < 0 || cost < best) {
+        best = cost;
+        pm = cand;
+        pn = nt / cand;
+      }
+    }
+  }
+
+  const int64_t nc_max = std::min<int64_t>(NC, ceil_div(N, kNR) * kNR);
+  const int64_t kc_max = std::min<int64_t>(KC, K);
+  // Packed B: with pm > 1 row groups the KC x NC block is shared by the whole team (the calling
+  // thread's buffer, packed cooperatively between barriers). With pm == 1 every thread packs only
+  // the panels it uses into its own buffer and no barriers are needed. (B panels are always laid
+  // out with a stride of NR * kc_max so that blocks of different kc never overlap.)
+  float* const packed_b_shared =
+      pm > 1 ? tl_pack_b.get(size_t(nc_max) * size_t(kc_max)) : nullptr;
+
+  // Row range of each row group (in whole micro-panels) and its MC blocking.
+  auto run = [&](int tid) {
+    const int tm = tid / pn, tn = tid % pn;
+    const int64_t row_lo = std::min(M, (mp_total * tm / pm) * kMR);
+    const int64_t row_hi = std::min(M, (mp_total * (tm + 1) / pm) * kMR);
+    const int64_t my_rows = row_hi - row_lo;
+    int64_t mc_blk = 0;
+    float* packed_a = nullptr;
+    if (my_rows > 0) {
+      const int64_t nblk = ceil_div(my_rows, bl.mc);
+      mc_blk = ceil_div(ceil_div(my_rows, nblk), kMR) * kMR;
+      packed_a = tl_pack_a.get(size_t(mc_blk) * size_t(kc_max));
+    }
+    const bool shared_b = pm > 1;  // (re-read: the fallback below may reset pm)
+    float* packed_b = packed_b_shared;
+    if (!shared_b) {
+      const int64_t my_pan = ceil_div(ceil_div(nc_max, kNR), pn) + 1;
+      packed_b = tl_pack_b.get(size_t(my_pan) * size_t(kNR) * size_t(kc_max));
+    }
+
+    for (int64_t jc = 0; jc < N; jc += NC) {
+      const int64_t nc = std::min(NC, N - jc);
+      const int64_t npan = ceil_div(nc, kNR);
+      const int64_t pan_lo = npan * tn / pn, pan_hi = npan * (tn + 1) / pn;
+      // Panel p lives at packed_b + (p - pan_base) * NR * kc_max.
+      const int64_t pan_base = shared_b ? 0 : pan_lo;
+      for (int64_t pc = 0; pc < K; pc += KC) {
+        const int64_t kc = std::min(KC, K - pc);
+        const float beta_eff = pc == 0 ? beta : 1.0f;
+        // Pack B: shared block -> the whole team packs it together; otherwise each thread packs
+        // exactly the panels it will use.
+        {
+          int64_t lo = pan_lo, hi = pan_hi;
+          if (shared_b) {
+            lo = npan * tid / nt;
+            hi = npan * (tid + 1) / nt;
+          }
+          for (int64_t p = lo; p < hi; ++p) {
+            const int64_t j = jc + p * kNR;
+            const float* src = trans_b ? B + j * ldb + pc : B + pc * ldb + j;
+            pack_b_panel(trans_b, src, ldb, std::min<int64_t>(kNR, N - j), kc,
+                         packed_b + (p - pan_base) * kNR * kc_max);
+          }
+        }
+        if (shared_b && nt > 1) {
+#pragma omp barrier
+        }
+        for (int64_t ic = row_lo; ic < row_hi; ic += mc_blk) {
+          const int64_t mc = std::min(mc_blk, row_hi - ic);
+          const float* src = trans_a ? A + pc * lda + ic : A + ic * lda + pc;
+          pack_a(trans_a, src, lda, mc, kc, packed_a);
+          for (int64_t p = pan_lo; p < pan_hi; ++p) {
+            const int64_t j = jc + p * kNR;
+            const int64_t nr = std::min<int64_t>(kNR, N - j);
+            const float* bp = packed_b + (p - pan_base) * kNR * kc_max;
+            for (int64_t ir = 0; ir < mc; ir += kMR) {
+              const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+              float* cp = C + (ic + ir) * ldc + j;
+              const float* ap = packed_a + ir * kc;
+              if (mr == kMR && nr == kNR)
+                kernel_full(kc, ap, bp, cp, ldc, alpha, beta_eff);
+              else
+                kernel_edge(kc, ap, bp, cp, ldc, mr, nr, alpha, beta_eff);
+            }
+          }
+        }
+        if (shared_b && nt > 1) {
+#pragma omp barrier
+        }
+      }
+    }
+  };
+
+  if (nt == 1) {
+    run(0);
+  } else {
+#pragma omp parallel num_threads(nt)
+    {
+      // The runtime may give fewer threads than requested; the partition assumes exactly nt.
+      if (omp_get_num_threads() == nt) {
+        run(omp_get_thread_num());
+      } else {
+#pragma omp single
+        {
+          pm = 1;
+          pn = 1;
+          nt = 1;
+          run(0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace aim::kernels

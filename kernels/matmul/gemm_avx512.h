@@ -1,0 +1,14 @@
+#pragma once
+#include <cstdint>
+namespace aim::kernels {
+// Row-major SGEMM: C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, with leading dimensions
+// (lda, ldb, ldc in elements; op(X) = X or X^T as stored row-major). beta == 0 must not read C
+// (C may hold NaN garbage). Uses the calling OpenMP team size (omp_get_max_threads()).
+//
+// The implementation lives in gemm_avx512.cpp, which is compiled with AVX-512 flags; this header
+// needs none. Only call sgemm_avx512() when cpu_has_avx512() returns true.
+void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                  int64_t ldc);
+bool cpu_has_avx512();  // runtime check (__builtin_cpu_supports("avx512f"))
+}  // namespace aim::kernels
