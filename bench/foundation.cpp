@@ -119,7 +119,7 @@ std::vector<json> cpu_foundation(bool quick) {
   mm.c = Tensor::empty({M, N});
   const double flops = 2.0 * double(M) * double(N) * double(K);
   auto& op = registry().op<MatmulArgs>("matmul");
-  const std::string def = op.default_variant(Backend::CPU);
+  const std::string def = op.default_variant(Backend::CPU, DType::f32);
   for (const auto& v : op.variants()) {
     if (v.backend != Backend::CPU || v.name == "cpu.ref") continue;
     if (v.supports && !v.supports(mm).empty()) {

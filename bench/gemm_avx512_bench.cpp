@@ -43,8 +43,7 @@ std::string shape_name(const Shape& s) {
 }
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Problem {
@@ -64,8 +63,8 @@ struct Problem {
     for (auto& x : b) x = d(rng);
   }
   void run_aim() {
-    aim::kernels::sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
-                               0.0f, c.data(), ldc);
+    aim::kernels::sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                               c.data(), ldc);
   }
   void run_blas() {
     cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,

@@ -113,6 +113,25 @@ thread_local Buffer tl_pack_b;  // per calling thread: the KC x NC block of B sh
 
 inline __mmask16 mask_first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
+// In-register 16 x 16 transpose: four butterfly stages (block sizes 8, 4, 2, 1) that swap the
+// off-diagonal blocks, each stage 16 two-source permutes (vpermt2ps).
+inline void transpose16(__m512 r[16]) {
+  for (int b = 8; b >= 1; b >>= 1) {
+    alignas(64) int32_t lo_idx[16], hi_idx[16];
+    for (int j = 0; j < 16; ++j) {
+      lo_idx[j] = (j & b) ? 16 + j - b : j;
+      hi_idx[j] = (j & b) ? 16 + j : j + b;
+    }
+    const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+    for (int i = 0; i < 16; ++i) {
+      if (i & b) continue;
+      const __m512 x = r[i], y = r[i + b];
+      r[i] = _mm512_permutex2var_ps(x, lo, y);
+      r[i + b] = _mm512_permutex2var_ps(x, hi, y);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Packing.
 // A block (rows [0, mc) of op(A) starting at `a`, k in [0, kc)) -> panels of MR rows, each panel
@@ -135,11 +154,25 @@ void pack_a(bool trans, const float* a, int64_t lda, int64_t mc, int64_t kc, flo
     } else {
       // op(A)[i][k] = a[i * lda + k]: read rows contiguously, scatter into the panel.
       const float* s = a + ir * lda;
+      int64_t k0 = 0;
+      if (mr == kMR) {
+        // Full panel: 16 k at a time, transposed in registers, one masked store per k.
+        const __mmask16 sm = mask_first(kMR);
+        for (; k0 + 16 <= kc; k0 += 16) {
+          __m512 v[16];
+#pragma GCC unroll 16
+          for (int r = 0; r < 16; ++r)
+            v[r] = r < kMR ? _mm512_loadu_ps(s + r * lda + k0) : _mm512_setzero_ps();
+          transpose16(v);
+#pragma GCC unroll 16
+          for (int kk = 0; kk < 16; ++kk) _mm512_mask_storeu_ps(d + (k0 + kk) * kMR, sm, v[kk]);
+        }
+      }
       int64_t r = 0;
       for (; r < mr; ++r) {
         const float* sr = s + r * lda;
         float* dr = d + r;
-        for (int64_t k = 0; k < kc; ++k) dr[k * kMR] = sr[k];
+        for (int64_t k = k0; k < kc; ++k) dr[k * kMR] = sr[k];
       }
       for (; r < kMR; ++r) {
         float* dr = d + r;
@@ -201,7 +234,7 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float*
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
 
-  // Prefetch the C tile: it is needed after the k loop.
+      // Prefetch the C tile: it is needed after the k loop.
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
@@ -415,13 +448,21 @@ void small_n_rows(int64_t i0, int64_t i1, int64_t K, float alpha, const float* A
   }
 }
 
-void small_n(int64_t N, int64_t i0, int64_t i1, int64_t K, float alpha, const float* A,
-             int64_t lda, const float* bt, float beta, float* C, int64_t ldc) {
+void small_n(int64_t N, int64_t i0, int64_t i1, int64_t K, float alpha, const float* A, int64_t lda,
+             const float* bt, float beta, float* C, int64_t ldc) {
   switch (N) {
-    case 1: small_n_rows<1>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc); break;
-    case 2: small_n_rows<2>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc); break;
-    case 3: small_n_rows<3>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc); break;
-    default: small_n_rows<4>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc); break;
+    case 1:
+      small_n_rows<1>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc);
+      break;
+    case 2:
+      small_n_rows<2>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc);
+      break;
+    case 3:
+      small_n_rows<3>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc);
+      break;
+    default:
+      small_n_rows<4>(i0, i1, K, alpha, A, lda, bt, beta, C, ldc);
+      break;
   }
 }
 
@@ -429,10 +470,18 @@ void small_m(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const fl
              int64_t a_rs, int64_t a_cs, const float* B, int64_t ldb, float beta, float* C,
              int64_t ldc) {
   switch (M) {
-    case 1: small_m_strip<1, 16>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc); break;
-    case 2: small_m_strip<2, 12>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc); break;
-    case 3: small_m_strip<3, 8>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc); break;
-    default: small_m_strip<4, 6>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc); break;
+    case 1:
+      small_m_strip<1, 16>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
+      break;
+    case 2:
+      small_m_strip<2, 12>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
+      break;
+    case 3:
+      small_m_strip<3, 8>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
+      break;
+    default:
+      small_m_strip<4, 6>(j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
+      break;
   }
 }
 
@@ -440,8 +489,8 @@ void small_m(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const fl
 
 bool cpu_has_avx512() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                         __builtin_cpu_supports("fma");
   return ok;
 }
 
@@ -502,7 +551,6 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   const Blocking bl = blocking();
   const int64_t KC = bl.kc, NC = bl.nc;
 
-
   // Split the team into pm (rows of C) x pn (columns of C) groups, minimising the largest
   // per-thread share of micro-tiles; ties prefer splitting M (the packed B block is shared).
   const int64_t mp_total = ceil_div(M, kMR), np_total = ceil_div(N, kNR);
@@ -526,8 +574,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   // thread's buffer, packed cooperatively between barriers). With pm == 1 every thread packs only
   // the panels it uses into its own buffer and no barriers are needed. (B panels are always laid
   // out with a stride of NR * kc_max so that blocks of different kc never overlap.)
-  float* const packed_b_shared =
-      pm > 1 ? tl_pack_b.get(size_t(nc_max) * size_t(kc_max)) : nullptr;
+  float* const packed_b_shared = pm > 1 ? tl_pack_b.get(size_t(nc_max) * size_t(kc_max)) : nullptr;
 
   // Row range of each row group (in whole micro-panels) and its MC blocking.
   auto run = [&](int tid) {

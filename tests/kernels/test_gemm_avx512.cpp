@@ -144,7 +144,8 @@ TEST_F(GemmAvx512, AlphaBetaValues) {
   const float betas[] = {0.0f, 1.0f, -0.5f, 2.0f};
   for (float al : alphas)
     for (float be : betas)
-      for (int t = 0; t < 4; ++t) run_case({31, 33, 97, (t & 1) != 0, (t & 2) != 0, al, be, 0, false});
+      for (int t = 0; t < 4; ++t)
+        run_case({31, 33, 97, (t & 1) != 0, (t & 2) != 0, al, be, 0, false});
 }
 
 TEST_F(GemmAvx512, BetaZeroIgnoresNaNInC) {
@@ -229,7 +230,8 @@ TEST_F(GemmAvx512, CalledFromParallelRegion) {
   std::vector<double> ref(size_t(m * n), 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
-      for (int64_t p = 0; p < k; ++p) ref[size_t(i * n + j)] += double(a[size_t(i * k + p)]) * b[size_t(p * n + j)];
+      for (int64_t p = 0; p < k; ++p)
+        ref[size_t(i * n + j)] += double(a[size_t(i * k + p)]) * b[size_t(p * n + j)];
   int failures = 0;
 #pragma omp parallel num_threads(2) reduction(+ : failures)
   {
