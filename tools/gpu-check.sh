@@ -40,9 +40,14 @@ step() {
   note "== $name (limit ${limit}s): $*"
   local s=$(date +%s) rc
   if ((dry)) && [ "${AIM_STEP_REAL:-0}" != 1 ]; then
-    rc=0
-    note "   dry-run: not executed"
-    results+=("| $name | DRY | would run: \`$*\` |")
+    # The logic is exercised: binaries the step would run must exist in the build.
+    if [[ "$1" == */* && ! -x "$1" ]]; then
+      results+=("| $name | FAIL | dry run: $1 missing |")
+      note "   dry-run: $1 missing"
+    else
+      results+=("| $name | DRY | would run: \`$*\` |")
+      note "   dry-run: not executed"
+    fi
     return
   fi
   timeout "$limit" "$@" >>"$log" 2>&1
@@ -75,7 +80,7 @@ find_lib() {  # find_lib NAME: first libNAME.so* in the CUDA tree or Python's nv
   for p in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu \
            $(python3 -c 'import site,sys; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
     local f
-    f=$(find "$p" -maxdepth 5 -name "lib${n}.so*" 2>/dev/null | head -1)
+    f=$(find -L "$p/" -maxdepth 5 -name "lib${n}.so*" 2>/dev/null | head -1)
     [ -n "$f" ] && { echo "$f"; return; }
   done
 }
@@ -104,7 +109,8 @@ bdir="$root/build-gpu"
 ((dry)) && bdir="$root/build"  # the dry run checks the already-built CI tree
 if ((!dry)); then
   step "configure" 120 cmake -S "$root" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DAIM_CUDA=ON -DAIM_CUDA_ARCHS=90 -DAIM_SIMT=OFF "${cmake_extra[@]}"
+    -DAIM_CUDA=ON -DAIM_CUDA_ARCHS=90 -DAIM_SIMT=OFF -DAIM_PYTHON="$(command -v python3)" \
+    "${cmake_extra[@]}"
   step "build" 300 cmake --build "$bdir" -j"$(nproc)"
 fi
 
@@ -112,7 +118,7 @@ fi
 step "ctest -L cuda" 200 ctest --test-dir "$bdir" -L cuda --output-on-failure
 step "ctest (all)" 200 ctest --test-dir "$bdir" --output-on-failure -LE simt
 if command -v compute-sanitizer >/dev/null || ((dry)); then
-  step "memcheck kernel tests" 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  step "memcheck kernel tests" 150 "$(command -v compute-sanitizer || echo compute-sanitizer)" --tool memcheck --error-exitcode 9 \
     "$bdir/tests/aim_kernel_tests" --gtest_filter='*cuda*'
 else
   results+=("| memcheck | SKIP | compute-sanitizer not found |")
