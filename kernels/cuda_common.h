@@ -38,6 +38,7 @@
 #endif
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/registry.h"
 
@@ -165,6 +166,24 @@ __host__ __device__ __forceinline__ __half from_f32<__half>(float v) {
 template <>
 __host__ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
   return __float2bfloat16(v);
+}
+// Load into / store from an accumulator type A (float, or double for double data): f64 keeps
+// its precision, 16-bit types go through float.
+template <class A, class T>
+__host__ __device__ __forceinline__ A to_acc(T v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else {
+    return A(to_f32(v));
+  }
+}
+template <class T, class A>
+__host__ __device__ __forceinline__ T from_acc(A v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else {
+    return from_f32<T>(float(v));
+  }
 }
 // Accumulator type: double for double, float otherwise.
 template <class T>

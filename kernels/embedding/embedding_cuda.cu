@@ -27,21 +27,6 @@
 namespace aim::kernels::AIM_CUDA_NS {
 namespace {
 
-template <class A, class T>
-__device__ __forceinline__ A load(T v) {
-  if constexpr (std::is_same_v<T, double>)
-    return v;
-  else
-    return A(to_f32(v));
-}
-template <class T, class A>
-__device__ __forceinline__ T store(A v) {
-  if constexpr (std::is_same_v<T, double>)
-    return v;
-  else
-    return from_f32<T>(float(v));
-}
-
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 256;
 
@@ -82,7 +67,7 @@ __global__ void gather_kernel(const T* weight, const I* idx, T* out, int64_t N, 
   T* o = out + n * C;
   if (v < 0 || v >= V) {
     if (lane == 0) flag_bad(flag, n, N);
-    for (int64_t c = lane; c < C; c += kWarpSize) o[c] = store<T>(0.0f);
+    for (int64_t c = lane; c < C; c += kWarpSize) o[c] = from_acc<T>(0.0f);
     return;
   }
   const T* w = weight + v * C;
@@ -254,12 +239,12 @@ __global__ void accumulate_kernel(const T* dout, const int* offsets, const int* 
     const T* g = dout + int64_t(sorted[j]) * C;
     for (int k = 0; k < kColsPerLane; ++k) {
       const int64_t c = c0 + k * kWarpSize;
-      if (c < C) acc[k] += load<A>(g[c]);
+      if (c < C) acc[k] += to_acc<A>(g[c]);
     }
   }
   for (int k = 0; k < kColsPerLane; ++k) {
     const int64_t c = c0 + k * kWarpSize;
-    if (c < C) dw[v * C + c] = store<T>(load<A>(dw[v * C + c]) + acc[k]);
+    if (c < C) dw[v * C + c] = from_acc<T>(to_acc<A>(dw[v * C + c]) + acc[k]);
   }
 }
 

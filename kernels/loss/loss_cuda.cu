@@ -20,21 +20,6 @@
 namespace aim::kernels::AIM_CUDA_NS {
 namespace {
 
-template <class A, class T>
-__device__ __forceinline__ A load(T v) {
-  if constexpr (std::is_same_v<T, double>)
-    return v;
-  else
-    return A(to_f32(v));
-}
-template <class T, class A>
-__device__ __forceinline__ T store(A v) {
-  if constexpr (std::is_same_v<T, double>)
-    return v;
-  else
-    return from_f32<T>(float(v));
-}
-
 constexpr int kRowThreads = 256;
 constexpr int kThreads = 256;
 constexpr int kFinalThreads = 256;
@@ -101,11 +86,11 @@ __global__ void ce_fwd_rows_kernel(const T* x, const I* target, typename Acc<T>:
   const int64_t row = blockIdx.x;
   const T* xr = x + row * V;
   A mx = -std::numeric_limits<A>::infinity();
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) mx = max(mx, load<A>(xr[v]));
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) mx = max(mx, to_acc<A>(xr[v]));
   mx = block_max(mx, scratch, -std::numeric_limits<A>::infinity());
   A se = 0, sx = 0;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-    const A xv = load<A>(xr[v]);
+    const A xv = to_acc<A>(xr[v]);
     se += exp(xv - mx);
     sx += xv;
   }
@@ -121,7 +106,7 @@ __global__ void ce_fwd_rows_kernel(const T* x, const I* target, typename Acc<T>:
       flag_bad(flag, row, N);
     } else {
       const A eps = A(smoothing);
-      loss = (A(1) - eps) * (l - load<A>(xr[t])) + eps * (l - sx / A(V));
+      loss = (A(1) - eps) * (l - to_acc<A>(xr[t])) + eps * (l - sx / A(V));
       count = 1;
     }
   }
@@ -190,7 +175,7 @@ __global__ void ce_bwd_rows_kernel(const typename Acc<T>::type* dloss, const T* 
   const int64_t t = int64_t(target[row]);
   T* dr = dx + row * V;
   if (t == ignore_index) {
-    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) dr[v] = store<T>(A(0));
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) dr[v] = from_acc<T>(A(0));
     return;
   }
   const A g = reduction == int(Reduction::none)   ? dloss[row]
@@ -200,7 +185,7 @@ __global__ void ce_bwd_rows_kernel(const typename Acc<T>::type* dloss, const T* 
   const T* xr = x + row * V;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
     const A tgt = v == t ? A(1) - eps + off : off;
-    dr[v] = store<T>(g * (exp(load<A>(xr[v]) - l) - tgt));
+    dr[v] = from_acc<T>(g * (exp(to_acc<A>(xr[v]) - l) - tgt));
   }
 }
 
@@ -239,8 +224,8 @@ __global__ void pointwise_fwd_kernel(PointwiseKind kind, const T* x, const T* y,
   A s = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const A l = pointwise_value<A>(kind, load<A>(x[i]), load<A>(y[i]),
-                                   pw ? load<A>(pw[i % C]) : A(1), beta);
+    const A l = pointwise_value<A>(kind, to_acc<A>(x[i]), to_acc<A>(y[i]),
+                                   pw ? to_acc<A>(pw[i % C]) : A(1), beta);
     if (out) out[i] = l;
     s += l;
   }
@@ -259,8 +244,8 @@ __global__ void pointwise_bwd_kernel(PointwiseKind kind, const typename Acc<T>::
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const A g = none ? dloss[i] : g0;
-    dx[i] = store<T>(g * pointwise_grad<A>(kind, load<A>(x[i]), load<A>(y[i]),
-                                           pw ? load<A>(pw[i % C]) : A(1), beta));
+    dx[i] = from_acc<T>(g * pointwise_grad<A>(kind, to_acc<A>(x[i]), to_acc<A>(y[i]),
+                                              pw ? to_acc<A>(pw[i % C]) : A(1), beta));
   }
 }
 

@@ -19,21 +19,6 @@
 namespace aim::kernels::AIM_CUDA_NS {
 namespace {
 
-template <class A, class T>
-__device__ __forceinline__ A load(T v) {
-  if constexpr (std::is_same_v<T, double>)
-    return v;
-  else
-    return A(to_f32(v));
-}
-template <class T, class A>
-__device__ __forceinline__ T store(A v) {
-  if constexpr (std::is_same_v<T, double>)
-    return v;
-  else
-    return from_f32<T>(float(v));
-}
-
 constexpr int kWarpsPerBlock = 8;
 constexpr int kBlockRowThreads = 256;
 
@@ -49,19 +34,19 @@ __global__ void fwd_warp_row_kernel(const T* x, const T* gamma, const T* beta, T
   if (row >= N) return;  // the whole warp leaves together: no divergence at the shuffles
   const T* xr = x + row * C;
   A s = 0;
-  for (int64_t c = lane; c < C; c += kWarpSize) s += load<A>(xr[c]);
+  for (int64_t c = lane; c < C; c += kWarpSize) s += to_acc<A>(xr[c]);
   const A m = warp_sum(s) / A(C);
   A sq = 0;
   for (int64_t c = lane; c < C; c += kWarpSize) {
-    const A d = load<A>(xr[c]) - m;
+    const A d = to_acc<A>(xr[c]) - m;
     sq += d * d;
   }
   const A r = A(1) / sqrt(warp_sum(sq) / A(C) + A(eps));
   T* yr = y + row * C;
   for (int64_t c = lane; c < C; c += kWarpSize) {
-    A v = (load<A>(xr[c]) - m) * r;
-    if (gamma) v = v * load<A>(gamma[c]) + load<A>(beta[c]);
-    yr[c] = store<T>(v);
+    A v = (to_acc<A>(xr[c]) - m) * r;
+    if (gamma) v = v * to_acc<A>(gamma[c]) + to_acc<A>(beta[c]);
+    yr[c] = from_acc<T>(v);
   }
   if (lane == 0) {
     mean[row] = m;
@@ -78,19 +63,19 @@ __global__ void fwd_block_row_kernel(const T* x, const T* gamma, const T* beta, 
   const int64_t row = blockIdx.x;
   const T* xr = x + row * C;
   A s = 0;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += load<A>(xr[c]);
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += to_acc<A>(xr[c]);
   const A m = block_sum(s, scratch) / A(C);
   A sq = 0;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const A d = load<A>(xr[c]) - m;
+    const A d = to_acc<A>(xr[c]) - m;
     sq += d * d;
   }
   const A r = A(1) / sqrt(block_sum(sq, scratch) / A(C) + A(eps));
   T* yr = y + row * C;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    A v = (load<A>(xr[c]) - m) * r;
-    if (gamma) v = v * load<A>(gamma[c]) + load<A>(beta[c]);
-    yr[c] = store<T>(v);
+    A v = (to_acc<A>(xr[c]) - m) * r;
+    if (gamma) v = v * to_acc<A>(gamma[c]) + to_acc<A>(beta[c]);
+    yr[c] = from_acc<T>(v);
   }
   if (threadIdx.x == 0) {
     mean[row] = m;
@@ -114,16 +99,16 @@ __global__ void bwd_dx_warp_row_kernel(const T* dy, const T* x, const T* gamma,
   const A m = mean[row], r = rstd[row];
   A s1 = 0, s2 = 0;
   for (int64_t c = lane; c < C; c += kWarpSize) {
-    const A d = load<A>(dyr[c]) * (gamma ? load<A>(gamma[c]) : A(1));
+    const A d = to_acc<A>(dyr[c]) * (gamma ? to_acc<A>(gamma[c]) : A(1));
     s1 += d;
-    s2 += d * (load<A>(xr[c]) - m) * r;
+    s2 += d * (to_acc<A>(xr[c]) - m) * r;
   }
   s1 = warp_sum(s1) / A(C);
   s2 = warp_sum(s2) / A(C);
   T* dxr = dx + row * C;
   for (int64_t c = lane; c < C; c += kWarpSize) {
-    const A d = load<A>(dyr[c]) * (gamma ? load<A>(gamma[c]) : A(1));
-    dxr[c] = store<T>(r * (d - s1 - (load<A>(xr[c]) - m) * r * s2));
+    const A d = to_acc<A>(dyr[c]) * (gamma ? to_acc<A>(gamma[c]) : A(1));
+    dxr[c] = from_acc<T>(r * (d - s1 - (to_acc<A>(xr[c]) - m) * r * s2));
   }
 }
 
@@ -139,16 +124,16 @@ __global__ void bwd_dx_block_row_kernel(const T* dy, const T* x, const T* gamma,
   const A m = mean[row], r = rstd[row];
   A s1 = 0, s2 = 0;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const A d = load<A>(dyr[c]) * (gamma ? load<A>(gamma[c]) : A(1));
+    const A d = to_acc<A>(dyr[c]) * (gamma ? to_acc<A>(gamma[c]) : A(1));
     s1 += d;
-    s2 += d * (load<A>(xr[c]) - m) * r;
+    s2 += d * (to_acc<A>(xr[c]) - m) * r;
   }
   s1 = block_sum(s1, scratch) / A(C);
   s2 = block_sum(s2, scratch) / A(C);
   T* dxr = dx + row * C;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const A d = load<A>(dyr[c]) * (gamma ? load<A>(gamma[c]) : A(1));
-    dxr[c] = store<T>(r * (d - s1 - (load<A>(xr[c]) - m) * r * s2));
+    const A d = to_acc<A>(dyr[c]) * (gamma ? to_acc<A>(gamma[c]) : A(1));
+    dxr[c] = from_acc<T>(r * (d - s1 - (to_acc<A>(xr[c]) - m) * r * s2));
   }
 }
 
@@ -173,8 +158,8 @@ __global__ void bwd_params_partial_kernel(const T* dy, const T* x,
   A g = 0, b = 0;
   if (c < C) {
     for (int64_t n = n0 + threadIdx.y; n < n1; n += kRowLanes) {
-      const A d = load<A>(dy[n * C + c]);
-      g += d * (load<A>(x[n * C + c]) - mean[n]) * rstd[n];
+      const A d = to_acc<A>(dy[n * C + c]);
+      g += d * (to_acc<A>(x[n * C + c]) - mean[n]) * rstd[n];
       b += d;
     }
   }
@@ -202,8 +187,8 @@ __global__ void bwd_params_final_kernel(const typename Acc<T>::type* part, T* dg
     g += part[(k * 2) * C + c];
     b += part[(k * 2 + 1) * C + c];
   }
-  if (dgamma) dgamma[c] = store<T>(load<A>(dgamma[c]) + g);
-  if (dbeta) dbeta[c] = store<T>(load<A>(dbeta[c]) + b);
+  if (dgamma) dgamma[c] = from_acc<T>(to_acc<A>(dgamma[c]) + g);
+  if (dbeta) dbeta[c] = from_acc<T>(to_acc<A>(dbeta[c]) + b);
 }
 
 template <class T>

@@ -34,22 +34,6 @@ struct Params {
   Post post;
 };
 
-template <class A, class T>
-__device__ __forceinline__ A to_acc(T v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return A(to_f32(v));
-  }
-}
-template <class T, class A>
-__device__ __forceinline__ T from_acc(A v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return from_f32<T>(float(v));
-  }
-}
 template <class A>
 __device__ __forceinline__ A abs_a(A v) {
   if constexpr (std::is_same_v<A, float>) {
