@@ -35,6 +35,7 @@ double now_s() {
 
 // Best-of-reps wall time of fn on `device` (CUDA: events on the current stream).
 double time_best(Device device, int warmup, int reps, const std::function<void()>& fn) {
+  (void)device;  // only CUDA timing needs it
   for (int i = 0; i < warmup; ++i) fn();
   double best = 1e30;
 #ifdef AIM_CUDA

@@ -69,15 +69,7 @@ std::string OpBase::default_variant(Backend b) const {
 namespace {
 std::mutex g_mu;
 Selection& selection_storage() {
-  static Selection s = [] {
-    Selection init;
-    const char* k = std::getenv("AIM_KERNELS");
-    const char* f = std::getenv("AIM_KERNELS_FALLBACK");
-    if (k || f) {
-      // Parsed below by set_kernel_selection on first use.
-    }
-    return init;
-  }();
+  static Selection s;  // filled from AIM_KERNELS on first use (kernel_selection)
   return s;
 }
 std::vector<Substitution>& subs() {

@@ -1,0 +1,83 @@
+// Variant selection (DESIGN §4): override > --kernels > default; unsupported choices are errors
+// naming the reason unless fallback is allowed, and then the substitution is recorded.
+#include <gtest/gtest.h>
+
+#include "kernels/matmul/matmul.h"
+#include "kernels/registry.h"
+#include "kernels/testing.h"
+
+namespace aim::kernels {
+namespace {
+
+MatmulArgs small_matmul(DType t) {
+  MatmulArgs a;
+  a.a = random_tensor({3, 4}, t, 1);
+  a.b = random_tensor({4, 5}, t, 2);
+  a.c = Tensor::empty({3, 5}, t);
+  return a;
+}
+
+TEST(Registry, OverrideSelectsAndCounts) {
+  auto& op = registry().op<MatmulArgs>("matmul");
+  const MatmulArgs a = small_matmul(DType::f32);
+  {
+    ScopedVariant use("matmul", "cpu.ref");
+    EXPECT_EQ(op.select(a).name, "cpu.ref");
+  }
+  {
+    ScopedVariant all("*", "cpu.ref");
+    EXPECT_EQ(op.select(a).name, "cpu.ref");
+  }
+  // Per-dtype defaults: f16 on the CPU runs the reference, f64 through BLAS when built with it.
+  EXPECT_EQ(op.select(small_matmul(DType::f16)).name, "cpu.ref");
+}
+
+TEST(Registry, UnsupportedChoiceNamesTheReason) {
+  const MatmulArgs a = small_matmul(DType::f64);
+  ScopedVariant use("matmul", "cpu.avx512");  // f32 only
+  try {
+    matmul(a);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("takes dtypes {f32}, got f64"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Registry, UnknownVariantListsTheRegisteredOnes) {
+  ScopedVariant use("matmul", "cuda.nonexistent");
+  try {
+    matmul(small_matmul(DType::f32));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu.ref"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Registry, FallbackIsLoggedAndRecorded) {
+  set_kernel_selection("matmul=cpu.avx512", /*fallback=*/true);
+  matmul(small_matmul(DType::f64));  // cpu.avx512 cannot take f64: substituted
+  bool found = false;
+  for (const Substitution& s : substitutions())
+    found |= s.op == "matmul" && s.wanted == "cpu.avx512";
+  EXPECT_TRUE(found);
+  set_kernel_selection("", false);
+}
+
+TEST(Registry, BadKernelSpecIsAnError) {
+  EXPECT_THROW(set_kernel_selection("nosuchop=cpu.ref", false), Error);
+  EXPECT_THROW(set_kernel_selection("fastest", false), Error);
+}
+
+TEST(Registry, EveryOpHasAReferenceAndTestShapes) {
+  for (OpBase* op : registry().ops()) {
+    bool has_ref = false;
+    for (const VariantInfo& v : op->variant_infos()) has_ref |= v.name == "cpu.ref";
+    EXPECT_TRUE(has_ref) << op->name();
+    EXPECT_FALSE(op->test_shapes.empty()) << op->name();
+    EXPECT_TRUE(bool(op->make_case)) << op->name();
+  }
+}
+
+}  // namespace
+}  // namespace aim::kernels
