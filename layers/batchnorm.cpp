@@ -1,0 +1,91 @@
+#include "layers/batchnorm.h"
+
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/reduce.h"
+#include "autograd/functions/shape.h"
+#include "autograd/tensor_ops.h"
+#include "tensor/check.h"
+
+namespace aim::layers {
+
+Variable batch_normalize(const Variable& x, int64_t channel_dim, bool use_batch_stats,
+                         const Tensor& running_mean, const Tensor& running_var, double factor,
+                         double eps) {
+  const int64_t cd = x.data().wrap_dim(channel_dim);
+  const int64_t c = x.size(cd);
+  std::vector<int64_t> dims;
+  Shape stat_shape(size_t(x.dim()), 1);
+  stat_shape[size_t(cd)] = c;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != cd) dims.push_back(d);
+
+  if (!use_batch_stats) {
+    AIM_CHECK(running_mean.defined() && running_var.defined(),
+              "batch_normalize: eval without running statistics");
+    const Variable rm(running_mean.to(x.device()).to(x.dtype()).reshape(stat_shape));
+    const Variable rv(running_var.to(x.device()).to(x.dtype()).reshape(stat_shape));
+    return autograd::mul(autograd::sub(x, rm), autograd::rsqrt(autograd::add(rv, eps)));
+  }
+
+  const int64_t n = x.numel() / c;
+  AIM_CHECK(n > 1, "batch_normalize: expected more than 1 value per channel when training, got ",
+            "input of shape ", to_string(x.sizes()));
+  const Variable mean = autograd::mean(x, dims, /*keepdim=*/true);
+  const Variable xc = autograd::sub(x, mean);
+  const Variable var = autograd::mean(autograd::square(xc), dims, /*keepdim=*/true);  // biased
+  const Variable y = autograd::mul(xc, autograd::rsqrt(autograd::add(var, eps)));
+
+  if (running_mean.defined()) {
+    autograd::NoGradGuard no_grad;
+    auto blend = [&](const Tensor& running, const Tensor& batch) {
+      const Tensor b = batch.reshape({c}).to(running.device()).to(running.dtype());
+      running.copy_(
+          autograd::add(autograd::scale(running, 1.0 - factor), autograd::scale(b, factor)));
+    };
+    blend(running_mean, mean.data());
+    blend(running_var, autograd::scale(var.data(), double(n) / double(n - 1)));  // unbiased
+  }
+  return y;
+}
+
+BatchNorm1d::BatchNorm1d(int64_t num_features, double eps, std::optional<double> momentum,
+                         bool affine, bool track_running_stats)
+    : num_features_(num_features), eps_(eps), momentum_(momentum) {
+  AIM_CHECK(num_features > 0, "BatchNorm1d: num_features must be positive, got ", num_features);
+  if (affine) {
+    weight = param("weight", Tensor::ones({num_features}));
+    bias = param("bias", Tensor::zeros({num_features}));
+  }
+  if (track_running_stats) {
+    running_mean_ = &buffer("running_mean", Tensor::zeros({num_features}));
+    running_var_ = &buffer("running_var", Tensor::ones({num_features}));
+    num_batches_tracked_ = &buffer("num_batches_tracked", Tensor::zeros({}, DType::i64));
+  }
+}
+
+Variable BatchNorm1d::forward(const Variable& x) {
+  AIM_CHECK((x.dim() == 2 || x.dim() == 3) && x.size(1) == num_features_,
+            "BatchNorm1d: expected input [N, ", num_features_, "] or [N, ", num_features_,
+            ", L], got ", to_string(x.sizes()));
+  const bool tracking = running_mean_ != nullptr;
+  const bool use_batch_stats = is_training() || !tracking;
+  double factor = 0;
+  if (is_training() && tracking) {
+    const double n = num_batches_tracked_->item() + 1;
+    num_batches_tracked_->fill_(n);
+    factor = momentum_ ? *momentum_ : 1.0 / n;
+  }
+  // Running stats are read in eval and updated in training; without tracking neither.
+  const Tensor rm = tracking ? *running_mean_ : Tensor();
+  const Tensor rv = tracking ? *running_var_ : Tensor();
+  Variable y = batch_normalize(x, 1, use_batch_stats, rm, rv, factor, eps_);
+  if (weight.defined()) {
+    const Shape s = x.dim() == 2 ? Shape{num_features_} : Shape{num_features_, 1};
+    const Variable w = x.dim() == 2 ? weight : autograd::reshape(weight, s);
+    const Variable b = x.dim() == 2 ? bias : autograd::reshape(bias, s);
+    y = autograd::add(autograd::mul(y, w), b);
+  }
+  return y;
+}
+
+}  // namespace aim::layers

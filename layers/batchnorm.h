@@ -1,0 +1,43 @@
+// BatchNorm1d (torch.nn.BatchNorm1d) over x [N, C] or [N, C, L], built from differentiable
+// autograd functions. Training: normalise with the batch mean and biased variance over every dim
+// but C, and (under no_grad) update running_mean / running_var with the unbiased variance:
+//   running = (1 - momentum) * running + momentum * batch_stat
+// (momentum unset: cumulative average, factor 1 / num_batches_tracked). Eval: running stats.
+// State names as PyTorch: weight, bias, running_mean, running_var, num_batches_tracked.
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "layers/module.h"
+
+namespace aim::layers {
+
+// Normalises x over every dim except `channel_dim` (no affine): with batch statistics when
+// `use_batch_stats`, else with running_mean / running_var. When use_batch_stats and running_mean
+// is defined, also updates the running stats in place (unbiased variance) with `factor` as the
+// momentum. Shared by BatchNorm1d and Dice.
+Variable batch_normalize(const Variable& x, int64_t channel_dim, bool use_batch_stats,
+                         const Tensor& running_mean, const Tensor& running_var, double factor,
+                         double eps);
+
+class BatchNorm1d : public Module {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5,
+                       std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true);
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "BatchNorm1d"; }
+  int64_t num_features() const { return num_features_; }
+
+  Parameter weight, bias;  // [C], undefined when affine = false
+
+ private:
+  int64_t num_features_;
+  double eps_;
+  std::optional<double> momentum_;
+  Tensor* running_mean_ = nullptr;  // buffer slots (null when not tracking)
+  Tensor* running_var_ = nullptr;
+  Tensor* num_batches_tracked_ = nullptr;
+};
+
+}  // namespace aim::layers
