@@ -6,57 +6,71 @@
 //           allocator: a training step's allocations served from the cache after step 1;
 //     cuda: cuda.tiled vs cuda.cublas fp32 4096^3 (>= 60%), add / softmax / layernorm vs the
 //           device copy bandwidth (>= 80%).
-// Every timed variant is checked against cpu.ref on a small shape of the same aspect first.
-#include <boost/program_options.hpp>
-#include <chrono>
+// Every timed variant is checked against cpu.ref on its test shapes first.
+// The flags are parsed here rather than with Boost.Program_options so that the GPU check can
+// build this tool on GPU machines without Boost (docs/design-notes.md).
 #include <cstdio>
+#include <cstring>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "bench/foundation.h"
 #include "tensor/check.h"
 
-namespace po = boost::program_options;
+namespace {
+const char* kUsage =
+    "usage: aim-bench peak|foundation [--device cpu|cuda] [--results FILE] [--quick]\n"
+    "  --device   where to measure (default cpu)\n"
+    "  --results  append one JSON object per result line to FILE\n"
+    "  --quick    smaller sizes (smoke test)\n";
+}
 
 int main(int argc, char** argv) {
+  std::string cmd, device = "cpu", results;
+  bool quick = false;
   try {
-    po::options_description opts("aim-bench options");
-    std::string cmd, device, results;
-    opts.add_options()("help,h", "show this help")("command", po::value<std::string>(&cmd),
-                                                   "peak | foundation")(
-        "device", po::value<std::string>(&device)->default_value("cpu"), "cpu | cuda")(
-        "results", po::value<std::string>(&results), "append one JSON object per result line")(
-        "quick", "smaller sizes (smoke test)");
-    po::positional_options_description pos;
-    pos.add("command", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-    if (vm.count("help") || cmd.empty()) {
-      std::cout << "usage: aim-bench peak|foundation [options]\n" << opts;
-      return cmd.empty() && !vm.count("help") ? 2 : 0;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto value = [&](const char* flag) {
+        AIM_CHECK(i + 1 < argc, flag, ": missing value");
+        return std::string(argv[++i]);
+      };
+      if (a == "-h" || a == "--help") {
+        std::cout << kUsage;
+        return 0;
+      } else if (a == "--device") {
+        device = value("--device");
+      } else if (a == "--results") {
+        results = value("--results");
+      } else if (a == "--quick") {
+        quick = true;
+      } else if (!a.empty() && a[0] != '-' && cmd.empty()) {
+        cmd = a;
+      } else {
+        AIM_FAIL("unknown argument '", a, "'");
+      }
     }
-    AIM_CHECK(device == "cpu" || device == "cuda", "--device: expected cpu or cuda, got '", device,
-              "'");
+    AIM_CHECK(!cmd.empty(), "no command given (expected peak or foundation)");
     AIM_CHECK(cmd == "peak" || cmd == "foundation", "unknown command '", cmd,
               "' (expected peak or foundation)");
-    const bool quick = vm.count("quick") > 0;
-    std::vector<nlohmann::json> rows;
-    if (cmd == "peak")
-      rows = aim::bench::run_peak(device, quick);
-    else
-      rows = aim::bench::run_foundation(device, quick);
+    AIM_CHECK(device == "cpu" || device == "cuda", "--device: expected cpu or cuda, got '", device,
+              "'");
+  } catch (const std::exception& e) {
+    std::cerr << "aim-bench: " << e.what() << "\n" << kUsage;
+    return 2;
+  }
+  try {
+    const std::vector<nlohmann::json> rows = cmd == "peak"
+                                                 ? aim::bench::run_peak(device, quick)
+                                                 : aim::bench::run_foundation(device, quick);
     if (!results.empty()) {
       std::ofstream f(results, std::ios::app);
       AIM_CHECK(f.good(), "--results: cannot open ", results);
       for (const auto& r : rows) f << r.dump() << "\n";
     }
     return 0;
-  } catch (const po::error& e) {
-    std::cerr << "aim-bench: " << e.what() << "\n";
-    return 2;
   } catch (const std::exception& e) {
     std::cerr << "aim-bench: " << e.what() << "\n";
     return 1;
