@@ -1,0 +1,44 @@
+#include "data/metrics.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "tensor/check.h"
+
+namespace aim::data {
+
+double auc(const std::vector<double>& scores, const std::vector<int64_t>& labels) {
+  AIM_CHECK(scores.size() == labels.size(), "auc: ", scores.size(), " scores but ", labels.size(),
+            " labels");
+  const size_t n = scores.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] < scores[b]; });
+  double pos_rank_sum = 0.0;  // 1-based ranks, ties get the average rank of their group
+  int64_t n_pos = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && scores[order[j]] == scores[order[i]]) ++j;
+    const double avg_rank = 0.5 * double(i + 1 + j);  // mean of ranks i+1 .. j
+    for (size_t k = i; k < j; ++k) {
+      const int64_t l = labels[order[k]];
+      AIM_CHECK(l == 0 || l == 1, "auc: label ", l, " is not 0/1");
+      if (l == 1) {
+        pos_rank_sum += avg_rank;
+        ++n_pos;
+      }
+    }
+    i = j;
+  }
+  const int64_t n_neg = int64_t(n) - n_pos;
+  AIM_CHECK(n_pos > 0 && n_neg > 0, "auc: needs both classes (", n_pos, " positives, ", n_neg,
+            " negatives)");
+  const double u = pos_rank_sum - 0.5 * double(n_pos) * double(n_pos + 1);
+  return u / (double(n_pos) * double(n_neg));
+}
+
+double auc(const Tensor& scores, const Tensor& labels) {
+  return auc(scores.to_vector<double>(), labels.to_vector<int64_t>());
+}
+
+}  // namespace aim::data

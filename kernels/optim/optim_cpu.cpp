@@ -1,0 +1,336 @@
+// cpu.ref: one plain loop, every value widened to double, the update rule written once per op
+// (templated on the compute type). Obviously right.
+// cpu.omp: the same rule computed in the accumulator type (f32 for f32/f16/bf16 parameters, f64
+// for f64), OpenMP over elements when the tensor is large; one read and write of each tensor.
+#include <cmath>
+
+#include "kernels/optim/optim.h"
+#include "kernels/registry.h"
+#include "kernels/testing.h"
+
+namespace aim::kernels {
+namespace {
+
+template <class A, class T>
+inline A load(T v) {
+  if constexpr (std::is_same_v<T, double>)
+    return A(v);
+  else
+    return A(static_cast<float>(v));
+}
+template <class T, class A>
+inline T store(A v) {
+  if constexpr (std::is_same_v<T, double>)
+    return T(v);
+  else if constexpr (std::is_same_v<T, float>)
+    return static_cast<float>(v);
+  else
+    return T(static_cast<float>(v));
+}
+
+std::string check_common(const char* op, const Tensor& param, const Tensor& grad,
+                         std::initializer_list<std::pair<const char*, const Tensor*>> states) {
+  if (!is_floating(param.dtype()))
+    return str("[", op, "] param must be floating, got ", dtype_name(param.dtype()));
+  if (!param.is_contiguous() || !grad.is_contiguous())
+    return str("[", op, "] param and grad must be contiguous");
+  if (grad.numel() != param.numel() || grad.dtype() != param.dtype() ||
+      grad.device() != param.device())
+    return str("[", op, "] grad ", to_string(grad.sizes()), " ", dtype_name(grad.dtype()), " on ",
+               grad.device().str(), " does not match param ", to_string(param.sizes()), " ",
+               dtype_name(param.dtype()), " on ", param.device().str());
+  const DType sd = optim_state_dtype(param.dtype());
+  for (const auto& [name, t] : states) {
+    if (!t->defined()) return str("[", op, "] state ", name, " is undefined");
+    if (t->numel() != param.numel() || t->dtype() != sd || t->device() != param.device() ||
+        !t->is_contiguous())
+      return str("[", op, "] state ", name, " ", to_string(t->sizes()), " ", dtype_name(t->dtype()),
+                 " on ", t->device().str(), " must be contiguous with param's numel ",
+                 param.numel(), ", dtype ", dtype_name(sd), ", device ", param.device().str());
+  }
+  return "";
+}
+
+// ---- the update rules, per element, in compute type A ----------------------------------------
+
+template <class A, class P, class S, bool kParallel>
+void sgd_loop(const SgdUpdateArgs& a) {
+  P* p = static_cast<P*>(a.param.raw_data());
+  const P* g = static_cast<const P*>(a.grad.raw_data());
+  S* buf = a.momentum_buf.defined() ? static_cast<S*>(a.momentum_buf.raw_data()) : nullptr;
+  const int64_t n = a.param.numel();
+  const A lr = A(a.lr), mom = A(a.momentum), damp1 = A(1.0 - a.dampening), wd = A(a.weight_decay);
+  const bool first = a.first_step, nesterov = a.nesterov;
+#pragma omp parallel for schedule(static) if (kParallel && n > (int64_t(1) << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    const A pi = load<A>(p[i]);
+    A gi = load<A>(g[i]);
+    if (wd != A(0)) gi += wd * pi;
+    if (buf) {
+      const A b = first ? gi : mom * load<A>(buf[i]) + damp1 * gi;
+      buf[i] = store<S>(b);
+      gi = nesterov ? gi + mom * b : b;
+    }
+    p[i] = store<P>(pi - lr * gi);
+  }
+}
+
+template <class A, class P, class S, bool kParallel>
+void adam_loop(const AdamUpdateArgs& a) {
+  P* p = static_cast<P*>(a.param.raw_data());
+  const P* g = static_cast<const P*>(a.grad.raw_data());
+  S* m = static_cast<S*>(a.exp_avg.raw_data());
+  S* v = static_cast<S*>(a.exp_avg_sq.raw_data());
+  const int64_t n = a.param.numel();
+  const AdamScalars sc = adam_scalars(a);
+  const A b1c = A(1.0 - a.beta1), b2 = A(a.beta2), b2c = A(1.0 - a.beta2), eps = A(a.eps),
+          wd = A(a.weight_decay), decay = A(sc.decay), step_size = A(sc.step_size),
+          bc2_sqrt = A(sc.bc2_sqrt);
+  const bool decoupled = a.decoupled;
+#pragma omp parallel for schedule(static) if (kParallel && n > (int64_t(1) << 14))
+  for (int64_t i = 0; i < n; ++i) {
+    A pi = load<A>(p[i]);
+    A gi = load<A>(g[i]);
+    if (decoupled)
+      pi *= decay;
+    else if (wd != A(0))
+      gi += wd * pi;
+    A mi = load<A>(m[i]);
+    mi += b1c * (gi - mi);
+    const A vi = b2 * load<A>(v[i]) + b2c * gi * gi;
+    m[i] = store<S>(mi);
+    v[i] = store<S>(vi);
+    p[i] = store<P>(pi - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps));
+  }
+}
+
+template <class A, class P, class S, bool kParallel>
+void adagrad_loop(const AdagradUpdateArgs& a) {
+  P* p = static_cast<P*>(a.param.raw_data());
+  const P* g = static_cast<const P*>(a.grad.raw_data());
+  S* s = static_cast<S*>(a.sum.raw_data());
+  const int64_t n = a.param.numel();
+  const A clr = A(a.lr / (1.0 + double(a.step - 1) * a.lr_decay)), wd = A(a.weight_decay),
+          eps = A(a.eps);
+#pragma omp parallel for schedule(static) if (kParallel && n > (int64_t(1) << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    const A pi = load<A>(p[i]);
+    A gi = load<A>(g[i]);
+    if (wd != A(0)) gi += wd * pi;
+    const A si = load<A>(s[i]) + gi * gi;
+    s[i] = store<S>(si);
+    p[i] = store<P>(pi - clr * gi / (std::sqrt(si) + eps));
+  }
+}
+
+// State element type for a parameter element type.
+template <class P>
+using StateT = std::conditional_t<std::is_same_v<P, double>, double, float>;
+template <class P>
+using AccT = std::conditional_t<std::is_same_v<P, double>, double, float>;
+
+void sgd_cpu_ref(const SgdUpdateArgs& a) {
+  if (auto why = check_sgd_update(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { sgd_loop<double, P, StateT<P>, false>(a); });
+}
+void sgd_cpu_omp(const SgdUpdateArgs& a) {
+  if (auto why = check_sgd_update(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { sgd_loop<AccT<P>, P, StateT<P>, true>(a); });
+}
+void adam_cpu_ref(const AdamUpdateArgs& a) {
+  if (auto why = check_adam_update(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { adam_loop<double, P, StateT<P>, false>(a); });
+}
+void adam_cpu_omp(const AdamUpdateArgs& a) {
+  if (auto why = check_adam_update(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { adam_loop<AccT<P>, P, StateT<P>, true>(a); });
+}
+void adagrad_cpu_ref(const AdagradUpdateArgs& a) {
+  if (auto why = check_adagrad_update(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { adagrad_loop<double, P, StateT<P>, false>(a); });
+}
+void adagrad_cpu_omp(const AdagradUpdateArgs& a) {
+  if (auto why = check_adagrad_update(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { adagrad_loop<AccT<P>, P, StateT<P>, true>(a); });
+}
+
+// ---- test cases -------------------------------------------------------------------------------
+// Shapes: {n, mode}. Param and grad random in [-1, 1); state random with the initial content the
+// in-place update reads (second moments and sums non-negative).
+
+TestCase base_case(int64_t n, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("grad", random_tensor({n}, t, seed + 1));
+  c.add_out("param", random_tensor({n}, t, seed));
+  return c;
+}
+
+// mode 0: plain SGD; 1: momentum, first step, wd; 2: momentum + dampening + wd; 3: Nesterov.
+TestCase make_sgd_case(const TestShape& s, DType t, uint64_t seed) {
+  const int64_t n = s[0];
+  const int mode = int(s[1]);
+  TestCase c = base_case(n, t, seed);
+  c.add_out("momentum_buf",
+            mode == 0 ? Tensor() : random_tensor({n}, optim_state_dtype(t), seed + 2));
+  c.params = {{"lr", 0.1},
+              {"momentum", mode == 0 ? 0.0 : 0.9},
+              {"dampening", mode == 2 ? 0.1 : 0.0},
+              {"weight_decay", mode == 0   ? 0.0
+                               : mode == 3 ? 0.05
+                                           : 0.01},
+              {"nesterov", mode == 3 ? 1.0 : 0.0},
+              {"first_step", mode == 1 ? 1.0 : 0.0}};
+  return c;
+}
+
+// mode 0: Adam step 1, no weight decay; 1: Adam step 3, wd; 2: AdamW step 10, wd.
+TestCase make_adam_case(const TestShape& s, DType t, uint64_t seed) {
+  const int64_t n = s[0];
+  const int mode = int(s[1]);
+  TestCase c = base_case(n, t, seed);
+  c.add_out("exp_avg", random_tensor({n}, optim_state_dtype(t), seed + 2, -0.5, 0.5));
+  c.add_out("exp_avg_sq", random_tensor({n}, optim_state_dtype(t), seed + 3, 0.01, 1.0));
+  c.params = {{"lr", 0.01},
+              {"beta1", 0.9},
+              {"beta2", 0.999},
+              {"eps", 1e-8},
+              {"weight_decay", mode == 0 ? 0.0 : 0.01},
+              {"decoupled", mode == 2 ? 1.0 : 0.0},
+              {"step", mode == 0   ? 1.0
+                       : mode == 1 ? 3.0
+                                   : 10.0}};
+  return c;
+}
+
+// mode 0: step 1, no decay; 1: step 4, lr_decay and wd.
+TestCase make_adagrad_case(const TestShape& s, DType t, uint64_t seed) {
+  const int64_t n = s[0];
+  const int mode = int(s[1]);
+  TestCase c = base_case(n, t, seed);
+  c.add_out("sum", random_tensor({n}, optim_state_dtype(t), seed + 2, 0.0, 1.0));
+  c.params = {{"lr", 0.05},
+              {"lr_decay", mode == 0 ? 0.0 : 0.01},
+              {"weight_decay", mode == 0 ? 0.0 : 0.01},
+              {"eps", 1e-10},
+              {"step", mode == 0 ? 1.0 : 4.0}};
+  return c;
+}
+
+std::vector<TestShape> shapes(int modes) {
+  std::vector<TestShape> r;
+  for (int64_t n : {1, 31, 32, 33, 97, 100003})
+    for (int m = 0; m < modes; ++m) r.push_back({n, m});
+  return r;
+}
+
+bool simt_size(const TestShape& s) { return s[0] < 10000; }
+
+std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
+
+}  // namespace
+
+std::string check_sgd_update(const SgdUpdateArgs& a) {
+  if (a.momentum != 0.0) {
+    if (!a.momentum_buf.defined())
+      return "[sgd_update] momentum " + std::to_string(a.momentum) + " needs a momentum_buf";
+    return check_common("sgd_update", a.param, a.grad, {{"momentum_buf", &a.momentum_buf}});
+  }
+  if (a.nesterov) return "[sgd_update] nesterov needs momentum > 0";
+  return check_common("sgd_update", a.param, a.grad, {});
+}
+std::string check_adam_update(const AdamUpdateArgs& a) {
+  if (a.step < 1) return str("[adam_update] step counts from 1, got ", a.step);
+  return check_common("adam_update", a.param, a.grad,
+                      {{"exp_avg", &a.exp_avg}, {"exp_avg_sq", &a.exp_avg_sq}});
+}
+std::string check_adagrad_update(const AdagradUpdateArgs& a) {
+  if (a.step < 1) return str("[adagrad_update] step counts from 1, got ", a.step);
+  return check_common("adagrad_update", a.param, a.grad, {{"sum", &a.sum}});
+}
+
+AdamScalars adam_scalars(const AdamUpdateArgs& a) {
+  const double bc1 = 1.0 - std::pow(a.beta1, double(a.step));
+  const double bc2 = 1.0 - std::pow(a.beta2, double(a.step));
+  return {a.lr / bc1, std::sqrt(bc2), 1.0 - a.lr * a.weight_decay};
+}
+
+void sgd_update(const SgdUpdateArgs& a) { AIM_DISPATCH_OP(SgdUpdateArgs, "sgd_update", a); }
+void adam_update(const AdamUpdateArgs& a) { AIM_DISPATCH_OP(AdamUpdateArgs, "adam_update", a); }
+void adagrad_update(const AdagradUpdateArgs& a) {
+  AIM_DISPATCH_OP(AdagradUpdateArgs, "adagrad_update", a);
+}
+
+void register_optim_cpu(Registry& r) {
+  auto& s = r.op<SgdUpdateArgs>("sgd_update");
+  s.description = "fused in-place SGD step (momentum, dampening, Nesterov, weight decay)";
+  s.add({"cpu.ref", Backend::CPU, Provider::Own, sgd_cpu_ref, float_dtypes()});
+  s.add({"cpu.omp", Backend::CPU, Provider::Own, sgd_cpu_omp, float_dtypes(), check_sgd_update});
+  s.set_default(Backend::CPU, "cpu.omp");
+  s.set_cost(sgd_update_cost);
+  s.set_bind([](const TestCase& tc) {
+    SgdUpdateArgs a;
+    a.param = tc.out("param");
+    a.grad = tc.in("grad");
+    a.momentum_buf = tc.out("momentum_buf");
+    a.lr = tc.param("lr");
+    a.momentum = tc.param("momentum");
+    a.dampening = tc.param("dampening");
+    a.weight_decay = tc.param("weight_decay");
+    a.nesterov = tc.param("nesterov") != 0;
+    a.first_step = tc.param("first_step") != 0;
+    return a;
+  });
+  s.make_case = make_sgd_case;
+  s.add_test_shapes(shapes(4));
+  s.small_enough_for_simt = simt_size;
+
+  auto& ad = r.op<AdamUpdateArgs>("adam_update");
+  ad.description = "fused in-place Adam / AdamW step";
+  ad.add({"cpu.ref", Backend::CPU, Provider::Own, adam_cpu_ref, float_dtypes()});
+  ad.add({"cpu.omp", Backend::CPU, Provider::Own, adam_cpu_omp, float_dtypes(), check_adam_update});
+  ad.set_default(Backend::CPU, "cpu.omp");
+  ad.set_cost(adam_update_cost);
+  ad.set_bind([](const TestCase& tc) {
+    AdamUpdateArgs a;
+    a.param = tc.out("param");
+    a.grad = tc.in("grad");
+    a.exp_avg = tc.out("exp_avg");
+    a.exp_avg_sq = tc.out("exp_avg_sq");
+    a.lr = tc.param("lr");
+    a.beta1 = tc.param("beta1");
+    a.beta2 = tc.param("beta2");
+    a.eps = tc.param("eps");
+    a.weight_decay = tc.param("weight_decay");
+    a.decoupled = tc.param("decoupled") != 0;
+    a.step = int64_t(tc.param("step"));
+    return a;
+  });
+  ad.make_case = make_adam_case;
+  ad.add_test_shapes(shapes(3));
+  ad.small_enough_for_simt = simt_size;
+
+  auto& ag = r.op<AdagradUpdateArgs>("adagrad_update");
+  ag.description = "fused in-place Adagrad step";
+  ag.add({"cpu.ref", Backend::CPU, Provider::Own, adagrad_cpu_ref, float_dtypes()});
+  ag.add({"cpu.omp", Backend::CPU, Provider::Own, adagrad_cpu_omp, float_dtypes(),
+          check_adagrad_update});
+  ag.set_default(Backend::CPU, "cpu.omp");
+  ag.set_cost(adagrad_update_cost);
+  ag.set_bind([](const TestCase& tc) {
+    AdagradUpdateArgs a;
+    a.param = tc.out("param");
+    a.grad = tc.in("grad");
+    a.sum = tc.out("sum");
+    a.lr = tc.param("lr");
+    a.lr_decay = tc.param("lr_decay");
+    a.weight_decay = tc.param("weight_decay");
+    a.eps = tc.param("eps");
+    a.step = int64_t(tc.param("step"));
+    return a;
+  });
+  ag.make_case = make_adagrad_case;
+  ag.add_test_shapes(shapes(2));
+  ag.small_enough_for_simt = simt_size;
+}
+
+}  // namespace aim::kernels

@@ -1,0 +1,155 @@
+// cuda.fused (sgd_update, adam_update, adagrad_update): one thread per element in a grid-stride
+// loop; each thread loads param, grad and its state elements once, computes the update in the
+// accumulator type (f32, f64 for f64 parameters; 16-bit parameters through f32 with f32 state)
+// and stores param and state once. Step-dependent scalars (bias corrections, decayed learning
+// rate) are computed on the host in double and passed by value.
+// Traffic per element: SGD 3P (+2S with momentum), Adam 3P + 4S, Adagrad 3P + 2S bytes ->
+// bandwidth bound (a few FLOPs per element). Limits: contiguous tensors (checked).
+#include "kernels/cuda_common.h"
+#include "kernels/optim/optim.h"
+
+namespace aim::kernels::AIM_CUDA_NS {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class P>
+using StateOf = std::conditional_t<std::is_same_v<P, double>, double, float>;
+
+template <class A>
+struct SgdScalars {
+  A lr, mom, damp1, wd;
+  bool first, nesterov, has_buf;
+};
+
+template <class P, class A>
+__global__ void sgd_kernel(P* p, const P* g, StateOf<P>* buf, int64_t n, SgdScalars<A> s) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const A pi = to_acc<A>(p[i]);
+    A gi = to_acc<A>(g[i]);
+    if (s.wd != A(0)) gi += s.wd * pi;
+    if (s.has_buf) {
+      const A b = s.first ? gi : s.mom * A(buf[i]) + s.damp1 * gi;
+      buf[i] = StateOf<P>(b);
+      gi = s.nesterov ? gi + s.mom * b : b;
+    }
+    p[i] = from_acc<P>(pi - s.lr * gi);
+  }
+}
+
+template <class A>
+struct AdamKernelScalars {
+  A b1c, b2, b2c, eps, wd, decay, step_size, bc2_sqrt;
+  bool decoupled;
+};
+
+template <class P, class A>
+__global__ void adam_kernel(P* p, const P* g, StateOf<P>* m, StateOf<P>* v, int64_t n,
+                            AdamKernelScalars<A> s) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    A pi = to_acc<A>(p[i]);
+    A gi = to_acc<A>(g[i]);
+    if (s.decoupled)
+      pi *= s.decay;
+    else if (s.wd != A(0))
+      gi += s.wd * pi;
+    A mi = A(m[i]);
+    mi += s.b1c * (gi - mi);
+    const A vi = s.b2 * A(v[i]) + s.b2c * gi * gi;
+    m[i] = StateOf<P>(mi);
+    v[i] = StateOf<P>(vi);
+    p[i] = from_acc<P>(pi - s.step_size * mi / (sqrt(vi) / s.bc2_sqrt + s.eps));
+  }
+}
+
+template <class A>
+struct AdagradScalars {
+  A clr, wd, eps;
+};
+
+template <class P, class A>
+__global__ void adagrad_kernel(P* p, const P* g, StateOf<P>* sum, int64_t n, AdagradScalars<A> s) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const A pi = to_acc<A>(p[i]);
+    A gi = to_acc<A>(g[i]);
+    if (s.wd != A(0)) gi += s.wd * pi;
+    const A si = A(sum[i]) + gi * gi;
+    sum[i] = StateOf<P>(si);
+    p[i] = from_acc<P>(pi - s.clr * gi / (sqrt(si) + s.eps));
+  }
+}
+
+void sgd_cuda(const SgdUpdateArgs& a) {
+  if (auto why = check_sgd_update(a); !why.empty()) AIM_FAIL(why);
+  const int64_t n = a.param.numel();
+  if (n == 0) return;
+  const bool has_buf = a.momentum != 0.0;
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
+    using A = typename Acc<P>::type;
+    const SgdScalars<A> s{
+        A(a.lr),    A(a.momentum), A(1.0 - a.dampening), A(a.weight_decay), a.first_step,
+        a.nesterov, has_buf};
+    StateOf<P>* buf = has_buf ? static_cast<StateOf<P>*>(a.momentum_buf.raw_data()) : nullptr;
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()), sgd_kernel<P, A>)
+    (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()), buf, n, s);
+  });
+  AIM_CHECK_LAUNCH();
+}
+
+void adam_cuda(const AdamUpdateArgs& a) {
+  if (auto why = check_adam_update(a); !why.empty()) AIM_FAIL(why);
+  const int64_t n = a.param.numel();
+  if (n == 0) return;
+  const AdamScalars sc = adam_scalars(a);
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
+    using A = typename Acc<P>::type;
+    const AdamKernelScalars<A> s{A(1.0 - a.beta1), A(a.beta2),        A(1.0 - a.beta2),
+                                 A(a.eps),         A(a.weight_decay), A(sc.decay),
+                                 A(sc.step_size),  A(sc.bc2_sqrt),    a.decoupled};
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()), adam_kernel<P, A>)
+    (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
+     static_cast<StateOf<P>*>(a.exp_avg.raw_data()),
+     static_cast<StateOf<P>*>(a.exp_avg_sq.raw_data()), n, s);
+  });
+  AIM_CHECK_LAUNCH();
+}
+
+void adagrad_cuda(const AdagradUpdateArgs& a) {
+  if (auto why = check_adagrad_update(a); !why.empty()) AIM_FAIL(why);
+  const int64_t n = a.param.numel();
+  if (n == 0) return;
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
+    using A = typename Acc<P>::type;
+    const AdagradScalars<A> s{A(a.lr / (1.0 + double(a.step - 1) * a.lr_decay)), A(a.weight_decay),
+                              A(a.eps)};
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()),
+               adagrad_kernel<P, A>)
+    (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
+     static_cast<StateOf<P>*>(a.sum.raw_data()), n, s);
+  });
+  AIM_CHECK_LAUNCH();
+}
+
+std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
+
+}  // namespace
+
+void register_optim_cuda(Registry& r) {
+  auto& s = r.op<SgdUpdateArgs>("sgd_update");
+  s.add(
+      {"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, sgd_cuda, float_dtypes(), check_sgd_update});
+  s.set_default(AIM_CUDA_BACKEND, "cuda.fused");
+  auto& ad = r.op<AdamUpdateArgs>("adam_update");
+  ad.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, adam_cuda, float_dtypes(),
+          check_adam_update});
+  ad.set_default(AIM_CUDA_BACKEND, "cuda.fused");
+  auto& ag = r.op<AdagradUpdateArgs>("adagrad_update");
+  ag.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, adagrad_cuda, float_dtypes(),
+          check_adagrad_update});
+  ag.set_default(AIM_CUDA_BACKEND, "cuda.fused");
+}
+
+}  // namespace aim::kernels::AIM_CUDA_NS

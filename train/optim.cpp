@@ -1,0 +1,313 @@
+#include "train/optim.h"
+
+#include <cmath>
+#include <map>
+
+#include "autograd/tensor_ops.h"
+#include "kernels/optim/optim.h"
+
+namespace aim::train {
+
+using autograd::Variable;
+
+// ---- Optimizer -------------------------------------------------------------------------------
+
+Optimizer::Optimizer(NamedParameters params, double lr) : lr_(lr), params_(std::move(params)) {
+  for (const auto& [name, p] : params_) {
+    AIM_CHECK(p.defined(), "optimizer: parameter ", name, " is undefined");
+    AIM_CHECK(is_floating(p.dtype()), "optimizer: parameter ", name, " has dtype ",
+              dtype_name(p.dtype()), ", floating parameters only");
+    slots_.push_back({name, p, {}, 0});
+  }
+}
+
+void Optimizer::declare_state(std::vector<std::string> names, bool has_step) {
+  has_step_ = has_step;
+  for (Slot& s : slots_) {
+    s.state.clear();
+    for (const auto& n : names) s.state.push_back({n, Tensor()});
+  }
+}
+
+Tensor& Optimizer::raw_state(Slot& s, const std::string& name) {
+  for (auto& [n, t] : s.state)
+    if (n == name) return t;
+  AIM_FAIL("optimizer: no state ", name, " for ", s.name);
+}
+
+Tensor& Optimizer::state(Slot& s, const std::string& name) {
+  Tensor& t = raw_state(s, name);
+  if (!t.defined())
+    t = Tensor::zeros(s.param.sizes(), kernels::optim_state_dtype(s.param.dtype()),
+                      s.param.device());
+  return t;
+}
+
+void Optimizer::zero_grad() {
+  for (const auto& [name, p] : params_) p.zero_grad();
+}
+
+OptimizerState Optimizer::state_dict() const {
+  OptimizerState r;
+  for (const Slot& s : slots_) {
+    bool any = false;
+    for (const auto& [n, t] : s.state)
+      if (t.defined()) {
+        r.push_back({s.name + "." + n, t});
+        any = true;
+      }
+    if (has_step_ && (any || s.step > 0))
+      r.push_back({s.name + ".step", Tensor::from_vector(std::vector<int64_t>{s.step}, {})});
+  }
+  return r;
+}
+
+void Optimizer::load_state_dict(const OptimizerState& sd) {
+  // Resolve and validate every key before writing anything.
+  struct Target {
+    Slot* slot;
+    std::string state;  // "" for the step counter
+  };
+  std::map<std::string, Target> targets;
+  for (Slot& s : slots_) {
+    for (auto& [n, t] : s.state) targets[s.name + "." + n] = {&s, n};
+    if (has_step_) targets[s.name + ".step"] = {&s, ""};
+  }
+  std::vector<std::pair<Target, Tensor>> plan;
+  for (const auto& [key, t] : sd) {
+    auto it = targets.find(key);
+    AIM_CHECK(it != targets.end(), "optimizer load_state_dict: unexpected key ", key);
+    const Target& tg = it->second;
+    AIM_CHECK(t.defined(), "optimizer load_state_dict: ", key, " is undefined");
+    if (tg.state.empty()) {
+      AIM_CHECK(t.numel() == 1, "optimizer load_state_dict: ", key, " must hold one value, has ",
+                to_string(t.sizes()));
+    } else {
+      const DType want = kernels::optim_state_dtype(tg.slot->param.dtype());
+      AIM_CHECK(t.sizes() == tg.slot->param.sizes() && t.dtype() == want,
+                "optimizer load_state_dict: ", key, " has shape ", to_string(t.sizes()), " ",
+                dtype_name(t.dtype()), ", expected ", to_string(tg.slot->param.sizes()), " ",
+                dtype_name(want));
+    }
+    plan.push_back({tg, t});
+  }
+  for (auto& [tg, t] : plan) {
+    if (tg.state.empty()) {
+      tg.slot->step = int64_t(std::llround(t.item()));
+    } else {
+      Tensor& dst = raw_state(*tg.slot, tg.state);
+      if (!dst.defined()) dst = Tensor::empty(t.sizes(), t.dtype(), tg.slot->param.device());
+      dst.copy_(t.to(dst.device()));
+    }
+  }
+}
+
+namespace {
+// The gradient as a contiguous tensor of the parameter's dtype (kernels need both).
+Tensor grad_for(const Variable& p) {
+  Tensor g = p.grad();
+  if (g.dtype() != p.dtype()) g = g.to(p.dtype());
+  return g.contiguous();
+}
+}  // namespace
+
+// ---- SGD -------------------------------------------------------------------------------------
+
+SGD::SGD(NamedParameters params, double lr, double momentum, double dampening, double weight_decay,
+         bool nesterov)
+    : Optimizer(std::move(params), lr),
+      momentum_(momentum),
+      dampening_(dampening),
+      weight_decay_(weight_decay),
+      nesterov_(nesterov) {
+  AIM_CHECK(lr >= 0, "SGD: invalid learning rate ", lr);
+  AIM_CHECK(momentum >= 0, "SGD: invalid momentum ", momentum);
+  AIM_CHECK(!nesterov || (momentum > 0 && dampening == 0),
+            "SGD: nesterov needs momentum > 0 and zero dampening");
+  declare_state(
+      momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{},
+      false);
+}
+
+void SGD::step() {
+  autograd::NoGradGuard no_grad;
+  for (Slot& s : slots()) {
+    if (!s.param.grad().defined()) continue;
+    kernels::SgdUpdateArgs a;
+    a.param = s.param.data();
+    a.grad = grad_for(s.param);
+    a.lr = lr_;
+    a.momentum = momentum_;
+    a.dampening = dampening_;
+    a.weight_decay = weight_decay_;
+    a.nesterov = nesterov_;
+    if (momentum_ != 0) {
+      Tensor& buf = raw_state(s, "momentum_buffer");
+      a.first_step = !buf.defined();
+      if (!buf.defined())
+        buf = Tensor::empty(s.param.sizes(), kernels::optim_state_dtype(s.param.dtype()),
+                            s.param.device());
+      a.momentum_buf = buf;
+    }
+    kernels::sgd_update(a);
+    ++s.step;
+  }
+}
+
+// ---- Adam / AdamW ----------------------------------------------------------------------------
+
+Adam::Adam(NamedParameters params, double lr, double beta1, double beta2, double eps,
+           double weight_decay, bool decoupled)
+    : Optimizer(std::move(params), lr),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps),
+      weight_decay_(weight_decay),
+      decoupled_(decoupled) {
+  AIM_CHECK(lr >= 0 && eps >= 0, "Adam: invalid lr ", lr, " or eps ", eps);
+  AIM_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "Adam: invalid betas (", beta1,
+            ", ", beta2, ")");
+  declare_state({"exp_avg", "exp_avg_sq"}, true);
+}
+
+void Adam::step() {
+  autograd::NoGradGuard no_grad;
+  for (Slot& s : slots()) {
+    if (!s.param.grad().defined()) continue;
+    kernels::AdamUpdateArgs a;
+    a.param = s.param.data();
+    a.grad = grad_for(s.param);
+    a.exp_avg = state(s, "exp_avg");
+    a.exp_avg_sq = state(s, "exp_avg_sq");
+    a.lr = lr_;
+    a.beta1 = beta1_;
+    a.beta2 = beta2_;
+    a.eps = eps_;
+    a.weight_decay = weight_decay_;
+    a.decoupled = decoupled_;
+    a.step = ++s.step;
+    kernels::adam_update(a);
+  }
+}
+
+// ---- Adagrad ---------------------------------------------------------------------------------
+
+Adagrad::Adagrad(NamedParameters params, double lr, double lr_decay, double weight_decay,
+                 double eps, double initial_accumulator_value)
+    : Optimizer(std::move(params), lr),
+      lr_decay_(lr_decay),
+      weight_decay_(weight_decay),
+      eps_(eps),
+      initial_accumulator_value_(initial_accumulator_value) {
+  AIM_CHECK(lr >= 0 && lr_decay >= 0 && eps >= 0, "Adagrad: invalid lr ", lr, ", lr_decay ",
+            lr_decay, " or eps ", eps);
+  declare_state({"sum"}, true);
+}
+
+void Adagrad::step() {
+  autograd::NoGradGuard no_grad;
+  for (Slot& s : slots()) {
+    if (!s.param.grad().defined()) continue;
+    Tensor& sum = raw_state(s, "sum");
+    if (!sum.defined())
+      sum = Tensor::full(s.param.sizes(), initial_accumulator_value_,
+                         kernels::optim_state_dtype(s.param.dtype()), s.param.device());
+    kernels::AdagradUpdateArgs a;
+    a.param = s.param.data();
+    a.grad = grad_for(s.param);
+    a.sum = sum;
+    a.lr = lr_;
+    a.lr_decay = lr_decay_;
+    a.weight_decay = weight_decay_;
+    a.eps = eps_;
+    a.step = ++s.step;
+    kernels::adagrad_update(a);
+  }
+}
+
+// ---- clipping --------------------------------------------------------------------------------
+
+double clip_grad_norm(const NamedParameters& params, double max_norm) {
+  double sq = 0;
+  for (const auto& [name, p] : params) {
+    if (!p.defined() || !p.grad().defined()) continue;
+    for (double v : p.grad().to_vector<double>()) sq += v * v;  // host reduction, in double
+  }
+  const double total = std::sqrt(sq);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0) {
+    autograd::NoGradGuard no_grad;
+    for (const auto& [name, p] : params) {
+      if (!p.defined() || !p.grad().defined()) continue;
+      const Tensor& g = p.grad();
+      g.copy_(autograd::scale(g, coef));
+    }
+  }
+  return total;
+}
+
+// ---- schedules -------------------------------------------------------------------------------
+
+double LRSchedule::lr(int64_t t) const {
+  constexpr double kPi = 3.14159265358979323846;
+  switch (kind) {
+    case Kind::Constant:
+      return base;
+    case Kind::Step:
+      return base * std::pow(gamma, double(t / step_size));
+    case Kind::Poly: {
+      const double f = 1.0 - double(std::min(t, total)) / double(total);
+      return base * std::pow(f, power);
+    }
+    case Kind::WarmupLinear:
+    case Kind::WarmupCosine: {
+      if (t < warmup) return base * double(t) / double(std::max<int64_t>(1, warmup));
+      const double span = double(std::max<int64_t>(1, total - warmup));
+      if (kind == Kind::WarmupLinear) return base * std::max(0.0, double(total - t) / span);
+      const double progress = double(t - warmup) / span;
+      return base * std::max(0.0, 0.5 * (1.0 + std::cos(kPi * progress)));
+    }
+  }
+  return base;
+}
+
+LRSchedule LRSchedule::constant(double base) {
+  LRSchedule s;
+  s.base = base;
+  return s;
+}
+LRSchedule LRSchedule::step(double base, int64_t step_size, double gamma) {
+  AIM_CHECK(step_size > 0, "LRSchedule::step: step_size must be > 0, got ", step_size);
+  LRSchedule s;
+  s.kind = Kind::Step;
+  s.base = base;
+  s.step_size = step_size;
+  s.gamma = gamma;
+  return s;
+}
+LRSchedule LRSchedule::poly(double base, int64_t total, double power) {
+  AIM_CHECK(total > 0, "LRSchedule::poly: total must be > 0, got ", total);
+  LRSchedule s;
+  s.kind = Kind::Poly;
+  s.base = base;
+  s.total = total;
+  s.power = power;
+  return s;
+}
+LRSchedule LRSchedule::warmup_linear(double base, int64_t warmup, int64_t total) {
+  AIM_CHECK(warmup >= 0 && total >= warmup, "LRSchedule::warmup_linear: need 0 <= warmup (", warmup,
+            ") <= total (", total, ")");
+  LRSchedule s;
+  s.kind = Kind::WarmupLinear;
+  s.base = base;
+  s.warmup = warmup;
+  s.total = total;
+  return s;
+}
+LRSchedule LRSchedule::warmup_cosine(double base, int64_t warmup, int64_t total) {
+  LRSchedule s = warmup_linear(base, warmup, total);
+  s.kind = Kind::WarmupCosine;
+  return s;
+}
+
+}  // namespace aim::train

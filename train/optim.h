@@ -1,0 +1,135 @@
+// Optimizers (torch.optim semantics) over named parameters, gradient clipping and learning-rate
+// schedules. Each optimizer's step() runs one fused in-place kernel per parameter
+// (kernels/optim: sgd_update, adam_update, adagrad_update) on the parameter's device; parameters
+// without a gradient are skipped, as in PyTorch.
+//
+// State for checkpoints: state_dict() lists per-parameter tensors named
+// "<parameter name>.<state>" (SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq, step; Adagrad:
+// sum, step), step as a 0-d i64 tensor. load_state_dict() copies them back (onto the parameter's
+// device) and continues identically.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/variable.h"
+
+namespace aim::train {
+
+using NamedParameters = std::vector<std::pair<std::string, autograd::Variable>>;
+using OptimizerState = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  Optimizer(NamedParameters params, double lr);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual void step() = 0;  // one update of every parameter that has a gradient
+  void zero_grad();         // zeroes every parameter's gradient (kept allocated)
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }  // e.g. from an LRSchedule before each step()
+  const NamedParameters& parameters() const { return params_; }
+
+  // "<param>.<state>" -> tensor, in parameter order; tensors share storage with the optimizer.
+  OptimizerState state_dict() const;
+  // Copies every entry into the optimizer's state (allocating it where absent). Unknown names,
+  // or shapes/dtypes that do not match, are errors naming the key; nothing is written then.
+  void load_state_dict(const OptimizerState& sd);
+
+ protected:
+  struct Slot {
+    std::string name;
+    autograd::Variable param;
+    OptimizerState state;  // this optimizer's state names, undefined until the first step
+    int64_t step = 0;      // steps taken by this parameter
+  };
+  // Declares the per-parameter state tensors (same shape as the parameter, state dtype) and
+  // whether a step counter is saved.
+  void declare_state(std::vector<std::string> names, bool has_step);
+  Tensor& state(Slot& s, const std::string& name);             // allocates zeros when undefined
+  static Tensor& raw_state(Slot& s, const std::string& name);  // may be undefined
+  std::vector<Slot>& slots() { return slots_; }
+
+  double lr_;
+
+ private:
+  NamedParameters params_;
+  std::vector<Slot> slots_;
+  bool has_step_ = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(NamedParameters params, double lr, double momentum = 0, double dampening = 0,
+      double weight_decay = 0, bool nesterov = false);
+  void step() override;
+
+ private:
+  double momentum_, dampening_, weight_decay_;
+  bool nesterov_;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(NamedParameters params, double lr, double beta1 = 0.9, double beta2 = 0.999,
+       double eps = 1e-8, double weight_decay = 0, bool decoupled = false);
+  void step() override;
+
+ private:
+  double beta1_, beta2_, eps_, weight_decay_;
+  bool decoupled_;
+};
+
+// torch.optim.AdamW (decoupled weight decay; PyTorch's default weight_decay is 0.01).
+class AdamW : public Adam {
+ public:
+  AdamW(NamedParameters params, double lr, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 0.01)
+      : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
+};
+
+class Adagrad : public Optimizer {
+ public:
+  Adagrad(NamedParameters params, double lr = 0.01, double lr_decay = 0, double weight_decay = 0,
+          double eps = 1e-10, double initial_accumulator_value = 0);
+  void step() override;
+
+ private:
+  double lr_decay_, weight_decay_, eps_, initial_accumulator_value_;
+};
+
+// torch.nn.utils.clip_grad_norm_ (L2): total = sqrt(sum over all gradients of ||g||^2); when
+// total > max_norm every gradient is scaled in place by max_norm / (total + 1e-6). Parameters
+// without a gradient are skipped. Returns the total norm before clipping.
+double clip_grad_norm(const NamedParameters& params, double max_norm);
+
+// Learning rate as a function of the number of optimizer steps already taken (0 for the first).
+//   constant:       base
+//   step:           base * gamma^floor(step / step_size)                       (StepLR)
+//   poly:           base * (1 - min(step, total) / total)^power                 (PolynomialLR)
+//   warmup_linear:  base * step / warmup while step < warmup, then
+//                   base * max(0, (total - step) / (total - warmup))
+//                   (get_linear_schedule_with_warmup)
+//   warmup_cosine:  base * step / warmup while step < warmup, then
+//                   base * max(0, 0.5 * (1 + cos(pi * (step - warmup) / (total - warmup))))
+//                   (transformers' get_cosine_schedule_with_warmup)
+struct LRSchedule {
+  enum class Kind { Constant, Step, Poly, WarmupLinear, WarmupCosine };
+  Kind kind = Kind::Constant;
+  double base = 0;
+  int64_t step_size = 1, total = 1, warmup = 0;
+  double gamma = 1, power = 1;
+
+  double lr(int64_t t) const;  // t: optimizer steps already taken
+
+  static LRSchedule constant(double base);
+  static LRSchedule step(double base, int64_t step_size, double gamma);
+  static LRSchedule poly(double base, int64_t total, double power = 1.0);
+  static LRSchedule warmup_linear(double base, int64_t warmup, int64_t total);
+  static LRSchedule warmup_cosine(double base, int64_t warmup, int64_t total);
+};
+
+}  // namespace aim::train
