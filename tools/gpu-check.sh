@@ -135,9 +135,13 @@ else
   results+=("| aim-bench | SKIP | not built yet |")
 fi
 if [ -x "$bdir/aim-train" ]; then
-  for m in $("$bdir/aim-train" --list --names-only 2>/dev/null); do
+  for m in $("$bdir/aim-train" --list 2>/dev/null | awk '{print $1}'); do
     step "train $m" 60 "$bdir/aim-train" "$m" --device cuda --steps 20 --config size=tiny --results "$OUT/models.jsonl"
-    step "infer $m" 60 "$bdir/aim-infer" "$m" --device cuda --iters 20 --config size=tiny --results "$OUT/models.jsonl"
+    if [ -x "$bdir/aim-infer" ]; then
+      step "infer $m" 60 "$bdir/aim-infer" "$m" --device cuda --iters 20 --config size=tiny --results "$OUT/models.jsonl"
+    else
+      results+=("| infer $m | SKIP | aim-infer not built yet |")
+    fi
   done
 else
   results+=("| models | SKIP | aim-train not built yet |")
