@@ -54,85 +54,40 @@ constexpr DType dtype_of<__nv_bfloat16>() {
 }
 }  // namespace aim
 
+// One case of a device-type dispatch: dtype `e` binds `T` to `Type`.
+#define AIM_CUDA_TYPE_CASE_(e, Type, T, ...) \
+  case e: {                                  \
+    using T = Type;                          \
+    __VA_ARGS__;                             \
+    break;                                   \
+  }
+#define AIM_CUDA_FLOAT_CASES_(T, ...)                            \
+  AIM_CUDA_TYPE_CASE_(::aim::DType::f32, float, T, __VA_ARGS__)  \
+  AIM_CUDA_TYPE_CASE_(::aim::DType::f64, double, T, __VA_ARGS__) \
+  AIM_CUDA_TYPE_CASE_(::aim::DType::f16, __half, T, __VA_ARGS__) \
+  AIM_CUDA_TYPE_CASE_(::aim::DType::bf16, __nv_bfloat16, T, __VA_ARGS__)
+
 // AIM_DISPATCH_CUDA_FLOAT_TYPES(dtype, T, ...): f32, f64, f16 (__half), bf16 (__nv_bfloat16).
 #define AIM_DISPATCH_CUDA_FLOAT_TYPES(dtype, T, ...)                                       \
   do {                                                                                     \
     switch (dtype) {                                                                       \
-      case ::aim::DType::f32: {                                                            \
-        using T = float;                                                                   \
-        __VA_ARGS__;                                                                       \
-        break;                                                                             \
-      }                                                                                    \
-      case ::aim::DType::f64: {                                                            \
-        using T = double;                                                                  \
-        __VA_ARGS__;                                                                       \
-        break;                                                                             \
-      }                                                                                    \
-      case ::aim::DType::f16: {                                                            \
-        using T = __half;                                                                  \
-        __VA_ARGS__;                                                                       \
-        break;                                                                             \
-      }                                                                                    \
-      case ::aim::DType::bf16: {                                                           \
-        using T = __nv_bfloat16;                                                           \
-        __VA_ARGS__;                                                                       \
-        break;                                                                             \
-      }                                                                                    \
+      AIM_CUDA_FLOAT_CASES_(T, __VA_ARGS__)                                                \
       default:                                                                             \
         AIM_FAIL("dtype ", ::aim::dtype_name(dtype), " not supported (float types only)"); \
     }                                                                                      \
   } while (0)
 
 // Every dtype, with device-side 16-bit types.
-#define AIM_DISPATCH_CUDA_ALL_TYPES(dtype, T, ...) \
-  do {                                             \
-    switch (dtype) {                               \
-      case ::aim::DType::f32: {                    \
-        using T = float;                           \
-        __VA_ARGS__;                               \
-        break;                                     \
-      }                                            \
-      case ::aim::DType::f64: {                    \
-        using T = double;                          \
-        __VA_ARGS__;                               \
-        break;                                     \
-      }                                            \
-      case ::aim::DType::f16: {                    \
-        using T = __half;                          \
-        __VA_ARGS__;                               \
-        break;                                     \
-      }                                            \
-      case ::aim::DType::bf16: {                   \
-        using T = __nv_bfloat16;                   \
-        __VA_ARGS__;                               \
-        break;                                     \
-      }                                            \
-      case ::aim::DType::i8: {                     \
-        using T = int8_t;                          \
-        __VA_ARGS__;                               \
-        break;                                     \
-      }                                            \
-      case ::aim::DType::u8: {                     \
-        using T = uint8_t;                         \
-        __VA_ARGS__;                               \
-        break;                                     \
-      }                                            \
-      case ::aim::DType::i32: {                    \
-        using T = int32_t;                         \
-        __VA_ARGS__;                               \
-        break;                                     \
-      }                                            \
-      case ::aim::DType::i64: {                    \
-        using T = int64_t;                         \
-        __VA_ARGS__;                               \
-        break;                                     \
-      }                                            \
-      case ::aim::DType::boolean: {                \
-        using T = bool;                            \
-        __VA_ARGS__;                               \
-        break;                                     \
-      }                                            \
-    }                                              \
+#define AIM_DISPATCH_CUDA_ALL_TYPES(dtype, T, ...)                     \
+  do {                                                                 \
+    switch (dtype) {                                                   \
+      AIM_CUDA_FLOAT_CASES_(T, __VA_ARGS__)                            \
+      AIM_CUDA_TYPE_CASE_(::aim::DType::i8, int8_t, T, __VA_ARGS__)    \
+      AIM_CUDA_TYPE_CASE_(::aim::DType::u8, uint8_t, T, __VA_ARGS__)   \
+      AIM_CUDA_TYPE_CASE_(::aim::DType::i32, int32_t, T, __VA_ARGS__)  \
+      AIM_CUDA_TYPE_CASE_(::aim::DType::i64, int64_t, T, __VA_ARGS__)  \
+      AIM_CUDA_TYPE_CASE_(::aim::DType::boolean, bool, T, __VA_ARGS__) \
+    }                                                                  \
   } while (0)
 
 namespace aim::kernels::AIM_CUDA_NS {

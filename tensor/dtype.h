@@ -164,14 +164,17 @@ constexpr DType dtype_of<bool>() {
     break;                                      \
   }
 
+#define AIM_FLOAT_CASES_(T, ...)                     \
+  AIM_DTYPE_CASE_(::aim::DType::f32, T, __VA_ARGS__) \
+  AIM_DTYPE_CASE_(::aim::DType::f64, T, __VA_ARGS__) \
+  AIM_DTYPE_CASE_(::aim::DType::f16, T, __VA_ARGS__) \
+  AIM_DTYPE_CASE_(::aim::DType::bf16, T, __VA_ARGS__)
+
 // AIM_DISPATCH_FLOAT_TYPES(dtype, T, { body using T }): f32, f64, f16, bf16 (host types).
 #define AIM_DISPATCH_FLOAT_TYPES(dtype, T, ...)                                                 \
   do {                                                                                          \
     switch (dtype) {                                                                            \
-      AIM_DTYPE_CASE_(::aim::DType::f32, T, __VA_ARGS__)                                        \
-      AIM_DTYPE_CASE_(::aim::DType::f64, T, __VA_ARGS__)                                        \
-      AIM_DTYPE_CASE_(::aim::DType::f16, T, __VA_ARGS__)                                        \
-      AIM_DTYPE_CASE_(::aim::DType::bf16, T, __VA_ARGS__)                                       \
+      AIM_FLOAT_CASES_(T, __VA_ARGS__)                                                          \
       default:                                                                                  \
         AIM_FAIL("dtype ", ::aim::dtype_name(dtype), " not supported here (float types only)"); \
     }                                                                                           \
@@ -181,10 +184,7 @@ constexpr DType dtype_of<bool>() {
 #define AIM_DISPATCH_ALL_TYPES(dtype, T, ...)                \
   do {                                                       \
     switch (dtype) {                                         \
-      AIM_DTYPE_CASE_(::aim::DType::f32, T, __VA_ARGS__)     \
-      AIM_DTYPE_CASE_(::aim::DType::f64, T, __VA_ARGS__)     \
-      AIM_DTYPE_CASE_(::aim::DType::f16, T, __VA_ARGS__)     \
-      AIM_DTYPE_CASE_(::aim::DType::bf16, T, __VA_ARGS__)    \
+      AIM_FLOAT_CASES_(T, __VA_ARGS__)                       \
       AIM_DTYPE_CASE_(::aim::DType::i8, T, __VA_ARGS__)      \
       AIM_DTYPE_CASE_(::aim::DType::u8, T, __VA_ARGS__)      \
       AIM_DTYPE_CASE_(::aim::DType::i32, T, __VA_ARGS__)     \
