@@ -25,8 +25,9 @@ struct DinSyntheticConfig {
   // Click probability p = sigmoid(a * frac + b + user_bias[uid] + item_bias[item]), frac = share of
   // history positions whose category equals the candidate's; biases are fixed N(0, noise^2).
   double a = 8.0, b = -1.5;
-  double user_noise = 0.5, item_noise = 0.5;
-  int64_t heldout_size = 100000;  // the fixed held-out set: samples [0, heldout_size)
+  double user_noise = 0.0, item_noise = 0.5;  // user bias 0: DIN does not see the user id
+  int64_t heldout_size = 100000;              // the fixed held-out set: samples [0, heldout_size)
+  int64_t epoch_size = 2608764;  // training samples per "epoch" (the real set's, for --epochs)
 
   // Small vocabularies and histories for CPU tests (same generator).
   static DinSyntheticConfig tiny(uint64_t seed = 1) {
@@ -38,6 +39,7 @@ struct DinSyntheticConfig {
     c.max_hist_len = 20;
     c.max_fav = 2;
     c.heldout_size = 1000;
+    c.epoch_size = 10000;
     return c;
   }
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_map>
 
 #include "tensor/check.h"
 
@@ -39,6 +40,43 @@ double auc(const std::vector<double>& scores, const std::vector<int64_t>& labels
 
 double auc(const Tensor& scores, const Tensor& labels) {
   return auc(scores.to_vector<double>(), labels.to_vector<int64_t>());
+}
+
+double gauc(const std::vector<double>& scores, const std::vector<int64_t>& labels,
+            const std::vector<int64_t>& groups) {
+  AIM_CHECK(scores.size() == labels.size() && scores.size() == groups.size(),
+            "gauc: ", scores.size(), " scores, ", labels.size(), " labels and ", groups.size(),
+            " groups (must be equal)");
+  // Sample indices per group, groups in order of first appearance (deterministic summation).
+  std::unordered_map<int64_t, size_t> slot;
+  std::vector<std::vector<size_t>> members;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const int64_t l = labels[i];
+    AIM_CHECK(l == 0 || l == 1, "gauc: label ", l, " at index ", i, " is not 0/1");
+    const auto [it, fresh] = slot.emplace(groups[i], members.size());
+    if (fresh) members.emplace_back();
+    members[it->second].push_back(i);
+  }
+  double weighted = 0.0;
+  int64_t weight = 0;
+  std::vector<double> s;
+  std::vector<int64_t> l;
+  for (const std::vector<size_t>& m : members) {
+    int64_t n_pos = 0;
+    for (size_t i : m) n_pos += labels[i];
+    if (n_pos == 0 || n_pos == int64_t(m.size())) continue;  // one class only: no AUC
+    s.clear();
+    l.clear();
+    for (size_t i : m) {
+      s.push_back(scores[i]);
+      l.push_back(labels[i]);
+    }
+    weighted += double(m.size()) * auc(s, l);
+    weight += int64_t(m.size());
+  }
+  AIM_CHECK(weight > 0, "gauc: no group has both a positive and a negative (", members.size(),
+            " groups, ", groups.size(), " samples)");
+  return weighted / double(weight);
 }
 
 }  // namespace aim::data

@@ -9,6 +9,8 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "tensor/check.h"
@@ -23,13 +25,38 @@ struct RecBatch {
   Tensor lengths;               // [B] i64
   Tensor label;                 // [B] i64 (0/1)
 
-  int64_t batch_size() const { return uid.numel(); }
+  int64_t batch_size() const { return item.numel(); }
   int64_t max_len() const { return hist_item.dim() == 2 ? hist_item.size(1) : 0; }
 
-  // Copy of every tensor on device d (same device returns shared tensors).
+  // Copy of every defined tensor on device d (same device returns shared tensors).
   RecBatch to(Device d) const {
-    return RecBatch{uid.to(d),       item.to(d), cate.to(d),    hist_item.to(d),
-                    hist_cate.to(d), mask.to(d), lengths.to(d), label.to(d)};
+    auto mv = [d](const Tensor& t) { return t.defined() ? t.to(d) : t; };
+    return RecBatch{mv(uid),       mv(item), mv(cate),    mv(hist_item),
+                    mv(hist_cate), mv(mask), mv(lengths), mv(label)};
+  }
+  // The named-tensor form models and --inputs files use (undefined tensors are left out).
+  std::map<std::string, Tensor> to_map() const {
+    std::map<std::string, Tensor> m;
+    const std::pair<const char*, const Tensor*> all[] = {{"uid", &uid},
+                                                         {"item", &item},
+                                                         {"cate", &cate},
+                                                         {"hist_item", &hist_item},
+                                                         {"hist_cate", &hist_cate},
+                                                         {"mask", &mask},
+                                                         {"lengths", &lengths},
+                                                         {"label", &label}};
+    for (const auto& [k, t] : all)
+      if (t->defined()) m.emplace(k, *t);
+    return m;
+  }
+  // Inverse of to_map(); absent names stay undefined (shapes are checked by the model).
+  static RecBatch from_map(const std::map<std::string, Tensor>& m) {
+    auto get = [&m](const char* k) {
+      auto it = m.find(k);
+      return it == m.end() ? Tensor() : it->second;
+    };
+    return RecBatch{get("uid"),       get("item"), get("cate"),    get("hist_item"),
+                    get("hist_cate"), get("mask"), get("lengths"), get("label")};
   }
 };
 

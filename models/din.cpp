@@ -30,6 +30,8 @@ std::vector<int64_t> mlp_dims(int64_t in, const std::vector<int64_t>& hidden) {
 
 Din::Din(const DinConfig& cfg) : cfg_(cfg) {
   AIM_CHECK(cfg.n_mid > 0 && cfg.n_cat > 0 && cfg.emb_dim > 0, "Din: sizes must be positive");
+  AIM_CHECK(cfg.att_impl == "split" || cfg.att_impl == "concat",
+            "Din: att_impl must be split or concat, got \"", cfg.att_impl, "\"");
   AIM_CHECK(cfg.act == "sigmoid" || cfg.act == "dice", "Din: act must be sigmoid or dice, got \"",
             cfg.act, "\"");
   const int64_t E = cfg.emb_dim, H = cfg.hidden();
@@ -45,6 +47,26 @@ Din::Din(const DinConfig& cfg) : cfg_(cfg) {
   mlp = child("mlp", layers::make_mlp(mlp_dims(2 * H, cfg.mlp_hidden), cfg.act, cfg.seed + 30));
 }
 
+Variable Din::attention_scores(const Variable& q, const Variable& k) {
+  const int64_t B = k.size(0), T = k.size(1), H = cfg_.hidden();
+  const Variable qe = ag::expand(ag::unsqueeze(q, 1), {B, T, H});
+  if (cfg_.att_impl == "concat")
+    return att->forward(ag::concat({qe, k, ag::sub(qe, k), ag::mul(qe, k)}, -1));  // [B,T,4H]
+  const auto& layers = att->children();
+  const auto* fc1 = static_cast<const layers::Linear*>(layers.front().second.get());
+  const Variable& w = fc1->weight;  // [A, 4H]
+  const Variable wd = ag::slice(w, 1, 2 * H, 3 * H);
+  const Variable w_q = ag::add(ag::slice(w, 1, 0, H), wd);                   // [A, H]
+  const Variable w_kp = ag::concat({ag::sub(ag::slice(w, 1, H, 2 * H), wd),  // [A, 2H]
+                                    ag::slice(w, 1, 3 * H, 4 * H)},
+                                   1);
+  const Variable per_row = ag::unsqueeze(ag::linear(q, w_q, fc1->bias), 1);        // [B,1,A]
+  const Variable per_pos = ag::linear(ag::concat({k, ag::mul(qe, k)}, -1), w_kp);  // [B,T,A]
+  Variable x = ag::add(per_pos, per_row);
+  for (size_t i = 1; i < layers.size(); ++i) x = layers[i].second->forward(x);
+  return x;
+}
+
 Variable Din::bn(const std::shared_ptr<layers::BatchNorm1d>& m, const Variable& x) {
   if (cfg_.bn_train) return m->forward(x);
   // Reference quirk: moving stats fixed at mean 0, var 1 -> weight * x / sqrt(1 + eps) + bias.
@@ -58,8 +80,7 @@ Variable Din::forward(const data::RecBatch& b) {
   const Variable k =
       ag::concat({item_emb->forward(b.hist_item), cate_emb->forward(b.hist_cate)}, -1);
   const Variable qe = ag::expand(ag::unsqueeze(q, 1), {B, T, H});
-  const Variable din_all = ag::concat({qe, k, ag::sub(qe, k), ag::mul(qe, k)}, -1);  // [B,T,4H]
-  Variable s = ag::squeeze(att->forward(din_all), -1);                               // [B,T]
+  Variable s = ag::squeeze(attention_scores(q, k), -1);  // [B,T]
   s = ag::mul(s, 1.0 / std::sqrt(double(H)));
   const Tensor keep =
       ag::gt(Variable(b.mask), Variable(Tensor::zeros({1}, b.mask.dtype(), b.mask.device())));
@@ -68,6 +89,43 @@ Variable Din::forward(const data::RecBatch& b) {
   const Variable u = hist_fcn->forward(bn(hist_bn, h));
   const Variable out = ag::squeeze(mlp->forward(bn(b1, ag::concat({u, q}, -1))), -1);  // [B]
   return ag::add(out, ag::index_select(item_b, 0, b.item));
+}
+
+std::vector<TensorSpec> Din::input_specs() const {
+  const std::string nm = std::to_string(cfg_.n_mid), nc = std::to_string(cfg_.n_cat);
+  return {{"item", DType::i64, {"B"}, "candidate item id in [0, " + nm + ")"},
+          {"cate", DType::i64, {"B"}, "candidate category id in [0, " + nc + ")"},
+          {"hist_item", DType::i64, {"B", "T"}, "history item ids, oldest first, 0-padded"},
+          {"hist_cate", DType::i64, {"B", "T"}, "history category ids, 0-padded"},
+          {"mask", DType::f32, {"B", "T"}, "1 = real history position, 0 = padding"}};
+}
+
+std::vector<TensorSpec> Din::label_specs() const {
+  return {{"label", DType::i64, {"B"}, "click (1) or not (0)"}};
+}
+
+std::vector<TensorSpec> Din::output_specs() const {
+  return {{"logits", DType::f32, {"B"}, "sigmoid logit of a click"},
+          {"output", DType::f32, {"B"}, "click probability = sigmoid(logits)"}};
+}
+
+TensorMap Din::infer(const TensorMap& batch) {
+  check_batch(input_specs(), batch, "din inputs");
+  const Variable logits = forward(data::RecBatch::from_map(batch));
+  return {{"logits", logits.data()}, {"output", ag::sigmoid(logits).data()}};
+}
+
+Variable Din::training_loss(const TensorMap& batch) {
+  std::vector<TensorSpec> specs = input_specs();
+  for (const TensorSpec& s : label_specs()) specs.push_back(s);
+  check_batch(specs, batch, "din batch");
+  const data::RecBatch b = data::RecBatch::from_map(batch);
+  return loss(forward(b), b.label);
+}
+
+double Din::forward_flops(const TensorMap& batch) const {
+  const Tensor& h = batch.at("hist_item");
+  return double(h.size(0)) * flops_per_sample(cfg_, h.size(1));
 }
 
 Variable Din::loss(const Variable& logits, const Tensor& labels) {
@@ -85,8 +143,16 @@ double Din::flops_per_sample(const DinConfig& cfg, int64_t T) {
     }
     return f + 2 * d;  // last FC -> 1
   };
-  double f = 2 * t * H;                               // q - k, q * k
-  f += t * mlp_flops(4 * H, cfg.att_hidden);          // attention MLP per position
+  double f = 0;
+  if (cfg.att_impl == "concat") {
+    f += 2 * t * H;                             // q - k, q * k
+    f += t * mlp_flops(4 * H, cfg.att_hidden);  // attention MLP per position
+  } else {
+    const double a1 = double(cfg.att_hidden.front());
+    f += t * H;                                   // q * k
+    f += 2 * H * a1 + t * (2 * 2 * H * a1 + a1);  // per-row FC1 part, per-position part, add
+    f += t * (act * a1 + mlp_flops(a1, {cfg.att_hidden.begin() + 1, cfg.att_hidden.end()}));
+  }
   f += t + 5 * t;                                     // scale, masked softmax
   f += 2 * t * H;                                     // weighted sum of keys
   f += 3 * H + 2 * H * H;                             // BN affine, hist_fcn

@@ -37,6 +37,7 @@
 #include "layers/linear.h"
 #include "layers/module.h"
 #include "layers/sequential.h"
+#include "models/model.h"
 
 namespace aim::models {
 
@@ -51,7 +52,14 @@ struct DinConfig {
   std::vector<int64_t> mlp_hidden = {80, 40};  // scoring MLP hidden sizes (then FC -> 1)
   std::string act = "sigmoid";                 // "sigmoid" (reference) | "dice"
   bool bn_train = false;                       // false: BN-as-affine quirk (reference)
-  uint64_t seed = 0;                           // parameter initialisation
+  // How the attention MLP's first layer is computed (same function, same parameters):
+  //   "concat": FC1 on the materialised [q, k, q - k, q * k]  [B, T, 4H] (the reference's graph)
+  //   "split":  FC1's weight W = [Wq | Wk | Wd | Wp] (column blocks of H) is regrouped,
+  //             q Wq' + k Wk' + (q - k) Wd' + (q k) Wp' = q (Wq + Wd)' + [k, q k] [Wk - Wd | Wp]'
+  //             so the per-position GEMM has K = 2H instead of 4H and the per-candidate part is
+  //             computed once per row instead of once per position: half the FLOPs and bytes.
+  std::string att_impl = "split";
+  uint64_t seed = 0;  // parameter initialisation
 
   int64_t hidden() const { return 2 * emb_dim; }  // H = 128 in the reference
 
@@ -68,12 +76,21 @@ struct DinConfig {
   }
 };
 
-class Din : public layers::Module {
+class Din : public Model {
  public:
   explicit Din(const DinConfig& cfg = DinConfig());
 
   // Logits [B] (f32) of the batch's candidates. Batch tensors must be on the module's device.
   Variable forward(const data::RecBatch& b);
+
+  // Model interface. Inputs: item, cate [B] i64; hist_item, hist_cate [B, T] i64; mask [B, T]
+  // f32. Label: label [B] i64. Outputs: logits [B] and output = sigmoid(logits) [B] (the CTR).
+  std::vector<TensorSpec> input_specs() const override;
+  std::vector<TensorSpec> label_specs() const override;
+  std::vector<TensorSpec> output_specs() const override;
+  TensorMap infer(const TensorMap& batch) override;
+  Variable training_loss(const TensorMap& batch) override;
+  double forward_flops(const TensorMap& batch) const override;
   // Mean sigmoid cross-entropy of logits [B] against labels [B] (0/1, any dtype).
   static Variable loss(const Variable& logits, const Tensor& labels);
   std::string type_name() const override { return "Din"; }
@@ -93,6 +110,8 @@ class Din : public layers::Module {
   std::shared_ptr<layers::Sequential> mlp;
 
  private:
+  // Attention MLP output [B, T, 1] for candidates q [B, H] and history keys k [B, T, H].
+  Variable attention_scores(const Variable& q, const Variable& k);
   Variable bn(const std::shared_ptr<layers::BatchNorm1d>& m, const Variable& x);
   DinConfig cfg_;
 };

@@ -7,6 +7,9 @@ namespace aim {
 
 int cuda_device_count() { return 0; }
 std::string cuda_unavailable_reason() { return "built without CUDA (AIM_CUDA=OFF)"; }
+std::vector<std::pair<std::string, std::string>> cuda_environment() {
+  return {{"cuda", "not built (AIM_CUDA=OFF)"}};
+}
 Allocator& cuda_allocator(int device) {
   AIM_FAIL("cuda:", device, " requested but aim was built without CUDA (AIM_CUDA=OFF)");
 }

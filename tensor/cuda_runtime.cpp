@@ -1,5 +1,8 @@
 // CUDA side of tensor/: device discovery, the caching allocator, streams, copies.
+#include <cublas_api.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
+#include <nccl.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +48,38 @@ const CudaProbe& probe() {
 
 int cuda_device_count() { return probe().count; }
 std::string cuda_unavailable_reason() { return probe().why; }
+
+std::vector<std::pair<std::string, std::string>> cuda_environment() {
+  std::vector<std::pair<std::string, std::string>> env;
+  auto ver = [](int v) {  // 12040 -> "12.4"
+    return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+  };
+  env.emplace_back("cuda_toolkit", ver(CUDART_VERSION));
+  env.emplace_back("cudnn_headers", std::to_string(CUDNN_MAJOR) + "." +
+                                        std::to_string(CUDNN_MINOR) + "." +
+                                        std::to_string(CUDNN_PATCHLEVEL));
+  env.emplace_back("nccl_headers", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
+                                       "." + std::to_string(NCCL_PATCH));
+  env.emplace_back("cudnn", std::to_string(cudnnGetVersion()));
+  int nccl = 0;
+  if (ncclGetVersion(&nccl) == ncclSuccess) env.emplace_back("nccl", std::to_string(nccl));
+  if (cuda_device_count() == 0) {
+    env.emplace_back("gpu", "none (" + cuda_unavailable_reason() + ")");
+    return env;
+  }
+  int v = 0;
+  if (cudaDriverGetVersion(&v) == cudaSuccess) env.emplace_back("driver_cuda", ver(v));
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess) env.emplace_back("cuda_runtime", ver(v));
+  for (int i = 0; i < cuda_device_count(); ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    env.emplace_back("gpu" + std::to_string(i),
+                     std::string(p.name) + ", " + std::to_string(p.totalGlobalMem >> 20) +
+                         " MiB, " + std::to_string(p.multiProcessorCount) + " SMs, sm_" +
+                         std::to_string(p.major) + std::to_string(p.minor));
+  }
+  return env;
+}
 
 namespace {
 thread_local std::map<int, StreamHandle> t_streams;

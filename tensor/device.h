@@ -1,6 +1,8 @@
 // Devices: "cpu" and "cuda:N".
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tensor/check.h"
 
@@ -38,5 +40,9 @@ inline Device parse_device(const std::string& s) {
 int cuda_device_count();
 // Why CUDA is unavailable ("" when it is available): shown in skip reasons.
 std::string cuda_unavailable_reason();
+// The CUDA side of the environment for results files: "gpu0" (name, memory, SM count),
+// "driver", "cuda_runtime", "cublas", "cudnn", "nccl" versions; {"cuda": "not built"} without
+// CUDA, and the unavailability reason when there is no usable GPU.
+std::vector<std::pair<std::string, std::string>> cuda_environment();
 
 }  // namespace aim

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,5 +131,9 @@ std::vector<T> Tensor::to_vector() const {
   const T* p = c.data<T>();
   return std::vector<T>(p, p + c.numel());
 }
+
+// Named tensors: a model's batch, inputs and outputs (models/model.h), a safetensors file's
+// content.
+using TensorMap = std::map<std::string, Tensor>;
 
 }  // namespace aim

@@ -1,104 +1,100 @@
-// aim-train: trains a model on its synthetic data and reports held-out quality and speed.
+// aim-train: trains a registered model and reports quality and speed.
 //
-//   aim-train din --device cpu --config size=tiny --steps 200 --batch-size 128
+//   aim-train din --device cpu --steps 1000 --batch-size 256
+//   aim-train din --config size=tiny --batch-size 64,128,256 --steps 100 --results runs.jsonl
 //   aim-train --list
 //
-// Exit status: 0 success, 1 runtime error (aim::Error, e.g. NaN loss), 2 bad usage.
-#include <omp.h>
+// Exit status: 0 success, 1 runtime error (aim::Error: NaN loss, corrupt checkpoint, bad data
+// file), 2 bad usage (the message names the flag and what is allowed).
+#include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <map>
-#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
-#include "kernels/registry.h"
-#include "models/din.h"
+#include "cli/common.h"
+#include "models/registry.h"
+#include "profiler/run_info.h"
 #include "tensor/check.h"
-#include "tensor/device.h"
 #include "train/trainer.h"
 
 namespace po = boost::program_options;
+using aim::cli::UsageError;
 
 namespace {
 
-struct Usage {
-  std::string msg;
-};
-
-[[noreturn]] void usage_error(const std::string& m) { throw Usage{m}; }
-
-std::string run_git(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "";
-  char buf[128] = {0};
-  std::string s;
-  if (fgets(buf, sizeof buf, p)) s = buf;
-  const int rc = pclose(p);
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return rc == 0 ? s : "";
-}
-
-// HEAD of the working directory's repository, else of the source tree this was built from.
-std::string git_commit() {
-  std::string s = run_git("git rev-parse HEAD 2>/dev/null");
-  if (s.empty()) {
-    std::string src = __FILE__;  // <root>/train/aim_train_main.cpp
-    for (int i = 0; i < 2 && src.find('/') != std::string::npos; ++i)
-      src = src.substr(0, src.find_last_of('/'));
-    if (!src.empty() && src.find('\'') == std::string::npos)
-      s = run_git("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+template <class T>
+void require(bool ok, const std::string& flag, const std::string& what, const T& got) {
+  if (!ok) {
+    std::ostringstream os;
+    os << flag << " must be " << what << ", got " << got;
+    throw UsageError(os.str());
   }
-  return s.empty() ? "unknown" : s;
-}
-
-std::string shell_quote(const std::string& a) {
-  if (!a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos) return a;
-  std::string q = "'";
-  for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_name, device, optimizer, checkpoint_dir, results;
+  std::string model_name, device, checkpoint_dir, results, batch_list, data, weights, save_weights,
+      progress;
   std::vector<std::string> config;
-  int64_t steps = 0, batch = 0, eval_every = 0, eval_samples = 0, checkpoint_every = 0;
-  uint64_t seed = 1;
-  double lr = 0, clip = 0;
+  aim::train::TrainOptions to;
   int threads = 0;
 
-  po::options_description opts("aim-train MODEL [options]");
+  po::options_description opts("aim-train MODEL [options]   (models: aim-train --list)");
   // clang-format off
   opts.add_options()
     ("help,h", "show this help")
-    ("list", "list the trainable models")
+    ("list", "list the models with their --config keys, data and metrics")
     ("device", po::value<std::string>(&device),
      "cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)")
-    ("steps", po::value<int64_t>(&steps)->default_value(1000), "training steps (> 0)")
-    ("batch-size", po::value<int64_t>(&batch)->default_value(128), "samples per step (> 0)")
-    ("lr", po::value<double>(&lr)->default_value(0.01), "learning rate (> 0)")
-    ("optimizer", po::value<std::string>(&optimizer)->default_value("adam"),
+    ("batch-size", po::value<std::string>(&batch_list)->default_value("128"),
+     "samples per step; a comma-separated list runs once per size (a sweep)")
+    ("steps", po::value<int64_t>(&to.steps)->default_value(1000), "training steps (> 0)")
+    ("epochs", po::value<double>(&to.epochs)->default_value(0),
+     "train this many epochs of the data instead of --steps (> 0)")
+    ("optimizer", po::value<std::string>(&to.optim.name)->default_value("adam"),
      "sgd | adam | adamw | adagrad")
-    ("seed", po::value<uint64_t>(&seed)->default_value(1), "model initialisation and data seed")
-    ("eval-every", po::value<int64_t>(&eval_every)->default_value(100),
-     "held-out AUC every N steps (0: only at the end)")
-    ("eval-samples", po::value<int64_t>(&eval_samples)->default_value(10000),
-     "held-out samples per evaluation (> 0)")
+    ("lr", po::value<double>(&to.optim.lr)->default_value(0.01), "learning rate (> 0)")
+    ("momentum", po::value<double>(&to.optim.momentum)->default_value(0), "sgd momentum [0, 1)")
+    ("nesterov", "sgd: Nesterov momentum")
+    ("weight-decay", po::value<double>(&to.optim.weight_decay)->default_value(-1),
+     "L2 (sgd, adam, adagrad) or decoupled (adamw) decay; -1: PyTorch's default")
+    ("schedule", po::value<std::string>(&to.schedule)->default_value("constant"),
+     "constant | step | poly | warmup_linear | warmup_cosine")
+    ("warmup", po::value<int64_t>(&to.warmup_steps)->default_value(0),
+     "warmup steps of the warmup_* schedules")
+    ("clip-norm", po::value<double>(&to.clip_norm)->default_value(0),
+     "clip the global gradient L2 norm (0: off)")
+    ("seed", po::value<uint64_t>(&to.seed)->default_value(1),
+     "model initialisation, synthetic data and shuffling")
+    ("data", po::value<std::string>(&data)->default_value("synthetic"),
+     "synthetic | PATH (see --list for what each model reads)")
     ("config", po::value<std::vector<std::string>>(&config)->composing(),
-     "key=value, repeatable: size=tiny|full, act=sigmoid|dice")
+     "key=value, repeatable (keys per model: see --list)")
+    ("eval-every", po::value<int64_t>(&to.eval_every)->default_value(100),
+     "evaluate every N steps (0: only at the end)")
+    ("eval-samples", po::value<int64_t>(&to.eval_samples)->default_value(10000),
+     "evaluation samples (> 0; capped at the evaluation set)")
+    ("log-every", po::value<int64_t>(&to.log_every)->default_value(0),
+     "log line every N steps (0: --eval-every)")
+    ("progress", po::value<std::string>(&progress)->default_value("auto"),
+     "auto (a bar on a terminal, lines otherwise) | bar | lines")
+    ("prefetch", po::value<int64_t>(&to.prefetch)->default_value(2),
+     "batches the loader thread prepares ahead (0: load inline)")
     ("checkpoint-dir", po::value<std::string>(&checkpoint_dir),
      "write <dir>/checkpoint.safetensors at the end (and every --checkpoint-every steps)")
-    ("checkpoint-every", po::value<int64_t>(&checkpoint_every)->default_value(0),
+    ("checkpoint-every", po::value<int64_t>(&to.checkpoint_every)->default_value(0),
      "also checkpoint every N steps (0: only at the end)")
     ("resume", "continue from <checkpoint-dir>/checkpoint.safetensors")
-    ("clip-norm", po::value<double>(&clip)->default_value(0), "clip the gradient L2 norm (0: off)")
+    ("weights", po::value<std::string>(&weights), "start from these weights (.safetensors)")
+    ("save-weights", po::value<std::string>(&save_weights),
+     "write the trained weights (.safetensors state dict)")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
-    ("results", po::value<std::string>(&results), "append one JSON line of results to FILE");
+    ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
   po::options_description hidden;
   hidden.add_options()("model", po::value<std::string>(&model_name));
@@ -113,122 +109,122 @@ int main(int argc, char** argv) {
       po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
       po::notify(vm);
     } catch (const po::error& e) {
-      usage_error(e.what());
+      throw UsageError(e.what());
     }
     if (vm.count("help")) {
       std::cout << opts << "\n";
       return 0;
     }
     if (vm.count("list")) {
-      std::cout << "din  Deep Interest Network (MODELS.md \xC2\xA7"
-                   "4.1), synthetic data\n";
+      aim::cli::print_models(std::cout);
       return 0;
     }
-    if (model_name.empty()) usage_error("missing MODEL (allowed: din; see --list)");
-    if (model_name != "din") usage_error("unknown model '" + model_name + "' (allowed: din)");
-    if (steps <= 0) usage_error("--steps must be > 0, got " + std::to_string(steps));
-    if (batch <= 0) usage_error("--batch-size must be > 0, got " + std::to_string(batch));
-    if (!(lr > 0)) usage_error("--lr must be > 0, got " + std::to_string(lr));
-    if (eval_every < 0) usage_error("--eval-every must be >= 0");
-    if (eval_samples <= 0) usage_error("--eval-samples must be > 0");
-    if (checkpoint_every < 0) usage_error("--checkpoint-every must be >= 0");
-    if (clip < 0) usage_error("--clip-norm must be >= 0");
-    if (threads < 0) usage_error("--threads must be >= 0");
-    if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw" && optimizer != "adagrad")
-      usage_error("--optimizer '" + optimizer +
-                  "' is not allowed (allowed: sgd, adam, adamw, adagrad)");
-    if (device.empty()) device = aim::cuda_device_count() > 0 ? "cuda" : "cpu";
-    aim::Device dev;
+    if (model_name.empty()) throw UsageError("missing MODEL (see --list)");
+    const aim::models::ModelEntry* entry = nullptr;
+    aim::models::ModelConfig cfg;
     try {
-      dev = aim::parse_device(device);
-    } catch (const aim::Error&) {
-      usage_error("--device '" + device + "' is not allowed (allowed: cpu, cuda, cuda:N)");
+      entry = &aim::models::find_model(model_name);
+      cfg = entry->parse_config(config);
+    } catch (const aim::Error& e) {
+      throw UsageError(e.what());
     }
-    if (dev.is_cuda() && dev.index >= aim::cuda_device_count())
-      usage_error("--device " + device + ": " + std::to_string(aim::cuda_device_count()) +
-                  " CUDA devices available" +
-                  (aim::cuda_device_count() == 0 ? " (" + aim::cuda_unavailable_reason() + ")"
-                                                 : std::string()));
-    if (vm.count("resume") && checkpoint_dir.empty())
-      usage_error("--resume needs --checkpoint-dir");
-
-    aim::models::DinConfig cfg;
-    std::string size = "full", act = "sigmoid";
-    for (const std::string& kv : config) {
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos)
-        usage_error("--config '" + kv + "': expected key=value (keys: size, act)");
-      const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
-      if (k == "size") {
-        if (v != "tiny" && v != "full")
-          usage_error("--config size='" + v + "' is not allowed (allowed: tiny, full)");
-        size = v;
-      } else if (k == "act") {
-        if (v != "sigmoid" && v != "dice")
-          usage_error("--config act='" + v + "' is not allowed (allowed: sigmoid, dice)");
-        act = v;
-      } else {
-        usage_error("--config key '" + k + "' is not known (allowed: size, act)");
-      }
-    }
-    if (size == "tiny") cfg = aim::models::DinConfig::tiny();
-    cfg.act = act;
-    if (threads > 0) omp_set_num_threads(threads);
-
-    aim::train::TrainOptions to;
-    to.steps = steps;
-    to.batch_size = batch;
-    to.lr = lr;
-    to.optimizer = optimizer;
-    to.seed = seed;
-    to.eval_every = eval_every;
-    to.eval_samples = eval_samples;
-    to.checkpoint_dir = checkpoint_dir;
-    to.checkpoint_every = checkpoint_every;
+    const std::vector<int64_t> batches = aim::cli::parse_positive_list("--batch-size", batch_list);
+    require(to.steps > 0, "--steps", "> 0", to.steps);
+    require(to.epochs >= 0, "--epochs", ">= 0", to.epochs);
+    require(to.optim.lr > 0, "--lr", "> 0", to.optim.lr);
+    require(to.optim.momentum >= 0 && to.optim.momentum < 1, "--momentum", "in [0, 1)",
+            to.optim.momentum);
+    require(to.optim.weight_decay >= 0 || to.optim.weight_decay == -1, "--weight-decay",
+            ">= 0 (or -1)", to.optim.weight_decay);
+    require(to.warmup_steps >= 0, "--warmup", ">= 0", to.warmup_steps);
+    require(to.eval_every >= 0, "--eval-every", ">= 0", to.eval_every);
+    require(to.eval_samples > 0, "--eval-samples", "> 0", to.eval_samples);
+    require(to.log_every >= 0, "--log-every", ">= 0", to.log_every);
+    require(to.prefetch >= 0, "--prefetch", ">= 0", to.prefetch);
+    require(to.checkpoint_every >= 0, "--checkpoint-every", ">= 0", to.checkpoint_every);
+    require(to.clip_norm >= 0, "--clip-norm", ">= 0", to.clip_norm);
+    const std::vector<std::string> optimizers = {"sgd", "adam", "adamw", "adagrad"};
+    if (std::find(optimizers.begin(), optimizers.end(), to.optim.name) == optimizers.end())
+      throw UsageError("--optimizer '" + to.optim.name +
+                       "' is not allowed (allowed: sgd, adam, adamw, adagrad)");
+    const std::vector<std::string> schedules = {"constant", "step", "poly", "warmup_linear",
+                                                "warmup_cosine"};
+    if (std::find(schedules.begin(), schedules.end(), to.schedule) == schedules.end())
+      throw UsageError("--schedule '" + to.schedule +
+                       "' is not allowed (allowed: constant, step, poly, warmup_linear, "
+                       "warmup_cosine)");
+    if (progress != "auto" && progress != "bar" && progress != "lines")
+      throw UsageError("--progress '" + progress + "' is not allowed (allowed: auto, bar, lines)");
+    to.optim.nesterov = vm.count("nesterov") > 0;
+    if (to.optim.nesterov && (to.optim.name != "sgd" || to.optim.momentum <= 0))
+      throw UsageError("--nesterov needs --optimizer sgd and --momentum > 0");
+    if (to.optim.momentum > 0 && to.optim.name != "sgd")
+      throw UsageError("--momentum applies to --optimizer sgd only");
     to.resume = vm.count("resume") > 0;
+    if (to.resume && checkpoint_dir.empty()) throw UsageError("--resume needs --checkpoint-dir");
+    if (batches.size() > 1 && (!checkpoint_dir.empty() || !save_weights.empty()))
+      throw UsageError(
+          "--batch-size lists (sweeps) cannot be combined with --checkpoint-dir or "
+          "--save-weights");
+    aim::cli::set_threads(threads);
+    const aim::Device dev = aim::cli::resolve_device(device);
     to.device = dev.str();
-    to.clip_norm = clip;
+    to.data = data;
+    to.checkpoint_dir = checkpoint_dir;
+    to.weights = weights;
+    to.save_weights = save_weights;
+    to.progress_bar = progress == "bar" || (progress == "auto" && isatty(STDOUT_FILENO));
 
-    std::cout << "aim-train din (" << size << ", act " << act << ") on " << dev.str() << ": steps "
-              << steps << ", batch " << batch << ", " << optimizer << " lr " << lr << ", seed "
-              << seed << "\n";
-    const aim::train::TrainResult r = aim::train::train_din(cfg, to, std::cout);
-
-    if (!results.empty()) {
+    for (const int64_t batch : batches) {
+      to.batch_size = batch;
+      std::cout << "aim-train " << entry->name << " ("
+                << aim::models::ModelEntry::config_string(cfg) << ") on " << dev.str() << ": batch "
+                << batch << ", "
+                << (to.epochs > 0 ? std::to_string(to.epochs) + " epochs"
+                                  : std::to_string(to.steps) + " steps")
+                << ", " << to.optim.name << " lr " << to.optim.lr << " (" << to.schedule
+                << "), seed " << to.seed << ", data " << data << "\n";
+      const auto before = aim::cli::variant_counts();
+      const aim::train::TrainResult r = aim::train::train_model(*entry, cfg, to, std::cout);
+      if (results.empty()) continue;
       nlohmann::json j;
-      j["model"] = "din";
+      j["model"] = entry->name;
       j["mode"] = "train";
       j["device"] = dev.str();
-      j["config"] = {{"size", size}, {"act", act},     {"optimizer", optimizer},
-                     {"lr", lr},     {"steps", steps}, {"seed", seed}};
+      j["devices"] = 1;
+      j["precision"] = "fp32";
       j["batch"] = batch;
+      j["config"] = cfg;
+      j["data"] = r.data_description;
+      j["optimizer"] = {{"name", to.optim.name},         {"lr", to.optim.lr},
+                        {"schedule", to.schedule},       {"warmup", to.warmup_steps},
+                        {"momentum", to.optim.momentum}, {"clip_norm", to.clip_norm}};
+      j["steps"] = r.total_steps;
+      j["steps_run"] = r.steps_run;
+      j["seed"] = to.seed;
       j["throughput"] = r.samples_per_s;
+      j["throughput_device"] = r.device_samples_per_s;
       j["throughput_unit"] = "samples/s";
       j["step_time_ms"] = {{"p50", r.step_p50_ms}, {"p90", r.step_p90_ms}, {"p99", r.step_p99_ms}};
-      j["metrics"] = {{"auc", r.final_auc},
-                      {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}};
-      nlohmann::json used = nlohmann::json::object();
-      for (const auto& [name, calls] : aim::kernels::registry().variants_used()) used[name] = calls;
-      j["variants_used"] = used;
-      nlohmann::json subs = nlohmann::json::array();
-      for (const auto& s : aim::kernels::substitutions())
-        subs.push_back(
-            {{"op", s.op}, {"wanted", s.wanted}, {"used", s.used}, {"reason", s.reason}});
-      j["substitutions"] = subs;
-      j["git_commit"] = git_commit();
-      std::string cmd;
-      for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + shell_quote(argv[i]);
-      j["command"] = cmd;
-      std::ofstream f(results, std::ios::app);
-      if (!f) {
-        std::cerr << "aim-train: cannot open --results file " << results << "\n";
-        return 1;
-      }
-      f << j.dump() << "\n";
+      j["data_wait_s"] = r.data_wait_s;
+      j["gflop_per_step"] = r.train_flops_per_step / 1e9;
+      j["achieved_gflops"] = r.step_p50_ms > 0 ? r.train_flops_per_step / (r.step_p50_ms * 1e6) : 0;
+      j["metrics"] = r.final_metrics;
+      j["final_loss"] = r.losses.empty() ? 0.0 : r.losses.back();
+      nlohmann::json evals = nlohmann::json::array();
+      for (const auto& [step, m] : r.evals) evals.push_back({{"step", step}, {"metrics", m}});
+      j["evaluations"] = evals;
+      j["wall_s"] = r.wall_s;
+      j["variants_used"] = aim::cli::variants_since(before);
+      j["substitutions"] = aim::cli::substitutions_json();
+      j["env"] = aim::profiler::environment_json();
+      j["git_commit"] = aim::profiler::git_commit();
+      j["command"] = aim::profiler::command_line(argc, argv);
+      aim::cli::append_results(results, j);
     }
     return 0;
-  } catch (const Usage& u) {
-    std::cerr << "aim-train: " << u.msg << "\n(see aim-train --help)\n";
+  } catch (const UsageError& u) {
+    std::cerr << "aim-train: " << u.what() << "\n(see aim-train --help)\n";
     return 2;
   } catch (const aim::Error& e) {
     std::cerr << "aim-train: error: " << e.what() << "\n";

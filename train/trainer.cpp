@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "autograd/variable.h"
-#include "data/metrics.h"
+#include "data/prefetch.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 #include "tensor/safetensors.h"
@@ -30,12 +30,6 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
 }
 
-std::string join(const std::vector<int64_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "/" : "") + std::to_string(v[i]);
-  return s;
-}
-
 int64_t parse_i64(const std::map<std::string, std::string>& md, const std::string& key,
                   const std::string& path) {
   auto it = md.find(key);
@@ -49,57 +43,47 @@ int64_t parse_i64(const std::map<std::string, std::string>& md, const std::strin
   AIM_FAIL("checkpoint ", path, ": metadata '", key, "' = '", it->second, "' is not an integer");
 }
 
-// Held-out AUC over samples [0, n) in chunks (model in eval mode, no graph).
-double heldout_auc(models::Din& m, const data::DinSynthetic& gen, int64_t n, Device dev) {
-  autograd::NoGradGuard ng;
-  m.eval();
-  std::vector<double> scores;
-  std::vector<int64_t> labels;
-  scores.reserve(size_t(n));
-  labels.reserve(size_t(n));
-  constexpr int64_t kChunk = 2048;
-  for (int64_t s = 0; s < n; s += kChunk) {
-    const data::RecBatch b = gen.heldout(s, std::min(kChunk, n - s));
-    const std::vector<float> lg = m.forward(b.to(dev)).data().to_vector<float>();
-    const std::vector<int64_t> lb = b.label.to_vector<int64_t>();
-    scores.insert(scores.end(), lg.begin(), lg.end());
-    labels.insert(labels.end(), lb.begin(), lb.end());
-  }
-  m.train();
-  return data::auc(scores, labels);
-}
-
 }  // namespace
 
-data::DinSyntheticConfig din_data_config(const models::DinConfig& cfg, const TrainOptions& opt) {
-  if (opt.data) return *opt.data;
-  const models::DinConfig t = models::DinConfig::tiny();
-  if (cfg.n_uid == t.n_uid && cfg.n_mid == t.n_mid && cfg.n_cat == t.n_cat)
-    return data::DinSyntheticConfig::tiny(opt.seed);
-  data::DinSyntheticConfig d;
-  d.seed = opt.seed;
-  d.n_users = cfg.n_uid;
-  d.n_items = cfg.n_mid;
-  d.n_cates = cfg.n_cat;
-  return d;
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParameters params) {
+  AIM_CHECK(std::isfinite(o.lr) && o.lr > 0, "optimizer: lr must be > 0, got ", o.lr);
+  AIM_CHECK(o.momentum >= 0 && o.momentum < 1, "optimizer: momentum must be in [0, 1), got ",
+            o.momentum);
+  AIM_CHECK(!o.nesterov || (o.name == "sgd" && o.momentum > 0),
+            "optimizer: nesterov needs sgd with momentum > 0");
+  AIM_CHECK(o.momentum == 0 || o.name == "sgd", "optimizer: momentum applies to sgd only, not ",
+            o.name);
+  const bool wd_set = o.weight_decay >= 0;
+  const double wd = wd_set ? o.weight_decay : 0;
+  if (o.name == "sgd")
+    return std::make_unique<SGD>(std::move(params), o.lr, o.momentum, 0.0, wd, o.nesterov);
+  if (o.name == "adam")
+    return std::make_unique<Adam>(std::move(params), o.lr, 0.9, 0.999, 1e-8, wd);
+  if (o.name == "adamw")
+    return std::make_unique<AdamW>(std::move(params), o.lr, 0.9, 0.999, 1e-8,
+                                   wd_set ? o.weight_decay : 0.01);
+  if (o.name == "adagrad") return std::make_unique<Adagrad>(std::move(params), o.lr, 0.0, wd);
+  AIM_FAIL("unknown optimizer '", o.name, "' (allowed: sgd, adam, adamw, adagrad)");
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParameters params,
                                           double lr) {
-  if (name == "sgd") return std::make_unique<SGD>(std::move(params), lr);
-  if (name == "adam") return std::make_unique<Adam>(std::move(params), lr);
-  if (name == "adamw") return std::make_unique<AdamW>(std::move(params), lr);
-  if (name == "adagrad") return std::make_unique<Adagrad>(std::move(params), lr);
-  AIM_FAIL("unknown optimizer '", name, "' (allowed: sgd, adam, adamw, adagrad)");
+  OptimizerOptions o;
+  o.name = name;
+  o.lr = lr;
+  return make_optimizer(o, std::move(params));
 }
 
-std::string din_config_string(const models::DinConfig& c) {
-  std::ostringstream os;
-  os << "n_uid=" << c.n_uid << ",n_mid=" << c.n_mid << ",n_cat=" << c.n_cat
-     << ",emb_dim=" << c.emb_dim << ",att_hidden=" << join(c.att_hidden)
-     << ",mlp_hidden=" << join(c.mlp_hidden) << ",act=" << c.act
-     << ",bn_train=" << (c.bn_train ? 1 : 0);
-  return os.str();
+LRSchedule make_schedule(const std::string& name, double lr, int64_t warmup, int64_t total) {
+  AIM_CHECK(warmup >= 0 && (warmup < total || warmup == 0), "schedule: warmup steps (", warmup,
+            ") must be in [0, total steps ", total, ")");
+  if (name == "constant") return LRSchedule::constant(lr);
+  if (name == "step") return LRSchedule::step(lr, std::max<int64_t>(1, total / 3), 0.1);
+  if (name == "poly") return LRSchedule::poly(lr, total, 1.0);
+  if (name == "warmup_linear") return LRSchedule::warmup_linear(lr, warmup, total);
+  if (name == "warmup_cosine") return LRSchedule::warmup_cosine(lr, warmup, total);
+  AIM_FAIL("unknown schedule '", name,
+           "' (allowed: constant, step, poly, warmup_linear, warmup_cosine)");
 }
 
 std::string checkpoint_path(const std::string& dir) {
@@ -151,129 +135,252 @@ CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Op
   return info;
 }
 
-TrainResult train_din(const models::DinConfig& cfg_in, const TrainOptions& opt, std::ostream& log) {
+namespace {
+
+// The first parameter (data, then gradient) holding a NaN or Inf, for the NaN/Inf stop message.
+std::string first_non_finite(const layers::Module& m) {
+  auto bad = [](const Tensor& t) {
+    if (!t.defined() || !is_floating(t.dtype())) return false;
+    for (float v : t.to(kCPU).to(DType::f32).contiguous().template to_vector<float>())
+      if (!std::isfinite(v)) return true;
+    return false;
+  };
+  for (const auto& [name, p] : m.named_parameters()) {
+    if (bad(p.data())) return "parameter " + name;
+    if (bad(p.grad())) return "gradient of " + name;
+  }
+  return "";
+}
+
+std::string metrics_str(const models::Metrics& m) {
+  std::string s;
+  char buf[64];
+  for (const auto& [k, v] : m) {
+    std::snprintf(buf, sizeof buf, "  %s %.4f", k.c_str(), v);
+    s += buf;
+  }
+  return s;
+}
+
+// One terminal line redrawn in place (progress bar) or plain lines every log_every steps.
+class ProgressLog {
+ public:
+  ProgressLog(std::ostream& os, bool bar, int64_t total) : os_(os), bar_(bar), total_(total) {}
+  void update(int64_t step, double loss, double samples_per_s, const std::string& extra,
+              double eta_s) {
+    char buf[160];
+    if (bar_) {
+      constexpr int kWidth = 30;
+      const int done = int(double(kWidth) * double(step) / double(std::max<int64_t>(1, total_)));
+      std::string b(size_t(done), '#');
+      b.resize(kWidth, '.');
+      std::snprintf(buf, sizeof buf, "\r[%s] %lld/%lld  loss %.4f  %.0f samples/s  eta %.0fs",
+                    b.c_str(), static_cast<long long>(step), static_cast<long long>(total_), loss,
+                    samples_per_s, eta_s);
+      os_ << buf << extra << "\x1b[K" << std::flush;
+      return;
+    }
+    std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.5f  samples/s %.1f",
+                  static_cast<long long>(step), static_cast<long long>(total_), loss,
+                  samples_per_s);
+    os_ << buf << extra << "\n" << std::flush;
+  }
+  void finish() {
+    if (bar_) os_ << "\n";
+  }
+
+ private:
+  std::ostream& os_;
+  bool bar_;
+  int64_t total_;
+};
+
+struct Fetched {
+  TensorMap batch;
+  int64_t position = 0;  // stream position after this batch
+};
+
+}  // namespace
+
+TrainResult train_model(const models::ModelEntry& entry, const models::ModelConfig& cfg,
+                        const TrainOptions& opt, std::ostream& log) {
   const auto t_call = Clock::now();
-  AIM_CHECK(opt.steps >= 0, "train_din: steps must be >= 0, got ", opt.steps);
-  AIM_CHECK(opt.batch_size > 0, "train_din: batch_size must be > 0, got ", opt.batch_size);
-  AIM_CHECK(std::isfinite(opt.lr) && opt.lr > 0, "train_din: lr must be > 0, got ", opt.lr);
-  AIM_CHECK(!opt.resume || !opt.checkpoint_dir.empty(),
-            "train_din: resume needs a checkpoint directory");
+  AIM_CHECK(opt.batch_size > 0, "train: batch size must be > 0, got ", opt.batch_size);
+  AIM_CHECK(opt.epochs > 0 || opt.steps > 0, "train: steps must be > 0, got ", opt.steps);
+  AIM_CHECK(!opt.resume || !opt.checkpoint_dir.empty(), "train: resume needs a checkpoint dir");
+  AIM_CHECK(opt.eval_every >= 0 && opt.eval_samples > 0 && opt.checkpoint_every >= 0 &&
+                opt.prefetch >= 0 && opt.clip_norm >= 0,
+            "train: eval_every, checkpoint_every, prefetch, clip_norm must be >= 0 and "
+            "eval_samples > 0");
   const Device dev = parse_device(opt.device);
 
-  models::DinConfig cfg = cfg_in;
-  cfg.seed = opt.seed;
-  models::Din model(cfg);
-  model.to(dev);
-  model.train();
-  auto optim = make_optimizer(opt.optimizer, model.named_parameters(), opt.lr);
-  const data::DinSyntheticConfig dcfg = din_data_config(cfg, opt);
-  AIM_CHECK(dcfg.n_users <= cfg.n_uid && dcfg.n_items <= cfg.n_mid && dcfg.n_cates <= cfg.n_cat,
-            "train_din: data vocabularies (", dcfg.n_users, " users, ", dcfg.n_items, " items, ",
-            dcfg.n_cates, " categories) exceed the model's (", cfg.n_uid, ", ", cfg.n_mid, ", ",
-            cfg.n_cat, ")");
-  data::DinSynthetic gen(dcfg);
-  const int64_t n_eval = std::min(opt.eval_samples, dcfg.heldout_size);
-  AIM_CHECK(n_eval > 0, "train_din: eval_samples must be > 0");
-
-  const std::string cfg_str = din_config_string(cfg);
-  const std::map<std::string, std::string> meta = {{"model", "din"},
-                                                   {"config", cfg_str},
-                                                   {"optimizer", opt.optimizer},
-                                                   {"data_seed", std::to_string(dcfg.seed)}};
+  std::unique_ptr<models::Model> model = entry.build(cfg, opt.seed);
+  if (!opt.weights.empty()) {
+    const SafetensorsFile f = load_safetensors(opt.weights);
+    try {
+      model->load_state_dict(f.tensors, true);
+    } catch (const Error& e) {
+      AIM_FAIL("--weights ", opt.weights, ": ", e.what());
+    }
+  }
+  model->to(dev);
+  model->train();
+  auto optim = make_optimizer(opt.optim, model->named_parameters());
+  std::unique_ptr<data::BatchSource> source = entry.source(cfg, opt.data, opt.seed);
+  const int64_t n_eval = std::min(opt.eval_samples, source->eval_size());
+  AIM_CHECK(n_eval > 0, "train: the data has no evaluation samples");
 
   TrainResult r;
+  r.data_description = source->describe();
+  r.total_steps = opt.steps;
+  if (opt.epochs > 0) {
+    const int64_t per_epoch = source->epoch_size() / opt.batch_size;
+    AIM_CHECK(per_epoch > 0, "train: an epoch of ", source->epoch_size(),
+              " samples holds no batch of ", opt.batch_size);
+    r.total_steps = std::max<int64_t>(1, std::llround(opt.epochs * double(per_epoch)));
+  }
+  const LRSchedule sched =
+      make_schedule(opt.schedule, opt.optim.lr, opt.warmup_steps, r.total_steps);
+
+  const std::map<std::string, std::string> meta = {
+      {"model", entry.name},
+      {"config", models::ModelEntry::config_string(cfg)},
+      {"optimizer", opt.optim.name},
+      {"data", source->fingerprint()},
+      {"batch_size", std::to_string(opt.batch_size)}};
+
   int64_t step = 0;  // steps completed
   if (opt.resume) {
-    const CheckpointInfo ci = load_checkpoint(opt.checkpoint_dir, model, *optim);
+    const CheckpointInfo ci = load_checkpoint(opt.checkpoint_dir, *model, *optim);
     const std::string path = checkpoint_path(opt.checkpoint_dir);
-    for (const char* k : {"config", "optimizer", "data_seed"}) {
+    for (const auto& [k, v] : meta) {
       auto it = ci.metadata.find(k);
-      AIM_CHECK(it != ci.metadata.end() && it->second == meta.at(k), "checkpoint ", path, ": ", k,
-                " '", it == ci.metadata.end() ? std::string("(missing)") : it->second,
-                "' differs from this run's '", meta.at(k), "'");
+      AIM_CHECK(it != ci.metadata.end() && it->second == v, "checkpoint ", path, ": ", k, " '",
+                it == ci.metadata.end() ? std::string("(missing)") : it->second,
+                "' differs from this run's '", v, "'");
     }
     step = ci.step;
-    gen.seek(ci.data_position);
+    source->seek(ci.data_position);
     log << "resumed from " << path << " at step " << step << " (data position " << ci.data_position
         << ")\n";
   }
   r.first_step = step;
 
+  // The loader thread produces batches in stream order; each carries the position after it so a
+  // checkpoint records where the *consumed* stream stands, not the prefetched one.
+  data::BatchSource* src = source.get();
+  const int64_t to_produce = std::max<int64_t>(0, r.total_steps - step);
+  int64_t produced = 0;
+  auto produce = [src, &produced, to_produce, b = opt.batch_size]() -> std::optional<Fetched> {
+    if (produced == to_produce) return std::nullopt;
+    ++produced;
+    Fetched f;
+    f.batch = src->next(b);
+    f.position = src->position();
+    return f;
+  };
+  std::unique_ptr<data::Prefetcher<Fetched>> prefetcher;
+  if (opt.prefetch > 0)
+    prefetcher = std::make_unique<data::Prefetcher<Fetched>>(produce, opt.prefetch);
+  auto fetch = [&]() { return prefetcher ? prefetcher->next() : produce(); };
+
   const int64_t log_every =
       opt.log_every > 0
           ? opt.log_every
-          : (opt.eval_every > 0 ? opt.eval_every : std::max<int64_t>(1, opt.steps / 10));
+          : (opt.eval_every > 0 ? opt.eval_every : std::max<int64_t>(1, r.total_steps / 10));
+  ProgressLog progress(log, opt.progress_bar, r.total_steps);
   std::vector<double> step_ms;
-  double train_s = 0, interval_loss = 0;
-  int64_t interval_n = 0, interval_samples = 0;
-  double interval_s = 0;
+  double device_s = 0, loop_s = 0, flops = 0, interval_loss = 0, interval_s = 0;
+  int64_t interval_n = 0, data_position = source->position();
+  std::string last_metrics;
 
-  while (step < opt.steps) {
+  while (step < r.total_steps) {
+    const auto t_fetch = Clock::now();
+    std::optional<Fetched> f = fetch();
+    AIM_CHECK(f.has_value(), "train: the loader ended early at step ", step);
     const auto t0 = Clock::now();
-    const data::RecBatch b = gen.next(opt.batch_size).to(dev);
-    autograd::Variable loss = models::Din::loss(model.forward(b), b.label);
+    TensorMap batch;
+    for (auto& [k, t] : f->batch) batch.emplace(k, t.to(dev));
+    optim->set_lr(sched.lr(step));
+    autograd::Variable loss = model->training_loss(batch);
     loss.backward();
     if (opt.clip_norm > 0) clip_grad_norm(optim->parameters(), opt.clip_norm);
     optim->step();
-    optim->zero_grad();
     const double l = double(loss.data().to_vector<float>()[0]);  // synchronises the device
     const double dt = seconds_since(t0);
+    loop_s += seconds_since(t_fetch);
     ++step;
-    AIM_CHECK(std::isfinite(l), "train_din: loss is ", l, " at step ", step, " (lr ", opt.lr,
-              ", optimizer ", opt.optimizer, "); stopping");
+    if (!std::isfinite(l)) {
+      const std::string where = first_non_finite(*model);
+      AIM_FAIL("train: loss is ", l, " at step ", step, " (", entry.name, ", lr ", optim->lr(),
+               ", optimizer ", opt.optim.name, ")",
+               where.empty() ? std::string("; every parameter and gradient is finite")
+                             : "; first non-finite tensor: " + where,
+               "; stopping");
+    }
+    optim->zero_grad();
+    data_position = f->position;
+    flops += model->train_flops(batch);
     r.losses.push_back(l);
     step_ms.push_back(dt * 1e3);
-    train_s += dt;
+    device_s += dt;
     interval_s += dt;
     interval_loss += l;
     ++interval_n;
-    interval_samples += opt.batch_size;
 
-    const bool eval_now = (opt.eval_every > 0 && step % opt.eval_every == 0) || step == opt.steps;
-    double a = -1;
-    if (eval_now) {
-      a = heldout_auc(model, gen, n_eval, dev);
-      r.aucs.emplace_back(step, a);
+    if ((opt.eval_every > 0 && step % opt.eval_every == 0) || step == r.total_steps) {
+      const models::Metrics m = entry.evaluate(*model, *source, n_eval, dev);
+      r.evals.emplace_back(step, m);
+      last_metrics = metrics_str(m);
     }
-    if (step % log_every == 0 || step == opt.steps) {
-      char buf[200];
-      std::snprintf(buf, sizeof buf, "step %lld  loss %.5f  samples/s %.1f",
-                    static_cast<long long>(step), interval_loss / double(interval_n),
-                    double(interval_samples) / std::max(interval_s, 1e-12));
-      log << buf;
-      if (a >= 0) {
-        std::snprintf(buf, sizeof buf, "  auc %.4f", a);
-        log << buf;
+    if (step % log_every == 0 || step == r.total_steps || opt.progress_bar) {
+      const double eta = device_s / double(step - r.first_step) * double(r.total_steps - step);
+      progress.update(step, interval_loss / double(interval_n),
+                      double(interval_n * opt.batch_size) / std::max(interval_s, 1e-12),
+                      last_metrics, eta);
+      if (step % log_every == 0 || step == r.total_steps) {
+        interval_loss = interval_s = 0;
+        interval_n = 0;
       }
-      log << "\n" << std::flush;
-      interval_loss = 0;
-      interval_n = 0;
-      interval_samples = 0;
-      interval_s = 0;
     }
     if (!opt.checkpoint_dir.empty() && opt.checkpoint_every > 0 &&
-        step % opt.checkpoint_every == 0 && step < opt.steps)
-      save_checkpoint(opt.checkpoint_dir, step, model, *optim, gen.position(), meta);
+        step % opt.checkpoint_every == 0 && step < r.total_steps)
+      save_checkpoint(opt.checkpoint_dir, step, *model, *optim, data_position, meta);
+  }
+  progress.finish();
+  if (prefetcher) r.data_wait_s = prefetcher->wait_seconds();
+  prefetcher.reset();
+
+  if (r.evals.empty()) r.evals.emplace_back(step, entry.evaluate(*model, *source, n_eval, dev));
+  r.final_metrics = r.evals.back().second;
+  if (r.final_metrics.count("auc")) r.final_auc = r.final_metrics.at("auc");
+  if (!opt.checkpoint_dir.empty() && step > r.first_step)
+    save_checkpoint(opt.checkpoint_dir, step, *model, *optim, data_position, meta);
+  if (!opt.save_weights.empty()) {
+    model->to(kCPU);
+    save_safetensors(opt.save_weights, model->state_dict(),
+                     {{"model", entry.name}, {"config", meta.at("config")}});
   }
 
-  if (r.aucs.empty()) r.aucs.emplace_back(step, heldout_auc(model, gen, n_eval, dev));
-  r.final_auc = r.aucs.back().second;
-  if (!opt.checkpoint_dir.empty() && step > r.first_step)
-    save_checkpoint(opt.checkpoint_dir, step, model, *optim, gen.position(), meta);
-
   r.steps_run = int64_t(r.losses.size());
-  r.samples_per_s = train_s > 0 ? double(r.steps_run * opt.batch_size) / train_s : 0;
+  const double samples = double(r.steps_run * opt.batch_size);
+  r.samples_per_s = loop_s > 0 ? samples / loop_s : 0;
+  r.device_samples_per_s = device_s > 0 ? samples / device_s : 0;
+  r.train_flops_per_step = r.steps_run > 0 ? flops / double(r.steps_run) : 0;
   r.step_p50_ms = percentile(step_ms, 50);
   r.step_p90_ms = percentile(step_ms, 90);
   r.step_p99_ms = percentile(step_ms, 99);
   r.wall_s = seconds_since(t_call);
-  char buf[240];
+  char buf[320];
   std::snprintf(buf, sizeof buf,
-                "done: %lld steps, final auc %.4f (%lld held-out samples), %.1f samples/s, step "
-                "p50 %.2f ms p90 %.2f ms p99 %.2f ms, %.1f s\n",
-                static_cast<long long>(step), r.final_auc, static_cast<long long>(n_eval),
-                r.samples_per_s, r.step_p50_ms, r.step_p90_ms, r.step_p99_ms, r.wall_s);
-  log << buf << std::flush;
+                "done: %lld steps, %.1f samples/s (device %.1f), step p50 %.2f ms p90 %.2f ms "
+                "p99 %.2f ms, %.1f GFLOP/s, data wait %.2f s, %.1f s\n",
+                static_cast<long long>(step), r.samples_per_s, r.device_samples_per_s,
+                r.step_p50_ms, r.step_p90_ms, r.step_p99_ms,
+                r.step_p50_ms > 0 ? r.train_flops_per_step / (r.step_p50_ms * 1e6) : 0.0,
+                r.data_wait_s, r.wall_s);
+  log << "final" << metrics_str(r.final_metrics) << " (" << n_eval << " evaluation samples)\n"
+      << buf << std::flush;
   return r;
 }
 

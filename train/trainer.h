@@ -1,61 +1,85 @@
-// DIN training loop (aim-train): model + optimizer + DinSynthetic stream, periodic held-out AUC,
-// NaN/Inf loss detection, step-time percentiles and resumable safetensors checkpoints.
+// The training loop of aim-train, for any model of the registry (models/registry.h): batches from
+// the model's source through a prefetching thread (data/prefetch.h), forward + loss + backward +
+// clipping + optimizer step, periodic evaluation of the model's metrics, NaN/Inf detection,
+// step-time percentiles, and resumable safetensors checkpoints.
 //
 // Checkpoint file: <checkpoint_dir>/checkpoint.safetensors, tensors "model.<state_dict key>" and
-// "optim.<optimizer state key>", metadata {step, data_position, config, optimizer, format}.
-// Resuming restores the model (parameters and buffers), the optimizer state and the data stream
-// position, so on CPU the losses after resuming equal those of an uninterrupted run bit for bit.
+// "optim.<optimizer state key>", metadata {format, step, data_position, model, config, optimizer,
+// data, batch_size}. It is written to a temporary file and renamed, so a killed save leaves the
+// previous checkpoint intact. Resuming restores the model (parameters and buffers), the optimizer
+// state and the data stream position, so on CPU the losses after resuming equal those of an
+// uninterrupted run bit for bit.
 #pragma once
 #include <cstdint>
 #include <map>
-#include <optional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "data/din_synthetic.h"
-#include "models/din.h"
+#include "layers/module.h"
+#include "models/registry.h"
 #include "train/optim.h"
 
 namespace aim::train {
 
+struct OptimizerOptions {
+  std::string name = "adam";  // sgd | adam | adamw | adagrad
+  double lr = 1e-2;
+  double momentum = 0;       // sgd
+  bool nesterov = false;     // sgd (needs momentum > 0)
+  double weight_decay = -1;  // < 0: the optimizer's PyTorch default (0; AdamW 0.01)
+};
+
 struct TrainOptions {
-  int64_t steps = 1000;
+  int64_t steps = 1000;  // total steps (> 0) unless epochs > 0
+  double epochs = 0;     // > 0: steps = round(epochs * epoch_size / batch_size)
   int64_t batch_size = 128;
-  double lr = 1e-3;
-  std::string optimizer = "adam";  // sgd | adam | adamw | adagrad
-  uint64_t seed = 1;               // model initialisation and synthetic data
-  int64_t eval_every = 100;        // held-out AUC every N steps (0: only at the end)
-  int64_t eval_samples = 10000;    // held-out samples per evaluation (capped at heldout_size)
-  int64_t log_every = 0;           // plain log line every N steps (0: eval_every, or steps / 10)
-  std::string checkpoint_dir;      // "" = no checkpoints
-  int64_t checkpoint_every = 0;    // also save every N steps (0: only at the end)
-  bool resume = false;             // continue from <checkpoint_dir>/checkpoint.safetensors
-  std::string device = "cpu";      // cpu | cuda | cuda:N
-  double clip_norm = 0;            // > 0: clip_grad_norm before each step
-  // Data generator; unset = derived from the model config (DinSyntheticConfig::tiny(seed) for
-  // DinConfig::tiny() vocabularies, else the full generator with the model's vocabularies).
-  std::optional<data::DinSyntheticConfig> data;
+  OptimizerOptions optim;
+  std::string schedule = "constant";  // constant | step | poly | warmup_linear | warmup_cosine
+  int64_t warmup_steps = 0;           // warmup_* schedules
+  double clip_norm = 0;               // > 0: clip_grad_norm before each step
+  uint64_t seed = 1;                  // model initialisation, data and shuffling
+  std::string data = "synthetic";     // the model's source: "synthetic" or a path
+  int64_t eval_every = 100;           // evaluate every N steps (0: only at the end)
+  int64_t eval_samples = 10000;       // evaluation samples (capped at the source's eval set)
+  int64_t log_every = 0;              // log line every N steps (0: eval_every, or steps / 10)
+  bool progress_bar = false;          // redraw one terminal line instead of periodic lines
+  int64_t prefetch = 2;               // batches prepared ahead by the loader thread (0: inline)
+  std::string checkpoint_dir;         // "" = no checkpoints
+  int64_t checkpoint_every = 0;       // also save every N steps (0: only at the end)
+  bool resume = false;                // continue from <checkpoint_dir>/checkpoint.safetensors
+  std::string weights;                // load these weights (safetensors state dict) first
+  std::string save_weights;           // write the final weights (safetensors state dict)
+  std::string device = "cpu";         // cpu | cuda | cuda:N
 };
 
 struct TrainResult {
-  double final_auc = 0;                          // held-out AUC after the last step
-  std::vector<std::pair<int64_t, double>> aucs;  // (step, AUC) of every evaluation
-  int64_t first_step = 0;                        // step index of losses[0] (> 0 after resume)
-  std::vector<double> losses;                    // one per step run in this call
-  double samples_per_s = 0;                      // training throughput (forward..step)
-  double step_p50_ms = 0, step_p90_ms = 0, step_p99_ms = 0;
-  int64_t steps_run = 0;
-  double wall_s = 0;  // whole call, evaluations included
+  int64_t total_steps = 0;                                 // steps of the whole run
+  int64_t first_step = 0;                                  // step of losses[0] (> 0 after resume)
+  int64_t steps_run = 0;                                   // steps run by this call
+  std::vector<double> losses;                              // one per step run in this call
+  models::Metrics final_metrics;                           // after the last step
+  std::vector<std::pair<int64_t, models::Metrics>> evals;  // (step, metrics) of each evaluation
+  double final_auc = 0;                                    // final_metrics["auc"] when present
+  // Throughput: whole-process = samples / wall time of the training steps (data waits included,
+  // evaluations and checkpoints not); device = samples / time from batch in hand to the loss on
+  // the host (forward, backward, optimizer).
+  double samples_per_s = 0, device_samples_per_s = 0;
+  double step_p50_ms = 0, step_p90_ms = 0, step_p99_ms = 0;  // device step time percentiles
+  double data_wait_s = 0;                                    // time the loop waited for the loader
+  double train_flops_per_step = 0;                           // analytic, mean over the steps run
+  double wall_s = 0;                                         // whole call, evaluations included
+  std::string data_description;
 };
 
-// The data generator train_din uses for this model config and options.
-data::DinSyntheticConfig din_data_config(const models::DinConfig& cfg, const TrainOptions& opt);
-// Builds an optimizer by name over `params`; unknown names are an aim::Error listing the choices.
+// Builds an optimizer from the options over `params`; unknown names are an aim::Error listing
+// the choices.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParameters params);
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParameters params,
                                           double lr);
-// "key=value,..." description of a model config (checkpoint metadata; must match on resume).
-std::string din_config_string(const models::DinConfig& cfg);
+// The schedule named `name` for a run of `total` steps; unknown names list the choices.
+LRSchedule make_schedule(const std::string& name, double lr, int64_t warmup, int64_t total);
 
 std::string checkpoint_path(const std::string& dir);
 // Writes <dir>/checkpoint.safetensors (creating dir) atomically through save_safetensors.
@@ -69,8 +93,10 @@ struct CheckpointInfo {
 // Loads <dir>/checkpoint.safetensors into model and optimizer (strict); errors name the file.
 CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Optimizer& opt);
 
-// Trains a DIN model; periodic plain lines go to `log`. A NaN/Inf loss throws aim::Error naming
-// the step. With opt.resume, continues from the checkpoint up to opt.steps total steps.
-TrainResult train_din(const models::DinConfig& cfg, const TrainOptions& opt, std::ostream& log);
+// Trains `entry`'s model in configuration `cfg`; log lines (or the progress bar) go to `log`.
+// A NaN/Inf loss throws aim::Error naming the step; with opt.resume, continues from the
+// checkpoint up to the run's total steps.
+TrainResult train_model(const models::ModelEntry& entry, const models::ModelConfig& cfg,
+                        const TrainOptions& opt, std::ostream& log);
 
 }  // namespace aim::train

@@ -1,0 +1,249 @@
+"""PyTorch speed peer of aim's DIN (models/din.h): times a training step or an inference batch.
+
+The network is tests/peers/din.py's Din (the parity peer, same parameter names), at the full
+benchmarked size of MODELS.md §4.1: n_mid 63001, n_cat 801, emb 64, attention MLP 80/40, scoring
+MLP 80/40, sigmoid activations, BN-as-affine. Batches are synthetic and shaped like aim's generator
+(data/din_synthetic.cpp): history lengths uniform in 1..100, padded with id 0 to the batch's
+longest history, mask f32, ids uniform within the vocabularies (categories through a fixed
+item -> category table), labels 0/1. All batches are generated before timing, so the PyTorch figures
+exclude data generation (aim's step time includes it).
+
+Run with /usr/bin/python3 (Debian torch 1.13):
+  din.py --mode train --batch-size 256 --steps 60 --warmup 10 --optimizer adam --lr 0.01 --threads 2
+  din.py --mode infer --batch-size 1024 --iters 30 --warmup 5 --threads 2 [--jit]
+Prints one JSON line on stdout (step_time_ms or latency_ms p50/p90/p99 as nearest-rank
+percentiles, like aim's trainer; throughput = samples/s at p50; mean) with the environment the run
+saw. --profile N also runs N extra profiled iterations under torch.profiler after timing and
+prints the top ops (self CPU time) to stderr and into the JSON ("profile").
+The tuned environment this peer is meant to run under is set by bench/peers/run_din.sh; see
+bench/peers/README.md for the knobs and their effect.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+
+
+def _load_parity_peer():
+    """tests/peers/din.py, loaded by path: this file is also named din.py, so no plain import."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "peers", "din.py")
+    spec = importlib.util.spec_from_file_location("din_parity_peer", os.path.normpath(path))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+Din = _load_parity_peer().Din  # the parity peer: one definition of the network
+
+# MODELS.md §4.1, as aim's DinConfig defaults.
+N_MID, N_CAT, EMB, ATT, MLP, MAX_HIST = 63001, 801, 64, [80, 40], [80, 40], 100
+N_BATCHES = 8  # distinct pre-generated batches, cycled (the longest history varies per batch)
+
+
+def make_batches(batch_size, n, gen):
+    """n synthetic batches shaped like aim's RecBatch (see the module docstring)."""
+    # Items 0..N_CAT-1 get category = id so no category is empty, the rest uniform (as aim).
+    item_cate = torch.randint(0, N_CAT, (N_MID,), generator=gen)
+    item_cate[:N_CAT] = torch.arange(N_CAT)
+    out = []
+    for _ in range(n):
+        lengths = torch.randint(1, MAX_HIST + 1, (batch_size,), generator=gen)
+        T = int(lengths.max())
+        mask = (torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)).float()
+        hist_item = torch.randint(0, N_MID, (batch_size, T), generator=gen) * mask.long()
+        hist_cate = item_cate[hist_item] * mask.long()
+        item = torch.randint(0, N_MID, (batch_size,), generator=gen)
+        out.append({"item": item, "cate": item_cate[item], "hist_item": hist_item, "hist_cate": hist_cate,
+                    "mask": mask, "label": torch.randint(0, 2, (batch_size,), generator=gen)})
+    return out
+
+
+def percentile(v, p):
+    """Nearest-rank percentile, the definition aim's trainer uses."""
+    s = sorted(v)
+    k = int(math.ceil(p / 100.0 * len(s)))
+    return s[min(len(s) - 1, max(k, 1) - 1)]
+
+
+def make_optimizer(name, params, lr, foreach):
+    kw = {"foreach": True} if foreach else {}
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, **kw)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, **kw)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, **kw)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr, **kw)
+    raise ValueError("unknown optimizer " + name)
+
+
+def loaded_libs():
+    """Paths of the BLAS, OpenMP and malloc libraries this process actually mapped."""
+    libs = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            base = os.path.basename(path)
+            if any(s in base for s in ("blas", "gomp", "libomp", "jemalloc", "tcmalloc", "dnnl", "lapack")):
+                libs.add(os.path.realpath(path))
+    return sorted(libs)
+
+
+def cpu_capability():
+    """ATen's vectorised-kernel level in use (AVX2 / AVX512), from torch 1.13's build summary."""
+    for line in torch.__config__.show().splitlines():
+        if "CPU capability usage:" in line:
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def environment(args):
+    keys = ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_PROC_BIND",
+            "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "ATEN_CPU_CAPABILITY", "LD_PRELOAD", "MALLOC_CONF",
+            "TCMALLOC_RELEASE_RATE", "DNNL_MAX_CPU_ISA", "DNNL_DEFAULT_FPMATH_MODE"]
+    env = {"torch": torch.__version__, "num_threads": torch.get_num_threads(),
+           "interop_threads": torch.get_num_interop_threads(),
+           "cpu_capability": cpu_capability(),
+           "mkldnn": torch.backends.mkldnn.is_available(), "libs": loaded_libs()}
+    env.update({k: os.environ[k] for k in keys if k in os.environ})
+    env["knobs"] = {"set_to_none": not args.no_set_to_none, "foreach": args.foreach, "jit": args.jit}
+    return env
+
+
+def run_train(args, model, batches):
+    model.train()
+    opt = make_optimizer(args.optimizer, model.parameters(), args.lr, args.foreach)
+    set_to_none = not args.no_set_to_none
+
+    def step(b):
+        logits = model(b["item"], b["cate"], b["hist_item"], b["hist_cate"], b["mask"])
+        loss = Din.loss(logits, b["label"])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=set_to_none)
+        return float(loss)  # as aim, which reads the loss back every step
+
+    times, losses = [], []
+    for i in range(args.warmup + args.steps):
+        b = batches[i % len(batches)]
+        t0 = time.perf_counter()
+        loss = step(b)
+        dt = (time.perf_counter() - t0) * 1e3
+        if not math.isfinite(loss):
+            raise SystemExit("din.py: loss is %r at step %d; stopping" % (loss, i))
+        if i >= args.warmup:
+            times.append(dt)
+            losses.append(loss)
+    prof = profile(args, lambda i: step(batches[i % len(batches)]))
+    return times, prof, {"first_loss": losses[0], "last_loss": losses[-1]}
+
+
+def run_infer(args, model, batches):
+    model.eval()
+    fwd = model
+    if args.jit:
+        b = batches[0]
+        with torch.no_grad():
+            traced = torch.jit.trace(model, (b["item"], b["cate"], b["hist_item"], b["hist_cate"], b["mask"]))
+            fwd = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+
+    def once(b):
+        with torch.inference_mode():
+            return torch.sigmoid(fwd(b["item"], b["cate"], b["hist_item"], b["hist_cate"], b["mask"]))
+
+    times = []
+    checksum = 0.0
+    for i in range(args.warmup + args.iters):
+        b = batches[i % len(batches)]
+        t0 = time.perf_counter()
+        p = once(b)
+        dt = (time.perf_counter() - t0) * 1e3
+        if i >= args.warmup:
+            times.append(dt)
+            checksum += float(p.sum())
+    if not math.isfinite(checksum):
+        raise SystemExit("din.py: non-finite probabilities in inference")
+    prof = profile(args, lambda i: once(batches[i % len(batches)]))
+    return times, prof, {"mean_prob": checksum / (args.iters * args.batch_size)}
+
+
+def profile(args, fn):
+    """Top ops by self CPU time over args.profile extra iterations (none when 0)."""
+    if args.profile <= 0:
+        return None
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as tprofile
+    with tprofile(activities=[ProfilerActivity.CPU]) as p:
+        for i in range(args.profile):
+            fn(i)
+    print(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.profile_top), file=sys.stderr)
+    ev = sorted(p.key_averages(), key=lambda e: -e.self_cpu_time_total)[:args.profile_top]
+    total = sum(e.self_cpu_time_total for e in p.key_averages())
+    return {"iterations": args.profile, "total_self_ms_per_iter": total / 1e3 / args.profile,
+            "top": [{"op": e.key, "calls_per_iter": e.count / args.profile,
+                     "self_ms_per_iter": e.self_cpu_time_total / 1e3 / args.profile,
+                     "pct": 100.0 * e.self_cpu_time_total / max(total, 1)} for e in ev]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mode", choices=["train", "infer"], required=True)
+    ap.add_argument("--batch-size", type=int, default=None, help="default 256 (train), 1024 (infer)")
+    ap.add_argument("--steps", type=int, default=60, help="timed training steps")
+    ap.add_argument("--iters", type=int, default=30, help="timed inference batches")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed first iterations (default 10 / 5)")
+    ap.add_argument("--optimizer", choices=["adam", "sgd", "adagrad", "adamw"], default="adam")
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (also the OpenMP BLAS pool)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--foreach", action="store_true", help="multi-tensor optimizer (foreach=True)")
+    ap.add_argument("--no-set-to-none", action="store_true", help="zero_grad writes zeros instead of freeing")
+    ap.add_argument("--jit", action="store_true", help="infer: torch.jit.trace + freeze + optimize_for_inference")
+    ap.add_argument("--profile", type=int, default=0, help="extra profiled iterations (0: none)")
+    ap.add_argument("--profile-top", type=int, default=12)
+    a = ap.parse_args()
+    if a.batch_size is None:
+        a.batch_size = 256 if a.mode == "train" else 1024
+    if a.warmup is None:
+        a.warmup = 10 if a.mode == "train" else 5
+    for name in ("batch_size", "steps", "iters", "threads"):
+        if getattr(a, name) <= 0:
+            ap.error("--%s must be > 0, got %d" % (name.replace("_", "-"), getattr(a, name)))
+    if a.warmup < 0 or a.profile < 0 or not a.lr > 0:
+        ap.error("--warmup and --profile must be >= 0 and --lr > 0")
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    model = Din(N_MID, N_CAT, EMB, ATT, MLP, act="sigmoid", bn_train=False)
+    batches = make_batches(a.batch_size, N_BATCHES, torch.Generator().manual_seed(a.seed))
+
+    if a.mode == "train":
+        times, prof, extra = run_train(a, model, batches)
+        key = "step_time_ms"
+    else:
+        times, prof, extra = run_infer(a, model, batches)
+        key = "latency_ms"
+    p50 = percentile(times, 50)
+    r = {"framework": "pytorch", "model": "din", "mode": a.mode, "batch": a.batch_size, "threads": a.threads,
+         key: {"p50": p50, "p90": percentile(times, 90), "p99": percentile(times, 99),
+               "mean": sum(times) / len(times)},
+         "throughput": a.batch_size / p50 * 1e3, "throughput_unit": "samples/s",
+         "iterations": len(times), "warmup": a.warmup,
+         "hist_len_max": [int(b["hist_item"].shape[1]) for b in batches]}
+    if a.mode == "train":
+        r["optimizer"], r["lr"] = a.optimizer, a.lr
+    r.update(extra)
+    r["env"] = environment(a)
+    if prof is not None:
+        r["profile"] = prof
+    print(json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+#include "cli/common.h"
+
+#include <omp.h>
+
+#include <fstream>
+
+#include "kernels/registry.h"
+#include "models/registry.h"
+#include "tensor/check.h"
+
+namespace aim::cli {
+
+Device resolve_device(const std::string& value) {
+  const std::string v = value.empty() ? (cuda_device_count() > 0 ? "cuda" : "cpu") : value;
+  Device d;
+  try {
+    d = parse_device(v);
+  } catch (const Error&) {
+    throw UsageError("--device '" + v + "' is not allowed (allowed: cpu, cuda, cuda:N)");
+  }
+  if (d.is_cuda() && d.index >= cuda_device_count())
+    throw UsageError(
+        "--device " + v + ": " + std::to_string(cuda_device_count()) + " CUDA devices available" +
+        (cuda_device_count() == 0 ? " (" + cuda_unavailable_reason() + ")" : std::string()));
+  return d;
+}
+
+std::vector<int64_t> parse_positive_list(const std::string& flag, const std::string& value) {
+  std::vector<int64_t> r;
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t comma = value.find(',', start);
+    const std::string item =
+        value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t used = 0;
+    int64_t n = 0;
+    try {
+      n = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || n <= 0)
+      throw UsageError(flag + " '" + value + "': '" + item +
+                       "' is not a positive integer (expected N or N,N,...)");
+    r.push_back(n);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return r;
+}
+
+void print_models(std::ostream& os) {
+  for (const models::ModelEntry& e : models::model_registry()) {
+    os << e.name << "  [" << e.task << "] " << e.description << "\n";
+    for (const models::ConfigKey& k : e.config) {
+      os << "    --config " << k.key << "=";
+      for (size_t i = 0; i < k.allowed.size(); ++i) os << (i ? "|" : "") << k.allowed[i];
+      os << "  (default " << k.default_value << ") " << k.doc << "\n";
+    }
+    os << "    --data synthetic (default) | " << e.data_doc << "\n    metrics:";
+    for (const std::string& m : e.metrics) os << " " << m;
+    os << "\n";
+  }
+}
+
+void append_results(const std::string& path, const nlohmann::json& line) {
+  std::ofstream f(path, std::ios::app);
+  AIM_CHECK(f.good(), "--results: cannot open ", path, " for appending");
+  f << line.dump() << "\n";
+  f.flush();
+  AIM_CHECK(f.good(), "--results: writing ", path, " failed");
+}
+
+std::map<std::string, int64_t> variant_counts() {
+  std::map<std::string, int64_t> m;
+  for (const auto& [name, calls] : kernels::registry().variants_used()) m[name] = calls;
+  return m;
+}
+
+nlohmann::json variants_since(const std::map<std::string, int64_t>& before) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, calls] : variant_counts()) {
+    auto it = before.find(name);
+    const int64_t d = calls - (it == before.end() ? 0 : it->second);
+    if (d > 0) j[name] = d;
+  }
+  return j;
+}
+
+nlohmann::json substitutions_json() {
+  nlohmann::json subs = nlohmann::json::array();
+  for (const auto& s : kernels::substitutions())
+    subs.push_back({{"op", s.op}, {"wanted", s.wanted}, {"used", s.used}, {"reason", s.reason}});
+  return subs;
+}
+
+void set_threads(int threads) {
+  if (threads < 0)
+    throw UsageError("--threads must be >= 0 (0: default), got " + std::to_string(threads));
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+}  // namespace aim::cli

@@ -1,0 +1,37 @@
+// Pieces aim-train and aim-infer share: usage errors, device and list flags, the model list,
+// and appending a results line. Boost.Program_options stays in the mains.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tensor/device.h"
+
+namespace aim::cli {
+
+// A wrong flag or value: the main prints it with "(see --help)" and exits with status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// --device: "" = cuda when a GPU is present, else cpu; checks that the device exists.
+Device resolve_device(const std::string& value);
+// A flag holding one positive integer or a comma-separated list ("256" or "128,256,512").
+std::vector<int64_t> parse_positive_list(const std::string& flag, const std::string& value);
+// `--list`: one line per registered model (name, task, description, config keys).
+void print_models(std::ostream& os);
+// Appends `line` as one JSON line to `path` (creating it); errors name the flag and the file.
+void append_results(const std::string& path, const nlohmann::json& line);
+// Calls per "op/variant" so far, and the calls made since `before` as a JSON object (results
+// files: the kernel variants that ran during one run of a sweep), with any substitutions.
+std::map<std::string, int64_t> variant_counts();
+nlohmann::json variants_since(const std::map<std::string, int64_t>& before);
+nlohmann::json substitutions_json();
+// Sets the OpenMP threads (0 = leave the default); negative is a usage error.
+void set_threads(int threads);
+
+}  // namespace aim::cli

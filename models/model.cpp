@@ -1,0 +1,66 @@
+#include "models/model.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "tensor/check.h"
+
+namespace aim::models {
+
+std::string TensorSpec::shape_str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + dims[i];
+  return s + "]";
+}
+
+namespace {
+
+std::string shape_of(const Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+bool is_number(const std::string& d) {
+  return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return std::isdigit(c); });
+}
+
+}  // namespace
+
+void Model::check_batch(const std::vector<TensorSpec>& specs, const TensorMap& batch,
+                        const std::string& where) {
+  std::map<std::string, int64_t> bound;  // letter -> size, from the first tensor that has it
+  std::map<std::string, std::string> bound_by;
+  for (const TensorSpec& s : specs) {
+    auto it = batch.find(s.name);
+    if (it == batch.end()) {
+      std::string have;
+      for (const auto& [k, v] : batch) have += (have.empty() ? "" : ", ") + k;
+      AIM_FAIL(where, ": missing tensor '", s.name, "' ", dtype_name(s.dtype), " ", s.shape_str(),
+               " (has: ", have.empty() ? "nothing" : have, ")");
+    }
+    const Tensor& t = it->second;
+    AIM_CHECK(t.dtype() == s.dtype, where, ": ", s.name, " has dtype ", dtype_name(t.dtype()),
+              ", expected ", dtype_name(s.dtype));
+    AIM_CHECK(t.dim() == int64_t(s.dims.size()), where, ": ", s.name, " has shape ", shape_of(t),
+              ", expected ", s.shape_str());
+    for (size_t d = 0; d < s.dims.size(); ++d) {
+      const std::string& name = s.dims[d];
+      const int64_t n = t.size(int64_t(d));
+      if (is_number(name)) {
+        AIM_CHECK(n == std::stoll(name), where, ": ", s.name, " has shape ", shape_of(t),
+                  ", expected ", s.shape_str());
+        continue;
+      }
+      auto [b, fresh] = bound.emplace(name, n);
+      if (fresh) {
+        bound_by[name] = s.name;
+        continue;
+      }
+      AIM_CHECK(b->second == n, where, ": ", s.name, " has shape ", shape_of(t), ", expected ",
+                s.shape_str(), " with ", name, " = ", b->second, " (from ", bound_by[name], ")");
+    }
+  }
+}
+
+}  // namespace aim::models

@@ -1,0 +1,55 @@
+// Model: what aim-train and aim-infer need of every model, independent of its kind.
+//
+// A batch is a set of named tensors (TensorMap), the same names a model's --inputs file uses and
+// --list-inputs prints: DIN takes item, cate, hist_item, hist_cate, mask (and label to train);
+// image models take one f32 tensor "input" [B, 3, H, W]. Outputs are named too ("output" is the
+// model's user-facing result: DIN's click probability, an image model's logits).
+//
+// Shapes in a TensorSpec use letters for sizes that vary per batch ("B", "T") and numbers for
+// fixed ones, so --list-inputs can print them and check_inputs() can check a given file.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "layers/module.h"
+#include "tensor/tensor.h"
+
+namespace aim::models {
+
+using autograd::Variable;
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<std::string> dims;  // "B", "T", or a decimal size
+  std::string doc;                // one line: meaning and value range
+  std::string shape_str() const;  // "[B, T]"
+};
+
+class Model : public layers::Module {
+ public:
+  // Tensors infer() reads, and the extra ones training_loss() reads (labels, targets).
+  virtual std::vector<TensorSpec> input_specs() const = 0;
+  virtual std::vector<TensorSpec> label_specs() const = 0;
+  virtual std::vector<TensorSpec> output_specs() const = 0;
+  // Forward pass on a batch (tensors on the module's device); returns the outputs by name. Runs
+  // in the module's current mode; callers use eval() and NoGradGuard for inference.
+  virtual TensorMap infer(const TensorMap& batch) = 0;
+  // Scalar training loss of a batch (inputs and labels) with the autograd graph attached.
+  virtual Variable training_loss(const TensorMap& batch) = 0;
+  // Analytic FLOPs of one forward pass over this batch (DESIGN §7 cost model).
+  virtual double forward_flops(const TensorMap& batch) const = 0;
+  // FLOPs of a training step (forward + backward) over this batch; the usual 3x forward unless a
+  // model knows better.
+  virtual double train_flops(const TensorMap& batch) const { return 3 * forward_flops(batch); }
+
+  // Checks that `batch` has every tensor of `specs` with the right dtype, rank and fixed sizes,
+  // and that letters bind to one size throughout; errors name the tensor, the expected and the
+  // found shape ("<where>: hist_item has shape [4, 7], expected [B, T] with B = 5").
+  static void check_batch(const std::vector<TensorSpec>& specs, const TensorMap& batch,
+                          const std::string& where);
+};
+
+}  // namespace aim::models

@@ -1,0 +1,158 @@
+#include "models/registry.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "autograd/variable.h"
+#include "data/din_source.h"
+#include "data/metrics.h"
+#include "models/din.h"
+#include "tensor/check.h"
+
+namespace aim::models {
+namespace {
+
+// ---- din ------------------------------------------------------------------------------------
+
+DinConfig din_config(const ModelConfig& c) {
+  DinConfig d = c.at("size") == "tiny" ? DinConfig::tiny() : DinConfig();
+  d.act = c.at("act");
+  d.bn_train = c.at("bn") == "train";
+  d.att_impl = c.at("att");
+  return d;
+}
+
+std::unique_ptr<data::BatchSource> din_source(const ModelConfig& c, const std::string& data,
+                                              uint64_t seed) {
+  const DinConfig m = din_config(c);
+  if (data == "synthetic") {
+    data::DinSyntheticConfig d =
+        c.at("size") == "tiny" ? data::DinSyntheticConfig::tiny(seed) : data::DinSyntheticConfig();
+    d.seed = seed;
+    if (c.at("size") != "tiny") {
+      d.n_users = m.n_uid;
+      d.n_items = m.n_mid;
+      d.n_cates = m.n_cat;
+    }
+    return std::make_unique<data::DinSyntheticSource>(d);
+  }
+  AIM_CHECK(std::filesystem::is_directory(data), "--data '", data,
+            "': din reads 'synthetic' or a DIN export directory (docs/din-data.md); no such "
+            "directory");
+  auto src = std::make_unique<data::DinExportSource>(data, seed);
+  const data::DinExport& e = src->data();
+  AIM_CHECK(e.n_items() <= m.n_mid && e.n_cates() <= m.n_cat, "--data ", data, ": ", e.n_items(),
+            " items and ", e.n_cates(), " categories exceed the ", c.at("size"),
+            " model's vocabularies (", m.n_mid, ", ", m.n_cat, ")");
+  return src;
+}
+
+Metrics din_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device dev) {
+  AIM_CHECK(n > 0 && n <= src.eval_size(), "din evaluation: ", n,
+            " samples asked, the evaluation set has ", src.eval_size());
+  autograd::NoGradGuard ng;
+  const bool was_training = m.is_training();
+  m.eval();
+  std::vector<double> scores;
+  std::vector<int64_t> labels, users;
+  constexpr int64_t kChunk = 2048;
+  for (int64_t s = 0; s < n; s += kChunk) {
+    TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
+    TensorMap on_dev;
+    for (const auto& [k, t] : b) on_dev.emplace(k, t.to(dev));
+    const std::vector<float> lg = m.infer(on_dev).at("logits").to_vector<float>();
+    const std::vector<int64_t> lb = b.at("label").to_vector<int64_t>();
+    const std::vector<int64_t> u = b.at("uid").to_vector<int64_t>();
+    scores.insert(scores.end(), lg.begin(), lg.end());
+    labels.insert(labels.end(), lb.begin(), lb.end());
+    users.insert(users.end(), u.begin(), u.end());
+  }
+  m.train(was_training);
+  Metrics r{{"auc", data::auc(scores, labels)}};
+  // GAUC needs a user with both a click and a non-click among the n samples.
+  try {
+    r["gauc"] = data::gauc(scores, labels, users);
+  } catch (const Error&) {
+  }
+  return r;
+}
+
+std::vector<ModelEntry> make_registry() {
+  std::vector<ModelEntry> r;
+  ModelEntry din;
+  din.name = "din";
+  din.task = "rec";
+  din.description =
+      "Deep Interest Network as benchmarked by AI Matrix (MODELS.md \xC2\xA7"
+      "4.1): attention over the click history, sigmoid MLPs, BN-as-affine";
+  din.config = {
+      {"size", "full", {"full", "tiny"}, "full: Amazon Electronics vocabularies, emb 64+64; tiny"},
+      {"act", "sigmoid", {"sigmoid", "dice"}, "MLP activation (reference: sigmoid)"},
+      {"bn", "affine", {"affine", "train"}, "affine: the reference's frozen-BN quirk; train"},
+      {"att",
+       "split",
+       {"split", "concat"},
+       "attention FC1: split (regrouped weight, half the FLOPs) | concat (reference graph)"}};
+  din.data_doc = "a DIN export directory (tools/din_pickle_export.py, docs/din-data.md)";
+  din.metrics = {"auc", "gauc"};
+  din.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
+    DinConfig d = din_config(c);
+    d.seed = seed;
+    return std::make_unique<Din>(d);
+  };
+  din.source = din_source;
+  din.evaluate = din_evaluate;
+  r.push_back(std::move(din));
+  return r;
+}
+
+}  // namespace
+
+std::string ModelEntry::config_string(const ModelConfig& c) {
+  std::string s;
+  for (const auto& [k, v] : c) s += (s.empty() ? "" : ",") + k + "=" + v;
+  return s;
+}
+
+ModelConfig ModelEntry::parse_config(const std::vector<std::string>& kvs) const {
+  ModelConfig c;
+  std::string keys;
+  for (const ConfigKey& k : config) {
+    c[k.key] = k.default_value;
+    keys += (keys.empty() ? "" : ", ") + k.key;
+  }
+  for (const std::string& kv : kvs) {
+    const size_t eq = kv.find('=');
+    AIM_CHECK(eq != std::string::npos && eq > 0, "--config '", kv, "': expected key=value (", name,
+              " keys: ", keys, ")");
+    const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    auto it = std::find_if(config.begin(), config.end(),
+                           [&](const ConfigKey& ck) { return ck.key == k; });
+    AIM_CHECK(it != config.end(), "--config key '", k, "' is not known to ", name,
+              " (allowed: ", keys, ")");
+    if (!it->allowed.empty() &&
+        std::find(it->allowed.begin(), it->allowed.end(), v) == it->allowed.end()) {
+      std::string allowed;
+      for (const std::string& a : it->allowed) allowed += (allowed.empty() ? "" : ", ") + a;
+      AIM_FAIL("--config ", k, "='", v, "' is not allowed (allowed: ", allowed, ")");
+    }
+    c[k] = v;
+  }
+  return c;
+}
+
+const std::vector<ModelEntry>& model_registry() {
+  static const std::vector<ModelEntry> r = make_registry();
+  return r;
+}
+
+const ModelEntry& find_model(const std::string& name) {
+  std::string names;
+  for (const ModelEntry& e : model_registry()) {
+    if (e.name == name) return e;
+    names += (names.empty() ? "" : ", ") + e.name;
+  }
+  AIM_FAIL("unknown model '", name, "' (allowed: ", names, "; see --list)");
+}
+
+}  // namespace aim::models

@@ -1,0 +1,52 @@
+// The model registry (DESIGN §2 models/): every model aim-train and aim-infer know, with its
+// description, configuration keys, batch source, metrics and builder. Explicit list in
+// registry.cpp (no static initialisers), so it fits on one screen.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/source.h"
+#include "models/model.h"
+#include "tensor/device.h"
+
+namespace aim::models {
+
+// --config key=value pairs after defaults are applied.
+using ModelConfig = std::map<std::string, std::string>;
+// Evaluation results by metric name ("auc", "gauc", ...).
+using Metrics = std::map<std::string, double>;
+
+struct ConfigKey {
+  std::string key, default_value;
+  std::vector<std::string> allowed;  // empty: any value
+  std::string doc;
+};
+
+struct ModelEntry {
+  std::string name, task, description;  // task: rec | nlp | cv | graph
+  std::vector<ConfigKey> config;
+  std::string data_doc;              // what --data accepts besides "synthetic"
+  std::vector<std::string> metrics;  // evaluation metrics, the first is the headline
+  // The model for a configuration, initialised from `seed` (on the CPU).
+  std::function<std::unique_ptr<Model>(const ModelConfig&, uint64_t seed)> build;
+  // The batch source: data = "synthetic" or a path (see data_doc).
+  std::function<std::unique_ptr<data::BatchSource>(const ModelConfig&, const std::string& data,
+                                                   uint64_t seed)>
+      source;
+  // Metrics over the first n samples of the source's evaluation set (eval mode, no graph).
+  std::function<Metrics(Model&, const data::BatchSource&, int64_t n, Device)> evaluate;
+  // "key=value,..." of a configuration, in key order (results files, checkpoint metadata).
+  static std::string config_string(const ModelConfig& c);
+  // Defaults overridden by "key=value" strings; unknown keys or values not allowed are errors
+  // naming the flag, the key and what is allowed.
+  ModelConfig parse_config(const std::vector<std::string>& kvs) const;
+};
+
+const std::vector<ModelEntry>& model_registry();
+// The entry named `name`; an unknown name is an error listing the models.
+const ModelEntry& find_model(const std::string& name);
+
+}  // namespace aim::models

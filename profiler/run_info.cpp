@@ -1,0 +1,110 @@
+#include "profiler/run_info.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "tensor/device.h"
+
+#ifdef AIM_HAVE_OPENBLAS
+extern "C" char* openblas_get_config();
+extern "C" char* openblas_get_corename();
+#endif
+
+namespace aim::profiler {
+namespace {
+
+std::string run_first_line(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "";
+  char buf[256] = {0};
+  std::string s;
+  if (fgets(buf, sizeof buf, p)) s = buf;
+  const int rc = pclose(p);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return rc == 0 ? s : "";
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+      return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+}  // namespace
+
+nlohmann::json environment_json() {
+  nlohmann::json e;
+  e["cpu"] = cpu_model();
+  e["cores"] = std::thread::hardware_concurrency();
+  e["omp_threads"] = omp_get_max_threads();
+  e["compiler"] = __VERSION__;
+#ifdef NDEBUG
+  e["build"] = "release";
+#else
+  e["build"] = "debug";
+#endif
+#ifdef AIM_HAVE_OPENBLAS
+  e["blas"] = std::string(openblas_get_config()) + " (core " + openblas_get_corename() + ")";
+#else
+  e["blas"] = "none";
+#endif
+  for (const char* v : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "AIM_KERNELS"})
+    if (const char* s = std::getenv(v)) e["env"][v] = s;
+  nlohmann::json cuda = nlohmann::json::object();
+  for (const auto& [k, v] : cuda_environment()) cuda[k] = v;
+  e["cuda"] = cuda;
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0) e["host"] = host;
+  const std::time_t now = std::time(nullptr);
+  char t[32];
+  std::strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  e["time"] = t;
+  return e;
+}
+
+std::string git_commit() {
+  std::string s = run_first_line("git rev-parse HEAD 2>/dev/null");
+  if (s.empty()) {
+    std::string src = __FILE__;  // <root>/profiler/run_info.cpp
+    for (int i = 0; i < 2 && src.find('/') != std::string::npos; ++i)
+      src = src.substr(0, src.find_last_of('/'));
+    if (!src.empty() && src.find('\'') == std::string::npos)
+      s = run_first_line("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+  }
+  return s.empty() ? "unknown" : s;
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string q = a;
+    if (a.empty() || a.find_first_of(" \t\n'\"\\$`*?;&|<>()") != std::string::npos) {
+      q = "'";
+      for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      q += "'";
+    }
+    cmd += (i ? " " : "") + q;
+  }
+  return cmd;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t k = size_t(std::ceil(p / 100.0 * double(v.size())));
+  return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+}
+
+}  // namespace aim::profiler

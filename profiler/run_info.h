@@ -1,0 +1,22 @@
+// What a results line records about the run besides its figures (DESIGN §7): the machine (CPU,
+// cores, threads, GPUs), library versions (compiler, OpenBLAS, CUDA, cuDNN, NCCL), the git commit
+// and the command line, so a number can be traced to what produced it.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace aim::profiler {
+
+// {"cpu", "cores", "omp_threads", "compiler", "build", "blas", "env", "cuda": {...}, "host",
+// "time"}
+nlohmann::json environment_json();
+// HEAD of the working directory's git repository, else of the source tree aim was built from,
+// else "unknown".
+std::string git_commit();
+// argv joined with shell quoting where needed.
+std::string command_line(int argc, char** argv);
+// Nearest-rank percentile (p in [0, 100]) of an unsorted sample; 0 for an empty one.
+double percentile(std::vector<double> v, double p);
+
+}  // namespace aim::profiler
