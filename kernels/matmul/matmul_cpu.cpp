@@ -7,6 +7,7 @@
 // Both fast variants add the bias by pre-filling C (C = beta*C + bias, or bias when beta == 0)
 // and running the GEMM with beta = 1: one extra pass over C, only when there is a bias.
 #include <cblas.h>
+#include <omp.h>
 
 #include <climits>
 #include <cmath>
@@ -139,9 +140,21 @@ void run_batched(const MatmulArgs& args, const MatmulDims& d, Gemm gemm) {
     prefill_bias<T>(C, args.bias.data<T>(), d.batch * d.M, d.N, beta);
     beta = T(1);
   }
-  for (int64_t z = 0; z < d.batch; ++z)
+  auto one = [&](int64_t z) {
     gemm(A + (d.a_batched ? z * d.M * d.K : 0), B + (d.b_batched ? z * d.K * d.N : 0),
          C + z * d.M * d.N, beta);
+  };
+  // Many small products (attention's [1,T] x [T,H] per row): one per thread, each GEMM then
+  // runs single-threaded (it sees omp_in_parallel); large ones parallelise inside the GEMM.
+  // (Not `parallel for if(...)`: an inactive outer region makes every inner GEMM region start
+  // a fresh thread team.)
+  const double flops_each = 2.0 * double(d.M) * double(d.N) * double(d.K);
+  if (d.batch > 1 && flops_each < 4.0e6 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t z = 0; z < d.batch; ++z) one(z);
+  } else {
+    for (int64_t z = 0; z < d.batch; ++z) one(z);
+  }
 }
 
 // Leading dimensions of the stored (row-major) operands; at least 1 as BLAS requires.
