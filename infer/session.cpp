@@ -80,8 +80,11 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   InferResult r;
   std::vector<TensorMap> batches;
   if (!opt.inputs.empty()) {
-    const auto loaded = load_safetensors(opt.inputs).tensors;
-    const TensorMap in(loaded.begin(), loaded.end());
+    // Names as --list-inputs prints them; "input.<name>" (what --dump-outputs writes) also works,
+    // so a dump can be fed back.
+    TensorMap in;
+    for (const auto& [k, t] : load_safetensors(opt.inputs).tensors)
+      in[k.rfind("input.", 0) == 0 ? k.substr(6) : k] = t;
     models::Model::check_batch(model->input_specs(), in, "--inputs " + opt.inputs);
     batches.push_back(inputs_only(*model, in));
     r.data_description = "inputs from " + opt.inputs;

@@ -5,7 +5,8 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ ccache clang-format libopenblas-openmp-dev libboost-program-options-dev
       libboost-context-dev nlohmann-json3-dev libgtest-dev libjpeg62-turbo-dev libpng-dev
-      python3-torch python3-numpy)
+      python3-torch python3-numpy
+      libgoogle-perftools4)  # tcmalloc: the tuned PyTorch peer of bench/peers (MACHINE.md lesson 4)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

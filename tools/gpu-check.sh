@@ -135,16 +135,19 @@ else
   results+=("| aim-bench | SKIP | not built yet |")
 fi
 if [ -x "$bdir/aim-train" ]; then
-  for m in $("$bdir/aim-train" --list 2>/dev/null | awk '{print $1}'); do
-    step "train $m" 60 "$bdir/aim-train" "$m" --device cuda --steps 20 --config size=tiny --results "$OUT/models.jsonl"
+  # Model names: the unindented lines of --list. Each model: the tiny configuration (correctness
+  # of the CUDA path, results line), then the default size for the speed figures.
+  for m in $("$bdir/aim-train" --list 2>/dev/null | awk '/^[a-z]/{print $1}'); do
+    step "train $m tiny" 60 "$bdir/aim-train" "$m" --device cuda --steps 20 --config size=tiny --progress lines --results "$OUT/models.jsonl"
+    step "train $m" 90 "$bdir/aim-train" "$m" --device cuda --steps 100 --batch-size 256 --eval-every 0 --eval-samples 2000 --progress lines --results "$OUT/models.jsonl"
     if [ -x "$bdir/aim-infer" ]; then
-      step "infer $m" 60 "$bdir/aim-infer" "$m" --device cuda --iters 20 --config size=tiny --results "$OUT/models.jsonl"
+      step "infer $m" 60 "$bdir/aim-infer" "$m" --device cuda --iters 50 --batch-size 256,1024 --results "$OUT/models.jsonl"
     else
-      results+=("| infer $m | SKIP | aim-infer not built yet |")
+      results+=("| infer $m | SKIP | aim-infer not built |")
     fi
   done
 else
-  results+=("| models | SKIP | aim-train not built yet |")
+  results+=("| models | SKIP | aim-train not built |")
 fi
 
 {

@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
       std::cout << "aim-train " << entry->name << " ("
                 << aim::models::ModelEntry::config_string(cfg) << ") on " << dev.str() << ": batch "
                 << batch << ", "
-                << (to.epochs > 0 ? std::to_string(to.epochs) + " epochs"
+                << (to.epochs > 0 ? (std::ostringstream() << to.epochs << " epochs").str()
                                   : std::to_string(to.steps) + " steps")
                 << ", " << to.optim.name << " lr " << to.optim.lr << " (" << to.schedule
                 << "), seed " << to.seed << ", data " << data << "\n";

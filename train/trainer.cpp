@@ -239,6 +239,8 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
               " samples holds no batch of ", opt.batch_size);
     r.total_steps = std::max<int64_t>(1, std::llround(opt.epochs * double(per_epoch)));
   }
+  log << "data: " << r.data_description << "; " << r.total_steps << " steps of "
+      << opt.batch_size << " (epoch = " << source->epoch_size() << " samples)\n";
   const LRSchedule sched =
       make_schedule(opt.schedule, opt.optim.lr, opt.warmup_steps, r.total_steps);
 

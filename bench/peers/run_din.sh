@@ -3,6 +3,7 @@
 #
 #   bench/peers/run_din.sh [BUILD_DIR] [--threads T] [--rounds R] [--out FILE]
 #                          [--optimizer OPT] [--lr LR] [--modes train,infer] [--peer-env tuned|stock]
+#                          [--att split|concat]
 #
 # BUILD_DIR (default build/) holds aim-train and aim-infer. Per mode, aim and PyTorch alternate
 # (aim, torch, aim, torch, ...: R rounds each, default 2), so drift on a shared machine hits both.
@@ -10,6 +11,8 @@
 # they are); the peer runs in the tuned environment of ../shared/MACHINE.md (lesson 4): OpenMP
 # OpenBLAS with its AVX-512 kernels (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset), a caching
 # malloc (tcmalloc via LD_PRELOAD) and ATen's AVX-512 kernels (ATEN_CPU_CAPABILITY=avx512).
+# --att chooses DIN's attention FC1 formulation on both sides (split: the regrouped weight, aim's
+# default; concat: the reference graph on the materialised [q, k, q-k, q*k]; models/din.h).
 # --peer-env stock runs the peer as Debian ships it instead (for reference only). Why each knob:
 # bench/peers/README.md.
 #
@@ -21,7 +24,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=build threads=2 rounds=2 out=bench-din.jsonl optimizer=adam lr=0.01 modes=train,infer
+build=build threads=2 rounds=2 out=bench-din.jsonl optimizer=adam lr=0.01 modes=train,infer att=split
 peer_env=tuned
 die() { echo "run_din.sh: $*" >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
@@ -31,6 +34,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=${2:?--out needs a value}; shift 2 ;;
     --optimizer) optimizer=${2:?--optimizer needs a value}; shift 2 ;;
     --lr) lr=${2:?--lr needs a value}; shift 2 ;;
+    --att) att=${2:?--att needs a value}; shift 2 ;;
     --modes) modes=${2:?--modes needs a value}; shift 2 ;;
     --peer-env) peer_env=${2:?--peer-env needs a value}; shift 2 ;;
     -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -92,13 +96,15 @@ for mode in ${modes//,/ }; do
     train)
       batch=256 key=step_time_ms aim_bin=$build/aim-train
       aim_args=(din --device cpu --batch-size 256 --steps 60 --eval-every 0 --eval-samples 1000
-                --optimizer "$optimizer" --lr "$lr" --threads "$threads")
+                --optimizer "$optimizer" --lr "$lr" --threads "$threads" --config "att=$att")
       peer_args=(--mode train --batch-size 256 --steps 60 --warmup 10 --optimizer "$optimizer"
-                 --lr "$lr" --threads "$threads") ;;
+                 --lr "$lr" --threads "$threads" --att "$att") ;;
     infer)
       batch=1024 key=latency_ms aim_bin=$build/aim-infer
-      aim_args=(din --device cpu --batch-size 1024 --iters 30 --warmup 5 --threads "$threads")
-      peer_args=(--mode infer --batch-size 1024 --iters 30 --warmup 5 --threads "$threads") ;;
+      aim_args=(din --device cpu --batch-size 1024 --iters 30 --warmup 5 --threads "$threads"
+                --config "att=$att")
+      peer_args=(--mode infer --batch-size 1024 --iters 30 --warmup 5 --threads "$threads"
+                 --att "$att") ;;
     *) die "unknown mode '$mode' in --modes (allowed: train, infer)" ;;
   esac
   aim_ok=1

@@ -133,14 +133,30 @@ void bwd_omp(const EmbeddingBwdArgs& a) {
   check_indices("embedding_bwd", idx, N, V);
   const T* dout = a.dout.data<T>();
   T* dw = a.dweight.data<T>();
-  std::vector<int64_t> pos;
-  pos.reserve(size_t(N));
-  for (int64_t n = 0; n < N; ++n)
-    if (int64_t(idx[n]) != a.padding_idx) pos.push_back(n);
-  std::stable_sort(pos.begin(), pos.end(), [idx](int64_t p, int64_t q) { return idx[p] < idx[q]; });
-  std::vector<int64_t> starts;  // start of each run of equal indices in pos
-  for (size_t i = 0; i < pos.size(); ++i)
-    if (i == 0 || idx[pos[i]] != idx[pos[i - 1]]) starts.push_back(int64_t(i));
+  // Positions grouped by index, each group in position order (so sums are deterministic).
+  std::vector<int64_t> pos, starts;  // starts: start of each run of equal indices in pos
+  if (V <= 8 * N + (int64_t(1) << 16)) {
+    // Counting sort, O(N + V): DIN's 25 600 history positions over 63 001 items take ~0.2 ms
+    // instead of ~2 ms for a comparison sort.
+    std::vector<int64_t> offset(size_t(V) + 1, 0);
+    for (int64_t n = 0; n < N; ++n)
+      if (int64_t(idx[n]) != a.padding_idx) ++offset[size_t(idx[n]) + 1];
+    for (int64_t v = 0; v < V; ++v) {
+      if (offset[size_t(v) + 1] > 0) starts.push_back(offset[size_t(v)]);
+      offset[size_t(v) + 1] += offset[size_t(v)];
+    }
+    pos.resize(size_t(offset[size_t(V)]));
+    for (int64_t n = 0; n < N; ++n)
+      if (int64_t(idx[n]) != a.padding_idx) pos[size_t(offset[size_t(idx[n])]++)] = n;
+  } else {
+    pos.reserve(size_t(N));
+    for (int64_t n = 0; n < N; ++n)
+      if (int64_t(idx[n]) != a.padding_idx) pos.push_back(n);
+    std::stable_sort(pos.begin(), pos.end(),
+                     [idx](int64_t p, int64_t q) { return idx[p] < idx[q]; });
+    for (size_t i = 0; i < pos.size(); ++i)
+      if (i == 0 || idx[pos[i]] != idx[pos[i - 1]]) starts.push_back(int64_t(i));
+  }
   starts.push_back(int64_t(pos.size()));
   const int64_t runs = int64_t(starts.size()) - 1;
 #pragma omp parallel if (int64_t(pos.size()) * C > (int64_t(1) << 15))

@@ -61,7 +61,7 @@ void sgd_loop(const SgdUpdateArgs& a) {
   const int64_t n = a.param.numel();
   const A lr = A(a.lr), mom = A(a.momentum), damp1 = A(1.0 - a.dampening), wd = A(a.weight_decay);
   const bool first = a.first_step, nesterov = a.nesterov;
-#pragma omp parallel for schedule(static) if (kParallel && n > (int64_t(1) << 15))
+#pragma omp parallel for simd schedule(static) if (kParallel && n > (int64_t(1) << 15))
   for (int64_t i = 0; i < n; ++i) {
     const A pi = load<A>(p[i]);
     A gi = load<A>(g[i]);
@@ -87,7 +87,7 @@ void adam_loop(const AdamUpdateArgs& a) {
           wd = A(a.weight_decay), decay = A(sc.decay), step_size = A(sc.step_size),
           bc2_sqrt = A(sc.bc2_sqrt);
   const bool decoupled = a.decoupled;
-#pragma omp parallel for schedule(static) if (kParallel && n > (int64_t(1) << 14))
+#pragma omp parallel for simd schedule(static) if (kParallel && n > (int64_t(1) << 14))
   for (int64_t i = 0; i < n; ++i) {
     A pi = load<A>(p[i]);
     A gi = load<A>(g[i]);
@@ -112,7 +112,7 @@ void adagrad_loop(const AdagradUpdateArgs& a) {
   const int64_t n = a.param.numel();
   const A clr = A(a.lr / (1.0 + double(a.step - 1) * a.lr_decay)), wd = A(a.weight_decay),
           eps = A(a.eps);
-#pragma omp parallel for schedule(static) if (kParallel && n > (int64_t(1) << 15))
+#pragma omp parallel for simd schedule(static) if (kParallel && n > (int64_t(1) << 15))
   for (int64_t i = 0; i < n; ++i) {
     const A pi = load<A>(p[i]);
     A gi = load<A>(g[i]);

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the model command lines (aim-train, aim-infer) on the tiny DIN.
+
+Usage: cli_tests.py BUILD_DIR SOURCE_DIR
+
+Checks: --list; every bad flag or value exits 2 naming the flag and what is allowed; runtime
+errors (missing data, corrupt weights, wrong input shapes) exit 1 naming the file/tensor; the
+train -> checkpoint -> resume -> save weights -> infer -> dump -> re-infer round trip; a batch-size
+sweep writes one results line per size with the documented fields; training on a DIN export made
+from a fake dataset.pkl by tools/din_pickle_export.py reports AUC and GAUC.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BUILD, SOURCE = sys.argv[1], sys.argv[2]
+TRAIN = os.path.join(BUILD, "aim-train")
+INFER = os.path.join(BUILD, "aim-infer")
+TINY = ["--device", "cpu", "--config", "size=tiny", "--threads", "2"]
+failures = []
+
+
+def run(args, expect_rc, *fragments, where=None):
+    p = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    out = p.stdout + p.stderr
+    name = where or " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(args))
+    if p.returncode != expect_rc:
+        failures.append("%s: exit %d, expected %d\n%s" % (name, p.returncode, expect_rc, out[-2000:]))
+        return out
+    for f in fragments:
+        if f not in out:
+            failures.append("%s: output lacks %r\n%s" % (name, f, out[-2000:]))
+    return out
+
+
+def results(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+# ---- listing and help ------------------------------------------------------------------------
+run([TRAIN, "--list"], 0, "din", "--config act=sigmoid|dice", "metrics: auc gauc")
+run([INFER, "--list"], 0, "din")
+run([TRAIN, "--help"], 0, "--batch-size", "--resume", "--save-weights")
+run([INFER, "--help"], 0, "--iters", "--dump-outputs", "--list-inputs")
+run([INFER, "din", "--config", "size=tiny", "--list-inputs"], 0, "hist_item", "i64", "[B, T]",
+    "output")
+
+# ---- bad flags and values: exit 2, naming the flag and what is allowed ------------------------
+bad = [
+    ([TRAIN, "din", "--optimizer", "bogus"], "--optimizer 'bogus'", "allowed: sgd, adam"),
+    ([TRAIN, "din", "--batch-size", "64,x"], "--batch-size", "not a positive integer"),
+    ([TRAIN, "din", "--batch-size", "0"], "--batch-size", "not a positive integer"),
+    ([TRAIN, "din", "--config", "act=relu"], "act='relu'", "allowed: sigmoid, dice"),
+    ([TRAIN, "din", "--config", "colour=red"], "'colour'", "allowed: size, act"),
+    ([TRAIN, "din", "--config", "size"], "--config 'size'", "key=value"),
+    ([TRAIN, "bogus"], "unknown model 'bogus'", "allowed: din"),
+    ([TRAIN], "missing MODEL"),
+    ([TRAIN, "din", "--device", "tpu"], "--device 'tpu'", "allowed: cpu, cuda, cuda:N"),
+    ([TRAIN, "din", "--steps", "0"], "--steps must be > 0"),
+    ([TRAIN, "din", "--lr", "-1"], "--lr must be > 0"),
+    ([TRAIN, "din", "--schedule", "cyclic"], "--schedule 'cyclic'", "warmup_cosine"),
+    ([TRAIN, "din", "--resume"], "--resume needs --checkpoint-dir"),
+    ([TRAIN, "din", "--nesterov"], "--nesterov needs --optimizer sgd"),
+    ([TRAIN, "din", "--progress", "fancy"], "--progress 'fancy'"),
+    ([TRAIN, "din", "--frobnicate"], "frobnicate"),
+    ([TRAIN, "din", "--steps", "ten"], "steps"),
+    ([INFER, "din", "--iters", "0"], "--iters must be > 0"),
+    ([INFER, "din", "--warmup", "-1"], "--warmup must be >= 0"),
+    ([INFER, "din", "--batch-size", "-5"], "--batch-size"),
+    ([INFER, "din", "--device", "cuda:x"], "--device 'cuda:x'"),
+]
+for args, *frags in bad:
+    run(args, 2, *frags, "see aim-", "--help")
+
+with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
+    ck = os.path.join(tmp, "ck")
+    w = os.path.join(tmp, "w.safetensors")
+    res = os.path.join(tmp, "train.jsonl")
+
+    # ---- runtime errors: exit 1 naming the file ----------------------------------------------
+    run([TRAIN, "din"] + TINY + ["--data", os.path.join(tmp, "nope")], 1, "--data", "nope")
+    corrupt = os.path.join(tmp, "corrupt.safetensors")
+    with open(corrupt, "wb") as f:
+        f.write(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    run([INFER, "din"] + TINY + ["--weights", corrupt, "--iters", "1"], 1, "corrupt.safetensors")
+    run([TRAIN, "din"] + TINY + ["--checkpoint-dir", os.path.join(tmp, "none"), "--resume",
+                                 "--steps", "5"], 1, "does not exist")
+
+    # ---- train, checkpoint, resume, save weights ---------------------------------------------
+    run([TRAIN, "din"] + TINY + ["--steps", "30", "--batch-size", "32", "--eval-every", "10",
+                                 "--checkpoint-dir", ck, "--checkpoint-every", "10",
+                                 "--results", res, "--progress", "lines"], 0,
+        "step 10/30", "auc", "done: 30 steps")
+    check(os.path.exists(os.path.join(ck, "checkpoint.safetensors")), "no checkpoint written")
+    check(not [f for f in os.listdir(ck) if f != "checkpoint.safetensors"],
+          "temporary files left in %s: %s" % (ck, os.listdir(ck)))
+    run([TRAIN, "din"] + TINY + ["--steps", "40", "--batch-size", "32", "--checkpoint-dir", ck,
+                                 "--resume", "--save-weights", w, "--results", res], 0,
+        "resumed from", "at step 30", "done: 40 steps")
+    run([TRAIN, "din"] + TINY + ["--steps", "40", "--batch-size", "16", "--checkpoint-dir", ck,
+                                 "--resume"], 1, "batch_size '32' differs from this run's '16'")
+    lines = results(res)
+    check(len(lines) == 2, "expected 2 results lines, got %d" % len(lines))
+    for j in lines:
+        for k in ["model", "mode", "device", "precision", "batch", "throughput",
+                  "throughput_device", "step_time_ms", "metrics", "variants_used", "env",
+                  "git_commit", "command"]:
+            check(k in j, "results line lacks %r" % k)
+    if lines:
+        j = lines[-1]
+        check(j["mode"] == "train" and j["batch"] == 32 and j["steps_run"] == 10,
+              "resumed run's results line: %s" % {k: j.get(k) for k in ("mode", "batch", "steps_run")})
+        check(0 < j["metrics"]["auc"] <= 1, "auc out of range")
+        check(any(v.startswith("matmul/") for v in j["variants_used"]), "no matmul variant recorded")
+        check(j["step_time_ms"]["p50"] <= j["step_time_ms"]["p99"], "p50 > p99")
+        check("cpu" in j["env"] and "cuda" in j["env"], "env lacks cpu/cuda")
+
+    # ---- infer with the trained weights, dump, feed the dump back ------------------------------
+    o1, o2 = os.path.join(tmp, "o1.safetensors"), os.path.join(tmp, "o2.safetensors")
+    ires = os.path.join(tmp, "infer.jsonl")
+    run([INFER, "din"] + TINY + ["--weights", w, "--batch-size", "24", "--iters", "3",
+                                 "--warmup", "1", "--dump-outputs", o1, "--results", ires], 0,
+        "latency p50", "wrote outputs")
+    run([INFER, "din"] + TINY + ["--weights", w, "--inputs", o1, "--iters", "2",
+                                 "--dump-outputs", o2], 0, "latency p50")
+    sys.path.insert(0, os.path.join(SOURCE, "tests", "parity"))
+    import st  # noqa: E402
+
+    d1, d2 = st.load(o1), st.load(o2)
+    check(set(d1) >= {"logits", "output", "input.item", "input.hist_item", "input.mask"},
+          "dump lacks tensors: %s" % sorted(d1))
+    check(list(d1["logits"].shape) == [24], "dumped logits shape %s" % list(d1["logits"].shape))
+    check(float((d1["logits"] - d2["logits"]).abs().max()) == 0.0,
+          "re-running the dumped inputs gives other logits")
+    j = results(ires)[0]
+    check(j["mode"] == "infer" and j["batch"] == 24 and "p99" in j["latency_ms"],
+          "infer results line: %s" % j)
+    # The wrong shape is named.
+    bad_in = os.path.join(tmp, "bad_in.safetensors")
+    t = {k[6:]: v for k, v in d1.items() if k.startswith("input.")}
+    t["mask"] = t["mask"][:, :1].contiguous()
+    st.save(bad_in, t)
+    run([INFER, "din"] + TINY + ["--inputs", bad_in, "--iters", "1"], 1, "mask has shape")
+
+    # ---- a batch-size sweep: one line per size -------------------------------------------------
+    sweep = os.path.join(tmp, "sweep.jsonl")
+    run([INFER, "din"] + TINY + ["--batch-size", "8,16", "--iters", "2", "--results", sweep], 0)
+    check([j["batch"] for j in results(sweep)] == [8, 16], "sweep results lines")
+
+    # ---- the DIN export of a (fake) dataset.pkl ------------------------------------------------
+    pkl, exp = os.path.join(tmp, "dataset.pkl"), os.path.join(tmp, "export")
+    py = sys.executable
+    subprocess.run([py, os.path.join(SOURCE, "tests", "data", "make_fake_din_pickle.py"), pkl],
+                   check=True)
+    subprocess.run([py, os.path.join(SOURCE, "tools", "din_pickle_export.py"), pkl, exp],
+                   check=True, capture_output=True)
+    run([TRAIN, "din"] + TINY + ["--data", exp, "--epochs", "2", "--batch-size", "8",
+                                 "--progress", "lines"], 0, "din-export", "auc", "gauc",
+        "done: 10 steps")
+
+if failures:
+    print("%d CLI checks failed:\n\n%s" % (len(failures), "\n\n".join(failures)))
+    sys.exit(1)
+print("all CLI checks passed")
