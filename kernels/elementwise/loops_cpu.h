@@ -82,7 +82,10 @@ void segment(const K& k, int nin, Out* dst, int64_t ys, int64_t* off, const int6
     }
     return;
   }
-  if (!stream || m < 2 * kBuf || reinterpret_cast<uintptr_t>(dst) % sizeof(Out) != 0) {
+  // Short rows stream too (a broadcast [B, T, H] * [B, 1, H] has rows of H = 128 floats): the
+  // read-for-ownership saved is the same per byte; only rows under 256 bytes are not worth it.
+  if (!stream || m * int64_t(sizeof(Out)) < 256 ||
+      reinterpret_cast<uintptr_t>(dst) % sizeof(Out) != 0) {
     k(dst, off, st, m);
     return;
   }
@@ -98,6 +101,14 @@ void segment(const K& k, int nin, Out* dst, int64_t ys, int64_t* off, const int6
     k(buf, off, st, kBuf);
     stream_bytes(dst + i, buf, kBufBytes);
     advance(off, st, nin, kBuf);
+  }
+  // The rest: its whole 32-byte units streamed too, then the tail stored normally.
+  const int64_t c = (m - i) * int64_t(sizeof(Out)) / 32 * 32 / int64_t(sizeof(Out));
+  if (c > 0) {
+    k(buf, off, st, c);
+    stream_bytes(dst + i, buf, size_t(c) * sizeof(Out));
+    advance(off, st, nin, c);
+    i += c;
   }
   if (i < m) k(dst + i, off, st, m - i);
 }

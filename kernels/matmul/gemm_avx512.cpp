@@ -223,7 +223,9 @@ void pack_b_panel(bool trans, const float* b, int64_t ldb, int64_t nr, int64_t k
 //   C = alpha * acc + beta * C  (beta == 0: C is not read).
 // a: packed A panel (k-major, MR per k), b: packed B panel (k-major, NR per k, 64-byte aligned).
 // ---------------------------------------------------------------------------------------------
-template <int MR, int NV>
+// BS: floats per k step of the packed B panel (16 * NV, or NR when a narrower kernel runs over
+// the first 16 * NV columns of a full-width panel: the edge panel of N = 80 or 40).
+template <int MR, int NV, int BS = 16 * NV>
 __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float* __restrict a,
                                                         const float* __restrict b,
                                                         float* __restrict c, int64_t ldc,
@@ -256,7 +258,7 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float*
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
     a += MR;
-    b += 16 * NV;
+    b += BS;
   }
 
   const __m512 va = _mm512_set1_ps(alpha);
@@ -298,7 +300,11 @@ __attribute__((noinline)) void kernel_edge(int64_t kc, const float* a, const flo
                                            int64_t ldc, int64_t mr, int64_t nr, float alpha,
                                            float beta) {
   alignas(64) float tile[kMR * kNR];
-  micro_kernel<kMR, kNV>(kc, a, b, tile, kNR, 1.0f, 0.0f);
+  // A panel at most 16 wide needs only one vector of columns: half the FMAs of the full tile.
+  if (kNV > 1 && nr <= 16)
+    micro_kernel<kMR, 1, kNR>(kc, a, b, tile, kNR, 1.0f, 0.0f);
+  else
+    micro_kernel<kMR, kNV>(kc, a, b, tile, kNR, 1.0f, 0.0f);
   const __m512 va = _mm512_set1_ps(alpha);
   const __m512 vb = _mm512_set1_ps(beta);
   for (int64_t r = 0; r < mr; ++r) {
