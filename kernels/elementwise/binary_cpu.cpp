@@ -206,12 +206,15 @@ struct BinaryLoop {
     const T* pb = b + off[1];
     const int64_t sa = st[0], sb = st[1];
     if (sa == 1 && sb == 1) {
+#pragma omp simd  // element k reads inputs at k only; forces vectorising (GCC may not, see README)
       for (int64_t k = 0; k < m; ++k) dst[k] = f(pa[k], pb[k]);
     } else if (sa == 1 && sb == 0) {
       const T vb = pb[0];
+#pragma omp simd  // element k reads inputs at k only; forces vectorising (GCC may not, see README)
       for (int64_t k = 0; k < m; ++k) dst[k] = f(pa[k], vb);
     } else if (sa == 0 && sb == 1) {
       const T va = pa[0];
+#pragma omp simd  // element k reads inputs at k only; forces vectorising (GCC may not, see README)
       for (int64_t k = 0; k < m; ++k) dst[k] = f(va, pb[k]);
     } else {
       for (int64_t k = 0; k < m; ++k) dst[k] = f(pa[k * sa], pb[k * sb]);
@@ -270,6 +273,7 @@ struct WhereLoop {
     const T* pa = a + off[1];
     const T* pb = b + off[2];
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+#pragma omp simd  // element k reads inputs at k only; forces vectorising (GCC may not, see README)
       for (int64_t k = 0; k < m; ++k) dst[k] = pc[k] ? pa[k] : pb[k];
     } else {
       for (int64_t k = 0; k < m; ++k) dst[k] = pc[k * st[0]] ? pa[k * st[1]] : pb[k * st[2]];

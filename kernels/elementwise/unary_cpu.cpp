@@ -170,6 +170,7 @@ struct UnaryLoop {
     const T* p = x + off[0];
     const int64_t s = st[0];
     if (s == 1) {
+#pragma omp simd  // element k reads inputs at k only; forces vectorising (GCC may not, see README)
       for (int64_t k = 0; k < m; ++k) dst[k] = f(p[k]);
     } else if (s == 0) {
       const T v = f(p[0]);
@@ -191,6 +192,7 @@ struct UnaryBwdLoop {
     const T* xp = x + off[1];
     const T* yp = y + off[2];
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+#pragma omp simd  // element k reads inputs at k only; forces vectorising (GCC may not, see README)
       for (int64_t k = 0; k < m; ++k) dst[k] = f(g[k], xp[k], yp[k]);
     } else {
       for (int64_t k = 0; k < m; ++k) dst[k] = f(g[k * st[0]], xp[k * st[1]], yp[k * st[2]]);
