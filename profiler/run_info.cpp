@@ -49,10 +49,10 @@ nlohmann::json environment_json() {
   e["cores"] = std::thread::hardware_concurrency();
   e["omp_threads"] = omp_get_max_threads();
   e["compiler"] = __VERSION__;
-#ifdef NDEBUG
-  e["build"] = "release";
+#ifdef AIM_BUILD_TYPE
+  e["build"] = AIM_BUILD_TYPE;  // CMAKE_BUILD_TYPE
 #else
-  e["build"] = "debug";
+  e["build"] = "unknown";
 #endif
 #ifdef AIM_HAVE_OPENBLAS
   e["blas"] = std::string(openblas_get_config()) + " (core " + openblas_get_corename() + ")";
