@@ -73,7 +73,16 @@ void copy_rows(const CopyArgs& a) {
   for (int64_t r = 0; r < rows; ++r) {
     const S* sr = s + strided_offset(r * last, a.src.sizes(), a.src.strides());
     D* dr = d + strided_offset(r * last, a.dst.sizes(), a.dst.strides());
-    for (int64_t c = 0; c < last; ++c) dr[c * ds] = cast_value<D>(sr[c * ss]);
+    if (ss == 1 && ds == 1) {  // contiguous rows of a strided view (a narrowed gradient)
+      if constexpr (std::is_same_v<S, D>) {
+        std::memcpy(dr, sr, size_t(last) * sizeof(S));
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < last; ++c) dr[c] = cast_value<D>(sr[c]);
+      }
+    } else {
+      for (int64_t c = 0; c < last; ++c) dr[c * ds] = cast_value<D>(sr[c * ss]);
+    }
   }
 }
 
