@@ -114,22 +114,38 @@ thread_local Buffer tl_pack_b;  // per calling thread: the KC x NC block of B sh
 inline __mmask16 mask_first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
 // In-register 16 x 16 transpose: four butterfly stages (block sizes 8, 4, 2, 1) that swap the
-// off-diagonal blocks, each stage 16 two-source permutes (vpermt2ps).
-inline void transpose16(__m512 r[16]) {
-  for (int b = 8; b >= 1; b >>= 1) {
-    alignas(64) int32_t lo_idx[16], hi_idx[16];
-    for (int j = 0; j < 16; ++j) {
-      lo_idx[j] = (j & b) ? 16 + j - b : j;
-      hi_idx[j] = (j & b) ? 16 + j : j + b;
-    }
-    const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
-    for (int i = 0; i < 16; ++i) {
-      if (i & b) continue;
-      const __m512 x = r[i], y = r[i + b];
-      r[i] = _mm512_permutex2var_ps(x, lo, y);
-      r[i + b] = _mm512_permutex2var_ps(x, hi, y);
-    }
+// off-diagonal blocks, each stage 16 two-source permutes (vpermt2ps). The permute indices are a
+// static table (building them per call, as a loop, doubled the cost of packing A).
+struct TransposeIdx {
+  alignas(64) int32_t lo[4][16], hi[4][16];
+  TransposeIdx() {
+    for (int s = 0, b = 8; b >= 1; b >>= 1, ++s)
+      for (int j = 0; j < 16; ++j) {
+        lo[s][j] = (j & b) ? 16 + j - b : j;
+        hi[s][j] = (j & b) ? 16 + j : j + b;
+      }
   }
+};
+const TransposeIdx kTransposeIdx;
+
+template <int B>
+inline void transpose_stage(__m512 r[16], int s) {
+  const __m512i lo = _mm512_load_si512(kTransposeIdx.lo[s]);
+  const __m512i hi = _mm512_load_si512(kTransposeIdx.hi[s]);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) {
+    if (i & B) continue;
+    const __m512 x = r[i], y = r[i + B];
+    r[i] = _mm512_permutex2var_ps(x, lo, y);
+    r[i + B] = _mm512_permutex2var_ps(x, hi, y);
+  }
+}
+
+inline void transpose16(__m512 r[16]) {
+  transpose_stage<8>(r, 0);
+  transpose_stage<4>(r, 1);
+  transpose_stage<2>(r, 2);
+  transpose_stage<1>(r, 3);
 }
 
 // ---------------------------------------------------------------------------------------------
