@@ -1,10 +1,12 @@
 #include "autograd/engine.h"
 
 #include <deque>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "autograd/tensor_ops.h"
+#include "profiler/profiler.h"
 
 namespace aim::autograd {
 
@@ -68,6 +70,7 @@ bool needs_grad(const std::vector<Variable>& inputs) {
 
 std::vector<Variable> attach(const std::shared_ptr<Node>& node, const std::vector<Variable>& inputs,
                              const std::vector<Tensor>& outputs) {
+  if (profiler::enabled()) node->layer = profiler::current_layer();
   for (const Variable& v : inputs) {
     Edge e;
     if (v.defined()) {
@@ -208,7 +211,12 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
     for (Tensor& t : dys)
       if (t.defined()) t = t.contiguous();
     Grads g(*n, dys);
-    n->backward(g);
+    {
+      std::optional<profiler::Scope> layer_scope;
+      if (profiler::enabled() && !n->layer.empty())
+        layer_scope.emplace(n->layer, profiler::ScopeKind::Layer);
+      n->backward(g);
+    }
     auto& produced = g.produced();
     for (size_t j = 0; j < n->next.size(); ++j) {
       const Edge& e = n->next[j];

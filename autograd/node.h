@@ -49,6 +49,9 @@ class Node {
   std::vector<Shape> output_sizes;
   std::vector<DType> output_dtypes;
   bool released = false;
+  // The layer scope open when the node was created (profiler on only): backward runs in
+  // "bwd/<layer>" so the profiler attributes gradient ops to layers.
+  std::string layer;
 };
 
 class Grads {

@@ -1,6 +1,7 @@
 #include "models/din.h"
 
 #include <cmath>
+#include <optional>
 
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
@@ -9,6 +10,7 @@
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
 #include "layers/activation.h"
+#include "profiler/profiler.h"
 #include "tensor/check.h"
 
 namespace aim::models {
@@ -76,9 +78,14 @@ Variable Din::bn(const std::shared_ptr<layers::BatchNorm1d>& m, const Variable& 
 Variable Din::forward(const data::RecBatch& b) {
   const int64_t B = b.batch_size(), T = b.max_len(), H = cfg_.hidden();
   AIM_CHECK(B > 0 && T > 0, "Din::forward: empty batch or history");
+  using profiler::Scope;
+  using profiler::ScopeKind;
+  std::optional<Scope> scope(std::in_place, "emb", ScopeKind::Layer);
   const Variable q = ag::concat({item_emb->forward(b.item), cate_emb->forward(b.cate)}, -1);
   const Variable k =
       ag::concat({item_emb->forward(b.hist_item), cate_emb->forward(b.hist_cate)}, -1);
+  scope.reset();
+  scope.emplace("att", ScopeKind::Layer);
   const Variable qe = ag::expand(ag::unsqueeze(q, 1), {B, T, H});
   Variable s = ag::squeeze(attention_scores(q, k), -1);  // [B,T]
   s = ag::mul(s, 1.0 / std::sqrt(double(H)));
@@ -86,7 +93,11 @@ Variable Din::forward(const data::RecBatch& b) {
       ag::gt(Variable(b.mask), Variable(Tensor::zeros({1}, b.mask.dtype(), b.mask.device())));
   const Variable w = ag::softmax(s, 1, keep);                             // [B,T]
   const Variable h = ag::squeeze(ag::matmul(ag::unsqueeze(w, 1), k), 1);  // [B,H]
+  scope.reset();
+  scope.emplace("hist_fcn", ScopeKind::Layer);
   const Variable u = hist_fcn->forward(bn(hist_bn, h));
+  scope.reset();
+  scope.emplace("mlp", ScopeKind::Layer);
   const Variable out = ag::squeeze(mlp->forward(bn(b1, ag::concat({u, q}, -1))), -1);  // [B]
   return ag::add(out, ag::index_select(item_b, 0, b.item));
 }

@@ -39,7 +39,7 @@ void require(bool ok, const std::string& flag, const std::string& what, const T&
 
 int main(int argc, char** argv) {
   std::string model_name, device, checkpoint_dir, results, batch_list, data, weights, save_weights,
-      progress;
+      progress, profile_steps;
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0;
@@ -93,6 +93,11 @@ int main(int argc, char** argv) {
     ("weights", po::value<std::string>(&weights), "start from these weights (.safetensors)")
     ("save-weights", po::value<std::string>(&save_weights),
      "write the trained weights (.safetensors state dict)")
+    ("profile", "print per-op, per-layer and model summary tables of the profiled steps")
+    ("profile-steps", po::value<std::string>(&profile_steps),
+     "A:B, the steps to profile (1-based, inclusive; default 2:last)")
+    ("trace", po::value<std::string>(&to.trace),
+     "write a Chrome/Perfetto trace (JSON) of the profiled steps to FILE")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
@@ -161,6 +166,22 @@ int main(int argc, char** argv) {
     if (to.optim.momentum > 0 && to.optim.name != "sgd")
       throw UsageError("--momentum applies to --optimizer sgd only");
     to.resume = vm.count("resume") > 0;
+    to.profile = vm.count("profile") > 0;
+    if (!profile_steps.empty()) {
+      const size_t colon = profile_steps.find(':');
+      const auto parts = colon == std::string::npos
+                             ? std::vector<int64_t>{}
+                             : aim::cli::parse_positive_list("--profile-steps",
+                                                             profile_steps.substr(0, colon) + "," +
+                                                                 profile_steps.substr(colon + 1));
+      if (parts.size() != 2 || parts[0] > parts[1])
+        throw UsageError("--profile-steps '" + profile_steps +
+                         "': expected A:B with 1 <= A <= B (steps, 1-based)");
+      to.profile_from = parts[0];
+      to.profile_to = parts[1];
+      if (!to.profile && to.trace.empty())
+        throw UsageError("--profile-steps needs --profile or --trace");
+    }
     if (to.resume && checkpoint_dir.empty()) throw UsageError("--resume needs --checkpoint-dir");
     if (batches.size() > 1 && (!checkpoint_dir.empty() || !save_weights.empty()))
       throw UsageError(

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "autograd/variable.h"
 #include "data/prefetch.h"
+#include "profiler/profiler.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 #include "tensor/safetensors.h"
@@ -239,8 +241,8 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
               " samples holds no batch of ", opt.batch_size);
     r.total_steps = std::max<int64_t>(1, std::llround(opt.epochs * double(per_epoch)));
   }
-  log << "data: " << r.data_description << "; " << r.total_steps << " steps of "
-      << opt.batch_size << " (epoch = " << source->epoch_size() << " samples)\n";
+  log << "data: " << r.data_description << "; " << r.total_steps << " steps of " << opt.batch_size
+      << " (epoch = " << source->epoch_size() << " samples)\n";
   const LRSchedule sched =
       make_schedule(opt.schedule, opt.optim.lr, opt.warmup_steps, r.total_steps);
 
@@ -296,7 +298,25 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   int64_t interval_n = 0, data_position = source->position();
   std::string last_metrics;
 
+  // Profiled steps: [prof_a, prof_b] (1-based); the first step is skipped by default (warm-up:
+  // allocations, first touches).
+  const bool profiling = opt.profile || !opt.trace.empty();
+  const int64_t prof_a =
+      opt.profile_from > 0 ? opt.profile_from : std::min<int64_t>(2, r.total_steps);
+  const int64_t prof_b =
+      opt.profile_to > 0 ? std::min(opt.profile_to, r.total_steps) : r.total_steps;
+  AIM_CHECK(!profiling || (prof_a >= 1 && prof_a <= prof_b), "profile steps ", prof_a, ":", prof_b,
+            " are not within 1..", r.total_steps);
+  int64_t profiled_steps = 0;
+
   while (step < r.total_steps) {
+    const bool profile_step = profiling && step + 1 >= prof_a && step + 1 <= prof_b;
+    if (profile_step && !profiler::enabled()) profiler::start();
+    std::optional<profiler::Scope> step_scope;
+    if (profile_step) {
+      step_scope.emplace("step/" + std::to_string(step + 1), profiler::ScopeKind::Step);
+      ++profiled_steps;
+    }
     const auto t_fetch = Clock::now();
     std::optional<Fetched> f = fetch();
     AIM_CHECK(f.has_value(), "train: the loader ended early at step ", step);
@@ -304,11 +324,15 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
     TensorMap batch;
     for (auto& [k, t] : f->batch) batch.emplace(k, t.to(dev));
     optim->set_lr(sched.lr(step));
+    std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
     autograd::Variable loss = model->training_loss(batch);
+    phase.emplace("bwd", profiler::ScopeKind::Phase);
     loss.backward();
     if (opt.clip_norm > 0) clip_grad_norm(optim->parameters(), opt.clip_norm);
+    phase.emplace("opt", profiler::ScopeKind::Phase);
     optim->step();
     const double l = double(loss.data().to_vector<float>()[0]);  // synchronises the device
+    phase.reset();
     const double dt = seconds_since(t0);
     loop_s += seconds_since(t_fetch);
     ++step;
@@ -320,7 +344,12 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
                              : "; first non-finite tensor: " + where,
                "; stopping");
     }
-    optim->zero_grad();
+    {
+      profiler::Scope zero("opt", profiler::ScopeKind::Phase);
+      optim->zero_grad();
+    }
+    step_scope.reset();
+    if (profile_step && step == prof_b) profiler::stop();
     data_position = f->position;
     flops += model->train_flops(batch);
     r.losses.push_back(l);
@@ -331,6 +360,7 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
     ++interval_n;
 
     if ((opt.eval_every > 0 && step % opt.eval_every == 0) || step == r.total_steps) {
+      profiler::Scope eval_scope("eval", profiler::ScopeKind::Phase);
       const models::Metrics m = entry.evaluate(*model, *source, n_eval, dev);
       r.evals.emplace_back(step, m);
       last_metrics = metrics_str(m);
@@ -350,6 +380,17 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
       save_checkpoint(opt.checkpoint_dir, step, *model, *optim, data_position, meta);
   }
   progress.finish();
+  if (profiler::enabled()) profiler::stop();
+  if (profiling && profiled_steps > 0) {
+    if (opt.profile)
+      profiler::print_tables(
+          log, profiler::events(), int(profiled_steps),
+          dev.is_cpu() ? profiler::default_cpu_ceilings() : profiler::Ceilings{});
+    if (!opt.trace.empty()) {
+      profiler::write_trace(opt.trace, profiler::events());
+      log << "wrote trace of steps " << prof_a << ".." << prof_b << " to " << opt.trace << "\n";
+    }
+  }
   if (prefetcher) r.data_wait_s = prefetcher->wait_seconds();
   prefetcher.reset();
 

@@ -52,6 +52,11 @@ struct TrainOptions {
   std::string weights;                // load these weights (safetensors state dict) first
   std::string save_weights;           // write the final weights (safetensors state dict)
   std::string device = "cpu";         // cpu | cuda | cuda:N
+  // Profiling (profiler/profiler.h): tables after the run for steps [profile_from, profile_to]
+  // (1-based, inclusive; 0 = from step 2 / to the last step), and a Chrome trace of them.
+  bool profile = false;
+  int64_t profile_from = 0, profile_to = 0;
+  std::string trace;  // "" = no trace file
 };
 
 struct TrainResult {

@@ -150,6 +150,18 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     st.save(bad_in, t)
     run([INFER, "din"] + TINY + ["--inputs", bad_in, "--iters", "1"], 1, "mask has shape")
 
+    # ---- profiling: tables and a trace --------------------------------------------------------
+    trace = os.path.join(tmp, "t.json")
+    run([TRAIN, "din"] + TINY + ["--steps", "6", "--batch-size", "32", "--profile",
+                                 "--profile-steps", "2:5", "--trace", trace], 0,
+        "profile over 4 steps", "op/variant", "phase/layer", "fwd/att", "bwd/att",
+        "model summary", "training step", "profiler overhead")
+    with open(trace) as f:
+        tr = json.load(f)["traceEvents"]
+    check(sum(1 for e in tr if e["cat"] == "step") == 4, "trace: expected 4 step events")
+    check(any(e["cat"] == "op" and e["args"]["variant"] for e in tr), "trace: no op events")
+    run([TRAIN, "din"] + TINY + ["--profile-steps", "3:2", "--profile"], 2, "--profile-steps")
+
     # ---- a batch-size sweep: one line per size -------------------------------------------------
     sweep = os.path.join(tmp, "sweep.jsonl")
     run([INFER, "din"] + TINY + ["--batch-size", "8,16", "--iters", "2", "--results", sweep], 0)
