@@ -6,7 +6,8 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ ccache clang-format libopenblas-openmp-dev libboost-program-options-dev
       libboost-context-dev nlohmann-json3-dev libgtest-dev libjpeg62-turbo-dev libpng-dev
       python3-torch python3-numpy
-      libgoogle-perftools4)  # tcmalloc: the tuned PyTorch peer of bench/peers (MACHINE.md lesson 4)
+      libgoogle-perftools4  # tcmalloc: the tuned PyTorch peer of bench/peers (MACHINE.md lesson 4)
+      librsvg2-bin)  # rsvg-convert: the CLI test renders the roofline SVG
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

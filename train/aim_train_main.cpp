@@ -98,6 +98,8 @@ int main(int argc, char** argv) {
      "A:B, the steps to profile (1-based, inclusive; default 2:last)")
     ("trace", po::value<std::string>(&to.trace),
      "write a Chrome/Perfetto trace (JSON) of the profiled steps to FILE")
+    ("roofline", po::value<std::string>(&to.roofline),
+     "write a roofline plot (SVG) of the profiled ops to FILE")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
@@ -179,8 +181,8 @@ int main(int argc, char** argv) {
                          "': expected A:B with 1 <= A <= B (steps, 1-based)");
       to.profile_from = parts[0];
       to.profile_to = parts[1];
-      if (!to.profile && to.trace.empty())
-        throw UsageError("--profile-steps needs --profile or --trace");
+      if (!to.profile && to.trace.empty() && to.roofline.empty())
+        throw UsageError("--profile-steps needs --profile, --trace or --roofline");
     }
     if (to.resume && checkpoint_dir.empty()) throw UsageError("--resume needs --checkpoint-dir");
     if (batches.size() > 1 && (!checkpoint_dir.empty() || !save_weights.empty()))

@@ -11,6 +11,7 @@
 #include "autograd/variable.h"
 #include "data/prefetch.h"
 #include "profiler/profiler.h"
+#include "profiler/roofline.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 #include "tensor/safetensors.h"
@@ -300,7 +301,7 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
 
   // Profiled steps: [prof_a, prof_b] (1-based); the first step is skipped by default (warm-up:
   // allocations, first touches).
-  const bool profiling = opt.profile || !opt.trace.empty();
+  const bool profiling = opt.profile || !opt.trace.empty() || !opt.roofline.empty();
   const int64_t prof_a =
       opt.profile_from > 0 ? opt.profile_from : std::min<int64_t>(2, r.total_steps);
   const int64_t prof_b =
@@ -386,6 +387,14 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
       profiler::print_tables(
           log, profiler::events(), int(profiled_steps),
           dev.is_cpu() ? profiler::default_cpu_ceilings() : profiler::Ceilings{});
+    if (!opt.roofline.empty()) {
+      profiler::write_roofline_svg(
+          opt.roofline, profiler::events(), profiler::default_roofs(dev.str()),
+          entry.name + " training step, batch " + std::to_string(opt.batch_size) + ", " +
+              dev.str() + " (steps " + std::to_string(prof_a) + ".." + std::to_string(prof_b) +
+              ")");
+      log << "wrote roofline to " << opt.roofline << "\n";
+    }
     if (!opt.trace.empty()) {
       profiler::write_trace(opt.trace, profiler::events());
       log << "wrote trace of steps " << prof_a << ".." << prof_b << " to " << opt.trace << "\n";

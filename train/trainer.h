@@ -56,7 +56,8 @@ struct TrainOptions {
   // (1-based, inclusive; 0 = from step 2 / to the last step), and a Chrome trace of them.
   bool profile = false;
   int64_t profile_from = 0, profile_to = 0;
-  std::string trace;  // "" = no trace file
+  std::string trace;     // "" = no trace file
+  std::string roofline;  // "" = no roofline SVG
 };
 
 struct TrainResult {

@@ -161,6 +161,21 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     check(sum(1 for e in tr if e["cat"] == "step") == 4, "trace: expected 4 step events")
     check(any(e["cat"] == "op" and e["args"]["variant"] for e in tr), "trace: no op events")
     run([TRAIN, "din"] + TINY + ["--profile-steps", "3:2", "--profile"], 2, "--profile-steps")
+    svg = os.path.join(tmp, "r.svg")
+    run([TRAIN, "din"] + TINY + ["--steps", "4", "--batch-size", "32", "--roofline", svg], 0,
+        "wrote roofline")
+    import xml.etree.ElementTree as ET
+    root = ET.parse(svg).getroot()
+    check(root.tag.endswith("svg"), "roofline: not an SVG document")
+    check(sum(1 for e in root.iter() if e.tag.endswith("circle")) >= 3, "roofline: too few points")
+    check(sum(1 for e in root.iter() if e.tag.endswith("polyline")) >= 1, "roofline: no roofs")
+    import shutil
+    if shutil.which("rsvg-convert"):  # renders (CI installs librsvg2-bin)
+        png = os.path.join(tmp, "r.png")
+        p = subprocess.run(["rsvg-convert", "-o", png, svg], capture_output=True, text=True)
+        check(p.returncode == 0 and os.path.getsize(png) > 1000, "rsvg-convert failed: " + p.stderr)
+    elif os.environ.get("CI"):
+        failures.append("CI is set but rsvg-convert (librsvg2-bin) is missing: the SVG is not rendered")
 
     # ---- a batch-size sweep: one line per size -------------------------------------------------
     sweep = os.path.join(tmp, "sweep.jsonl")
