@@ -6,6 +6,8 @@
 //           allocator: a training step's allocations served from the cache after step 1;
 //     cuda: cuda.tiled vs cuda.cublas fp32 4096^3 (>= 60%), add / softmax / layernorm vs the
 //           device copy bandwidth (>= 80%).
+//   aim-bench op NAME --shape ... [--dtype f32] [--variants all|LIST] [--reps N]
+//     the kernel lab: every variant of one op at one shape (bench/op_lab.h).
 // Every timed variant is checked against cpu.ref on its test shapes first.
 // The flags are parsed here rather than with Boost.Program_options so that the GPU check can
 // build this tool on GPU machines without Boost (docs/design-notes.md).
@@ -17,19 +19,78 @@
 #include <string>
 
 #include "bench/foundation.h"
+#include "bench/op_lab.h"
 #include "tensor/check.h"
+#include "tensor/dtype.h"
 
 namespace {
 const char* kUsage =
     "usage: aim-bench peak|foundation [--device cpu|cuda] [--results FILE] [--quick]\n"
+    "       aim-bench op NAME --shape N,N,... [--dtype f32] [--variants all|V1,V2] [--reps 10]\n"
+    "                 [--device cpu|cuda] [--out FILE --format json|csv] [--results FILE]\n"
     "  --device   where to measure (default cpu)\n"
     "  --results  append one JSON object per result line to FILE\n"
-    "  --quick    smaller sizes (smoke test)\n";
+    "  --quick    smaller sizes (smoke test)\n"
+    "  --shape    op: matmul M,N,K[,Bt]; other ops their test-shape fields (--shape ? lists)\n"
+    "  --out      op: write the rows to FILE as --format json (one array) or csv\n";
+
+std::vector<int64_t> parse_shape(const std::string& v) {
+  std::vector<int64_t> r;
+  size_t a = 0;
+  while (a <= v.size()) {
+    const size_t c = v.find(',', a);
+    const std::string item = v.substr(a, c == std::string::npos ? std::string::npos : c - a);
+    size_t used = 0;
+    long long n = -1;
+    try {
+      n = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    AIM_CHECK(!item.empty() && used == item.size() && n >= 0, "--shape '", v, "': '", item,
+              "' is not a non-negative integer");
+    r.push_back(n);
+    if (c == std::string::npos) break;
+    a = c + 1;
+  }
+  return r;
 }
 
+void write_rows(const std::string& path, const std::string& format,
+                const std::vector<nlohmann::json>& rows) {
+  std::ofstream f(path);
+  AIM_CHECK(f.good(), "--out: cannot open ", path);
+  if (format == "json") {
+    f << nlohmann::json(rows).dump(1) << "\n";
+    return;
+  }
+  const char* cols[] = {"op",     "variant", "dtype", "device",       "status", "median_ms",
+                        "min_ms", "gflops",  "gbs",   "roofline_pct", "note"};
+  for (size_t i = 0; i < std::size(cols); ++i) f << (i ? "," : "") << cols[i];
+  f << "\n";
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < std::size(cols); ++i) {
+      f << (i ? "," : "");
+      if (!r.contains(cols[i])) continue;
+      const auto& v = r[cols[i]];
+      if (v.is_string()) {
+        std::string t = v.get<std::string>();
+        for (char& ch : t)
+          if (ch == '"') ch = '\'';
+        f << '"' << t << '"';
+      } else {
+        f << v.dump();
+      }
+    }
+    f << "\n";
+  }
+}
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::string cmd, device = "cpu", results;
+  std::string cmd, device = "cpu", results, out, format = "json";
   bool quick = false;
+  aim::bench::OpLabOptions lab;
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -46,15 +107,46 @@ int main(int argc, char** argv) {
         results = value("--results");
       } else if (a == "--quick") {
         quick = true;
+      } else if (a == "--shape") {
+        const std::string v = value("--shape");
+        if (v == "?")
+          lab.list_shapes = true;
+        else
+          lab.shape = parse_shape(v);
+      } else if (a == "--dtype") {
+        lab.dtype = value("--dtype");
+        aim::parse_dtype(lab.dtype);
+      } else if (a == "--variants") {
+        lab.variants = value("--variants");
+      } else if (a == "--reps") {
+        const std::string v = value("--reps");
+        AIM_CHECK(v.find_first_not_of("0123456789") == std::string::npos && !v.empty() &&
+                      std::stoi(v) > 0,
+                  "--reps: expected a positive integer, got '", v, "'");
+        lab.reps = std::stoi(v);
+      } else if (a == "--out") {
+        out = value("--out");
+      } else if (a == "--format") {
+        format = value("--format");
+        AIM_CHECK(format == "json" || format == "csv", "--format: expected json or csv, got '",
+                  format, "'");
       } else if (!a.empty() && a[0] != '-' && cmd.empty()) {
         cmd = a;
+      } else if (!a.empty() && a[0] != '-' && cmd == "op" && lab.op.empty()) {
+        lab.op = a;
       } else {
         AIM_FAIL("unknown argument '", a, "'");
       }
     }
     AIM_CHECK(!cmd.empty(), "no command given (expected peak or foundation)");
-    AIM_CHECK(cmd == "peak" || cmd == "foundation", "unknown command '", cmd,
-              "' (expected peak or foundation)");
+    AIM_CHECK(cmd == "peak" || cmd == "foundation" || cmd == "op", "unknown command '", cmd,
+              "' (expected peak, foundation or op)");
+    if (cmd == "op") {
+      AIM_CHECK(!lab.op.empty(), "op: missing the op name (aim-bench op NAME --shape ...)");
+      AIM_CHECK(lab.list_shapes || !lab.shape.empty(),
+                "op: --shape is required (--shape ? lists "
+                "the op's shape fields)");
+    }
     AIM_CHECK(device == "cpu" || device == "cuda", "--device: expected cpu or cuda, got '", device,
               "'");
   } catch (const std::exception& e) {
@@ -62,9 +154,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const std::vector<nlohmann::json> rows = cmd == "peak"
-                                                 ? aim::bench::run_peak(device, quick)
+    lab.device = device;
+    const std::vector<nlohmann::json> rows = cmd == "peak" ? aim::bench::run_peak(device, quick)
+                                             : cmd == "op"
+                                                 ? aim::bench::run_op_lab(lab)
                                                  : aim::bench::run_foundation(device, quick);
+    if (!out.empty()) write_rows(out, format, rows);
     if (!results.empty()) {
       std::ofstream f(results, std::ios::app);
       AIM_CHECK(f.good(), "--results: cannot open ", results);

@@ -131,6 +131,7 @@ fi
 # ---- benchmarks and models (when they exist) ------------------------------------------------
 if [ -x "$bdir/aim-bench" ]; then
   step "aim-bench foundation" 120 "$bdir/aim-bench" foundation --device cuda --results "$OUT/bench.jsonl"
+  step "aim-bench op matmul" 60 "$bdir/aim-bench" op matmul --shape 4096,4096,4096 --device cuda --results "$OUT/bench.jsonl"
 else
   results+=("| aim-bench | SKIP | not built yet |")
 fi
