@@ -13,12 +13,17 @@
 #include "tensor/allocator.h"
 #include "tensor/check.h"
 
+#ifdef AIM_CUDA
+#include <nvtx3/nvToolsExt.h>
+#endif
+
 namespace aim::profiler {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_on{false};
+std::atomic<bool> g_nvtx{false};
 std::mutex g_mu;
 std::vector<Event> g_events;
 Clock::time_point g_t0;
@@ -170,7 +175,39 @@ void stop() {
 const std::vector<Event>& events() { return g_events; }
 double overhead_seconds() { return g_overhead_s; }
 
+namespace {
+#ifdef AIM_CUDA
+nvtxDomainHandle_t nvtx_domain() {
+  static nvtxDomainHandle_t d = nvtxDomainCreateA("aim");
+  return d;
+}
+#endif
+// Phases for NVTX layer names while the profiler is off (push() tracks them when it is on).
+thread_local std::vector<std::string> t_nvtx_phases;
+}  // namespace
+
+void set_nvtx(bool on) { g_nvtx = on; }
+bool nvtx_enabled() { return g_nvtx; }
+
 Scope::Scope(const std::string& name, ScopeKind kind) {
+  if (g_nvtx) {
+    nvtx_ = true;
+    std::string n = name;  // layers carry their phase: "fwd/att", "bwd/att"
+    const auto& phases = g_on ? t_state.phases : t_nvtx_phases;
+    if (kind == ScopeKind::Layer && !phases.empty()) n = phases.back() + "/" + name;
+#ifdef AIM_CUDA
+    nvtxEventAttributes_t a{};
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = n.c_str();
+    nvtxDomainRangePushEx(nvtx_domain(), &a);
+#endif
+    if (!g_on && kind == ScopeKind::Phase) {
+      t_nvtx_phases.push_back(name);
+      nvtx_phase_ = true;
+    }
+  }
   if (!g_on) return;
   active_ = true;
   Event e;
@@ -181,6 +218,12 @@ Scope::Scope(const std::string& name, ScopeKind kind) {
 
 Scope::~Scope() {
   if (active_) pop();
+  if (nvtx_) {
+#ifdef AIM_CUDA
+    nvtxDomainRangePop(nvtx_domain());
+#endif
+    if (nvtx_phase_ && !t_nvtx_phases.empty()) t_nvtx_phases.pop_back();
+  }
 }
 
 const std::string& current_layer() {

@@ -46,7 +46,13 @@ const std::vector<Event>& events();
 // Seconds spent inside the profiler's own bookkeeping since start() (its overhead).
 double overhead_seconds();
 
-// RAII scope. Nothing is recorded while the profiler is off.
+// NVTX3 ranges (domain "aim") around every scope: step/N, fwd, bwd, opt, fwd/<layer>,
+// bwd/<layer>, for Nsight Systems. Independent of start()/stop(); a no-op without CUDA.
+void set_nvtx(bool on);
+bool nvtx_enabled();
+
+// RAII scope. Nothing is recorded while the profiler is off (an NVTX range still opens when
+// set_nvtx(true)).
 class Scope {
  public:
   Scope(const std::string& name, ScopeKind kind);
@@ -56,6 +62,7 @@ class Scope {
 
  private:
   bool active_ = false;
+  bool nvtx_ = false, nvtx_phase_ = false;
 };
 
 // The innermost layer path of this thread ("" if none): autograd nodes capture it at creation.

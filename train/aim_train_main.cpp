@@ -17,6 +17,7 @@
 
 #include "cli/common.h"
 #include "models/registry.h"
+#include "profiler/profiler.h"
 #include "profiler/run_info.h"
 #include "tensor/check.h"
 #include "train/trainer.h"
@@ -100,6 +101,8 @@ int main(int argc, char** argv) {
      "write a Chrome/Perfetto trace (JSON) of the profiled steps to FILE")
     ("roofline", po::value<std::string>(&to.roofline),
      "write a roofline plot (SVG) of the profiled ops to FILE")
+    ("nvtx", "NVTX ranges (domain aim: step/N, fwd, bwd, opt, fwd/<layer>, bwd/<layer>) for "
+     "Nsight Systems")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
@@ -169,6 +172,7 @@ int main(int argc, char** argv) {
       throw UsageError("--momentum applies to --optimizer sgd only");
     to.resume = vm.count("resume") > 0;
     to.profile = vm.count("profile") > 0;
+    aim::profiler::set_nvtx(vm.count("nvtx") > 0);
     if (!profile_steps.empty()) {
       const size_t colon = profile_steps.find(':');
       const auto parts = colon == std::string::npos

@@ -314,10 +314,9 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
     const bool profile_step = profiling && step + 1 >= prof_a && step + 1 <= prof_b;
     if (profile_step && !profiler::enabled()) profiler::start();
     std::optional<profiler::Scope> step_scope;
-    if (profile_step) {
+    if (profile_step || profiler::nvtx_enabled())
       step_scope.emplace("step/" + std::to_string(step + 1), profiler::ScopeKind::Step);
-      ++profiled_steps;
-    }
+    if (profile_step) ++profiled_steps;
     const auto t_fetch = Clock::now();
     std::optional<Fetched> f = fetch();
     AIM_CHECK(f.has_value(), "train: the loader ended early at step ", step);
