@@ -32,7 +32,8 @@ const char* kUsage =
     "  --results  append one JSON object per result line to FILE\n"
     "  --quick    smaller sizes (smoke test)\n"
     "  --shape    op: matmul M,N,K[,Bt]; other ops their test-shape fields (--shape ? lists)\n"
-    "  --out      op: write the rows to FILE as --format json (one array) or csv\n";
+    "  --out      op: write the rows to FILE as --format json (one array) or csv\n"
+    "  --ceilings peak: write the measured ceilings to FILE (aim-train --ceilings reads it)\n";
 
 std::vector<int64_t> parse_shape(const std::string& v) {
   std::vector<int64_t> r;
@@ -88,7 +89,7 @@ void write_rows(const std::string& path, const std::string& format,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string cmd, device = "cpu", results, out, format = "json";
+  std::string cmd, device = "cpu", results, out, format = "json", ceilings;
   bool quick = false;
   aim::bench::OpLabOptions lab;
   try {
@@ -124,6 +125,8 @@ int main(int argc, char** argv) {
                       std::stoi(v) > 0,
                   "--reps: expected a positive integer, got '", v, "'");
         lab.reps = std::stoi(v);
+      } else if (a == "--ceilings") {
+        ceilings = value("--ceilings");
       } else if (a == "--out") {
         out = value("--out");
       } else if (a == "--format") {
@@ -160,6 +163,20 @@ int main(int argc, char** argv) {
                                                  ? aim::bench::run_op_lab(lab)
                                                  : aim::bench::run_foundation(device, quick);
     if (!out.empty()) write_rows(out, format, rows);
+    if (!ceilings.empty()) {  // the measured ceilings, for aim-train --ceilings (roofline)
+      AIM_CHECK(cmd == "peak", "--ceilings: only with aim-bench peak");
+      nlohmann::json c = {{"device", device}};
+      for (const auto& r : rows) {
+        const std::string n = r["name"];
+        if (n.rfind("cpu peak fp32 FMA", 0) == 0) c["fp32_gflops"] = r["value"];
+        if (n.rfind("cpu peak fp64 FMA", 0) == 0) c["fp64_gflops"] = r["value"];
+        if (n == "cpu triad bandwidth") c["bandwidth_gbs"] = r["value"];
+      }
+      std::ofstream f(ceilings);
+      AIM_CHECK(f.good(), "--ceilings: cannot write ", ceilings);
+      f << c.dump(1) << "\n";
+      std::cout << "wrote ceilings to " << ceilings << "\n";
+    }
     if (!results.empty()) {
       std::ofstream f(results, std::ios::app);
       AIM_CHECK(f.good(), "--results: cannot open ", results);

@@ -48,7 +48,61 @@ __attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iters) {
   return out[0] + out[7];
 }
 
+__attribute__((target("avx512f"))) double fma_loop_avx512_f64(int64_t iters) {
+  __m512d acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_pd(double(i) * 1e-3);
+  const __m512d m = _mm512_set1_pd(0.999999), a = _mm512_set1_pd(1e-7);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_pd(acc[i], m, a);
+  }
+  __m512d s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_pd(s, acc[i]);
+  alignas(64) double out[8];
+  _mm512_store_pd(out, s);
+  return out[0] + out[7];
+}
+
+__attribute__((target("avx2,fma"))) double fma_loop_avx2_f64(int64_t iters) {
+  __m256d acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_pd(double(i) * 1e-3);
+  const __m256d m = _mm256_set1_pd(0.999999), a = _mm256_set1_pd(1e-7);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_pd(acc[i], m, a);
+  }
+  __m256d s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_pd(s, acc[i]);
+  double out[4];
+  _mm256_storeu_pd(out, s);
+  return out[0] + out[3];
+}
+
 }  // namespace
+
+double peak_fma_gflops_f64() {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const int lanes = avx512 ? 8 : 4;
+  const int64_t iters = 20'000'000;
+  double best = 0;
+  volatile double sink = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = now_s();
+    int threads = 1;
+#pragma omp parallel
+    {
+#pragma omp single
+      threads = omp_get_num_threads();
+      const double r = avx512 ? fma_loop_avx512_f64(iters) : fma_loop_avx2_f64(iters);
+#pragma omp atomic
+      sink = sink + r;
+    }
+    const double dt = now_s() - t0;
+    best = std::max(best, double(threads) * double(iters) * 12 * lanes * 2 / dt / 1e9);
+  }
+  (void)sink;
+  return best;
+}
 
 double peak_fma_gflops(const char** isa) {
   const bool avx512 = __builtin_cpu_supports("avx512f");

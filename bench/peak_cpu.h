@@ -7,6 +7,8 @@ namespace aim::bench {
 // fp32 FMA GFLOP/s with independent accumulators on all OpenMP threads: AVX-512 when the CPU has
 // it (zmm), else AVX2 (ymm). `isa` receives "avx512" or "avx2".
 double peak_fma_gflops(const char** isa);
+// The same with fp64 lanes (half as many per vector).
+double peak_fma_gflops_f64();
 // STREAM-like triad a[i] = b[i] + s * c[i] over n floats per array, all OpenMP threads, normal
 // stores; GB/s counting 12 bytes per element (2 reads, 1 write).
 double triad_gbps(int64_t n, int reps);

@@ -233,7 +233,29 @@ const std::string& current_layer() {
 Ceilings default_cpu_ceilings() {
   // ../shared/MACHINE.md: fp32 FMA with AVX-512 on 2 threads ~418 GFLOP/s measured (aim-bench
   // peak: 473-477), STREAM-like triad ~67 GB/s.
-  return Ceilings{475e9, 67e9, "this CPU's measured ceilings (aim-bench peak; MACHINE.md triad)"};
+  return Ceilings{475e9, 67e9, 0,
+                  "this CPU's measured ceilings (aim-bench peak; MACHINE.md triad)"};
+}
+
+Ceilings load_ceilings(const std::string& path) {
+  std::ifstream f(path);
+  AIM_CHECK(f.good(), "--ceilings: cannot read ", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    AIM_FAIL("--ceilings ", path, ": not JSON (", e.what(), ")");
+  }
+  for (const char* k : {"fp32_gflops", "bandwidth_gbs"})
+    AIM_CHECK(j.contains(k) && j[k].is_number() && double(j[k]) > 0, "--ceilings ", path,
+              ": needs a positive number '", k, "' (write it with aim-bench peak --ceilings)");
+  Ceilings c;
+  c.peak_flops = double(j["fp32_gflops"]) * 1e9;
+  c.bandwidth = double(j["bandwidth_gbs"]) * 1e9;
+  if (j.contains("fp64_gflops") && j["fp64_gflops"].is_number())
+    c.peak_flops_fp64 = double(j["fp64_gflops"]) * 1e9;
+  c.source = "measured by aim-bench peak (" + path + ")";
+  return c;
 }
 
 void print_tables(std::ostream& os, const std::vector<Event>& ev, int steps, const Ceilings& c) {

@@ -71,8 +71,11 @@ const std::string& current_layer();
 // Ceilings for the roofline columns: peak FLOP/s and memory bandwidth (bytes/s).
 struct Ceilings {
   double peak_flops = 0, bandwidth = 0;
-  std::string source;  // where they come from
+  double peak_flops_fp64 = 0;  // 0: unknown
+  std::string source;          // where they come from
 };
+// Ceilings written by `aim-bench peak --ceilings FILE`; errors name the file and the field.
+Ceilings load_ceilings(const std::string& path);
 // The measured ceilings of this CPU from MACHINE.md / aim-bench peak (fp32 FMA, triad).
 Ceilings default_cpu_ceilings();
 

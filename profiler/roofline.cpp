@@ -49,6 +49,13 @@ std::vector<Roof> default_roofs(const std::string& device) {
           {"CPU fp32 FMA, AVX2 only (MACHINE.md)", 206e9, 0}};
 }
 
+std::vector<Roof> cpu_roofs(const Ceilings& c) {
+  std::vector<Roof> r = {{"CPU fp32 FMA (" + c.source + ")", c.peak_flops, c.bandwidth}};
+  if (c.peak_flops_fp64 > 0)
+    r.push_back({"CPU fp64 FMA (measured)", c.peak_flops_fp64, c.bandwidth});
+  return r;
+}
+
 void write_roofline_svg(const std::string& path, const std::vector<Event>& ev,
                         const std::vector<Roof>& roofs, const std::string& title) {
   AIM_CHECK(!roofs.empty(), "roofline: no ceilings");

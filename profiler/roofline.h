@@ -20,6 +20,8 @@ struct Roof {
 // The roofs for a run on `device` ("cpu", "cuda:0"): the measured CPU ceilings on the CPU; on CUDA
 // the H200 datasheet roofs (the GPU of the lent machines) per precision and its HBM bandwidth.
 std::vector<Roof> default_roofs(const std::string& device);
+// CPU roofs from measured ceilings (fp32 and, when known, fp64 FMA; the triad bandwidth).
+std::vector<Roof> cpu_roofs(const Ceilings& c);
 
 void write_roofline_svg(const std::string& path, const std::vector<Event>& ev,
                         const std::vector<Roof>& roofs, const std::string& title);

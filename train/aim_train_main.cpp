@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
      "write a Chrome/Perfetto trace (JSON) of the profiled steps to FILE")
     ("roofline", po::value<std::string>(&to.roofline),
      "write a roofline plot (SVG) of the profiled ops to FILE")
+    ("ceilings", po::value<std::string>(&to.ceilings),
+     "roofline ceilings from aim-bench peak --ceilings FILE (default: this CPU's, documented)")
     ("nvtx", "NVTX ranges (domain aim: step/N, fwd, bwd, opt, fwd/<layer>, bwd/<layer>) for "
      "Nsight Systems")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")

@@ -382,13 +382,15 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   progress.finish();
   if (profiler::enabled()) profiler::stop();
   if (profiling && profiled_steps > 0) {
-    if (opt.profile)
-      profiler::print_tables(
-          log, profiler::events(), int(profiled_steps),
-          dev.is_cpu() ? profiler::default_cpu_ceilings() : profiler::Ceilings{});
+    const profiler::Ceilings ceil = !opt.ceilings.empty() ? profiler::load_ceilings(opt.ceilings)
+                                    : dev.is_cpu()        ? profiler::default_cpu_ceilings()
+                                                          : profiler::Ceilings{};
+    if (opt.profile) profiler::print_tables(log, profiler::events(), int(profiled_steps), ceil);
     if (!opt.roofline.empty()) {
       profiler::write_roofline_svg(
-          opt.roofline, profiler::events(), profiler::default_roofs(dev.str()),
+          opt.roofline, profiler::events(),
+          dev.is_cpu() && !opt.ceilings.empty() ? profiler::cpu_roofs(ceil)
+                                                : profiler::default_roofs(dev.str()),
           entry.name + " training step, batch " + std::to_string(opt.batch_size) + ", " +
               dev.str() + " (steps " + std::to_string(prof_a) + ".." + std::to_string(prof_b) +
               ")");

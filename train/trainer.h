@@ -58,6 +58,7 @@ struct TrainOptions {
   int64_t profile_from = 0, profile_to = 0;
   std::string trace;     // "" = no trace file
   std::string roofline;  // "" = no roofline SVG
+  std::string ceilings;  // aim-bench peak --ceilings file; "" = this CPU's documented ceilings
 };
 
 struct TrainResult {

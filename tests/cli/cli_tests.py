@@ -177,6 +177,17 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     elif os.environ.get("CI"):
         failures.append("CI is set but rsvg-convert (librsvg2-bin) is missing: the SVG is not rendered")
 
+    ceil = os.path.join(tmp, "ceil.json")
+    with open(ceil, "w") as f:
+        json.dump({"device": "cpu", "fp32_gflops": 400.0, "fp64_gflops": 200.0,
+                   "bandwidth_gbs": 50.0}, f)
+    run([TRAIN, "din"] + TINY + ["--steps", "3", "--profile", "--ceilings", ceil], 0,
+        "roofline: 400 GFLOP/s, 50 GB/s")
+    with open(ceil, "w") as f:
+        json.dump({"fp32_gflops": 400.0}, f)
+    run([TRAIN, "din"] + TINY + ["--steps", "3", "--profile", "--ceilings", ceil], 1,
+        "ceil.json", "bandwidth_gbs")
+
     # ---- a batch-size sweep: one line per size -------------------------------------------------
     sweep = os.path.join(tmp, "sweep.jsonl")
     run([INFER, "din"] + TINY + ["--batch-size", "8,16", "--iters", "2", "--results", sweep], 0)
