@@ -15,6 +15,7 @@
 #include "cli/common.h"
 #include "infer/session.h"
 #include "models/registry.h"
+#include "profiler/profiler.h"
 #include "profiler/run_info.h"
 #include "tensor/check.h"
 
@@ -51,6 +52,13 @@ int main(int argc, char** argv) {
     ("dump-outputs", po::value<std::string>(&io.dump_outputs),
      "write the outputs of the first batch (.safetensors; with its inputs as input.<name> "
      "when they came from the model's data)")
+    ("profile", "print per-op, per-layer and model summary tables of the timed batches "
+     "(latencies then include the profiler's cost)")
+    ("trace", po::value<std::string>(&io.trace), "write a Chrome/Perfetto trace (JSON) to FILE")
+    ("roofline", po::value<std::string>(&io.roofline), "write a roofline plot (SVG) to FILE")
+    ("ceilings", po::value<std::string>(&io.ceilings),
+     "roofline ceilings from aim-bench peak --ceilings FILE")
+    ("nvtx", "NVTX ranges (domain aim) for Nsight Systems")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
@@ -99,6 +107,8 @@ int main(int argc, char** argv) {
           "--data");
     if (!io.dump_outputs.empty() && batches.size() > 1)
       throw UsageError("--dump-outputs writes one batch: give one --batch-size");
+    io.profile = vm.count("profile") > 0;
+    aim::profiler::set_nvtx(vm.count("nvtx") > 0);
     aim::cli::set_threads(threads);
     const aim::Device dev = aim::cli::resolve_device(device);
     io.device = dev.str();

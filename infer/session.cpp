@@ -4,9 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "autograd/variable.h"
+#include "profiler/profiler.h"
+#include "profiler/roofline.h"
 #include "profiler/run_info.h"
 #include "tensor/check.h"
 #include "tensor/safetensors.h"
@@ -116,14 +119,21 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   double flops = 0;
   const auto t_all = Clock::now();
   auto t_timed = t_all;
+  const bool profiling = opt.profile || !opt.trace.empty() || !opt.roofline.empty();
   for (int64_t i = 0; i < opt.warmup + opt.iters; ++i) {
     if (i == opt.warmup) t_timed = Clock::now();
+    if (i == opt.warmup && profiling) profiler::start();
+    std::optional<profiler::Scope> step_scope;
+    if (i >= opt.warmup && (profiling || profiler::nvtx_enabled()))
+      step_scope.emplace("step/" + std::to_string(i - opt.warmup + 1), profiler::ScopeKind::Step);
     const TensorMap& host = batches[size_t(i) % batches.size()];
     const auto t0 = Clock::now();
     const TensorMap in = to_device(host, dev);
     synchronize(dev);
     const auto t1 = Clock::now();
+    std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
     const TensorMap out = model->infer(in);
+    phase.reset();
     synchronize(dev);
     const double dev_ms = ms_since(t1);
     const TensorMap out_host = to_device(out, kCPU);
@@ -134,6 +144,25 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     flops += model->forward_flops(in);
   }
   const double timed_s = std::chrono::duration<double>(Clock::now() - t_timed).count();
+  if (profiling) {
+    profiler::stop();
+    const profiler::Ceilings ceil = !opt.ceilings.empty() ? profiler::load_ceilings(opt.ceilings)
+                                    : dev.is_cpu()        ? profiler::default_cpu_ceilings()
+                                                          : profiler::Ceilings{};
+    if (opt.profile) profiler::print_tables(log, profiler::events(), int(opt.iters), ceil);
+    if (!opt.roofline.empty()) {
+      profiler::write_roofline_svg(
+          opt.roofline, profiler::events(),
+          dev.is_cpu() && !opt.ceilings.empty() ? profiler::cpu_roofs(ceil)
+                                                : profiler::default_roofs(dev.str()),
+          entry.name + " inference, batch " + std::to_string(opt.batch_size) + ", " + dev.str());
+      log << "wrote roofline to " << opt.roofline << "\n";
+    }
+    if (!opt.trace.empty()) {
+      profiler::write_trace(opt.trace, profiler::events());
+      log << "wrote trace to " << opt.trace << "\n";
+    }
+  }
   r.iters = opt.iters;
   r.latency_p50_ms = profiler::percentile(latency, 50);
   r.latency_p90_ms = profiler::percentile(latency, 90);

@@ -21,6 +21,9 @@ struct InferOptions {
   std::string weights;       // safetensors state dict; "" = the seeded initialisation
   std::string inputs;        // safetensors with the model's input tensors (batch from the file)
   std::string dump_outputs;  // write the outputs of the first timed batch (and its inputs)
+  // Profiling of the timed batches (profiler/profiler.h): tables, Chrome trace, roofline SVG.
+  bool profile = false;
+  std::string trace, roofline, ceilings;
 };
 
 struct InferResult {

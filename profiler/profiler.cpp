@@ -300,7 +300,7 @@ void print_tables(std::ostream& os, const std::vector<Event>& ev, int steps, con
     os << line;
   };
   row("forward", fwd, fwd_us);
-  row("training step", all, step_us);
+  row("step (all phases)", all, step_us);
   const double kernel_share = step_us > 0 ? 100.0 * all.us / step_us : 0.0;
   os << "ops account for " << fmt("%.1f", kernel_share) << "% of the step time; profiler overhead "
      << fmt("%.2f", step_us > 0 ? 100.0 * overhead_seconds() * 1e6 / step_us : 0.0)

@@ -155,7 +155,7 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     run([TRAIN, "din"] + TINY + ["--steps", "6", "--batch-size", "32", "--profile",
                                  "--profile-steps", "2:5", "--trace", trace], 0,
         "profile over 4 steps", "op/variant", "phase/layer", "fwd/att", "bwd/att",
-        "model summary", "training step", "profiler overhead")
+        "model summary", "step (all phases)", "profiler overhead")
     with open(trace) as f:
         tr = json.load(f)["traceEvents"]
     check(sum(1 for e in tr if e["cat"] == "step") == 4, "trace: expected 4 step events")
@@ -187,6 +187,14 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
         json.dump({"fp32_gflops": 400.0}, f)
     run([TRAIN, "din"] + TINY + ["--steps", "3", "--profile", "--ceilings", ceil], 1,
         "ceil.json", "bandwidth_gbs")
+
+    itrace = os.path.join(tmp, "it.json")
+    run([INFER, "din"] + TINY + ["--batch-size", "16", "--iters", "3", "--profile", "--trace",
+                                 itrace, "--roofline", os.path.join(tmp, "ir.svg")], 0,
+        "profile over 3 steps", "fwd/att", "model summary", "wrote trace", "wrote roofline")
+    with open(itrace) as f:
+        check(sum(1 for e in json.load(f)["traceEvents"] if e["cat"] == "step") == 3,
+              "infer trace: expected 3 steps")
 
     # ---- a batch-size sweep: one line per size -------------------------------------------------
     sweep = os.path.join(tmp, "sweep.jsonl")
