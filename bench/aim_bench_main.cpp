@@ -28,6 +28,7 @@ const char* kUsage =
     "usage: aim-bench peak|foundation [--device cpu|cuda] [--results FILE] [--quick]\n"
     "       aim-bench op NAME --shape N,N,... [--dtype f32] [--variants all|V1,V2] [--reps 10]\n"
     "                 [--device cpu|cuda] [--out FILE --format json|csv] [--results FILE]\n"
+    "       aim-bench suite deepbench [--max-gflop 20] [--variants ...] [--reps 3] [--out ...]\n"
     "  --device   where to measure (default cpu)\n"
     "  --results  append one JSON object per result line to FILE\n"
     "  --quick    smaller sizes (smoke test)\n"
@@ -89,7 +90,8 @@ void write_rows(const std::string& path, const std::string& format,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string cmd, device = "cpu", results, out, format = "json", ceilings;
+  std::string cmd, device = "cpu", results, out, format = "json", ceilings, suite;
+  double max_gflop = 20;
   bool quick = false;
   aim::bench::OpLabOptions lab;
   try {
@@ -125,6 +127,14 @@ int main(int argc, char** argv) {
                       std::stoi(v) > 0,
                   "--reps: expected a positive integer, got '", v, "'");
         lab.reps = std::stoi(v);
+      } else if (a == "--max-gflop") {
+        const std::string v = value("--max-gflop");
+        try {
+          max_gflop = std::stod(v);
+        } catch (const std::exception&) {
+          max_gflop = -1;
+        }
+        AIM_CHECK(max_gflop > 0, "--max-gflop: expected a positive number, got '", v, "'");
       } else if (a == "--ceilings") {
         ceilings = value("--ceilings");
       } else if (a == "--out") {
@@ -137,13 +147,16 @@ int main(int argc, char** argv) {
         cmd = a;
       } else if (!a.empty() && a[0] != '-' && cmd == "op" && lab.op.empty()) {
         lab.op = a;
+      } else if (!a.empty() && a[0] != '-' && cmd == "suite" && suite.empty()) {
+        suite = a;
       } else {
         AIM_FAIL("unknown argument '", a, "'");
       }
     }
     AIM_CHECK(!cmd.empty(), "no command given (expected peak or foundation)");
-    AIM_CHECK(cmd == "peak" || cmd == "foundation" || cmd == "op", "unknown command '", cmd,
-              "' (expected peak, foundation or op)");
+    AIM_CHECK(cmd == "peak" || cmd == "foundation" || cmd == "op" || cmd == "suite",
+              "unknown command '", cmd, "' (expected peak, foundation, op or suite)");
+    AIM_CHECK(cmd != "suite" || !suite.empty(), "suite: missing the suite name (deepbench)");
     if (cmd == "op") {
       AIM_CHECK(!lab.op.empty(), "op: missing the op name (aim-bench op NAME --shape ...)");
       AIM_CHECK(lab.list_shapes || !lab.shape.empty(),
@@ -158,10 +171,15 @@ int main(int argc, char** argv) {
   }
   try {
     lab.device = device;
-    const std::vector<nlohmann::json> rows = cmd == "peak" ? aim::bench::run_peak(device, quick)
-                                             : cmd == "op"
-                                                 ? aim::bench::run_op_lab(lab)
-                                                 : aim::bench::run_foundation(device, quick);
+    std::vector<nlohmann::json> rows;
+    if (cmd == "peak")
+      rows = aim::bench::run_peak(device, quick);
+    else if (cmd == "op")
+      rows = aim::bench::run_op_lab(lab);
+    else if (cmd == "suite")
+      rows = aim::bench::run_suite(suite, lab, max_gflop);
+    else
+      rows = aim::bench::run_foundation(device, quick);
     if (!out.empty()) write_rows(out, format, rows);
     if (!ceilings.empty()) {  // the measured ceilings, for aim-train --ceilings (roofline)
       AIM_CHECK(cmd == "peak", "--ceilings: only with aim-bench peak");

@@ -29,9 +29,10 @@ std::string join(const std::vector<int64_t>& v) {
 // fields as they are, with as many fields as the registered test shapes.
 kernels::TestShape to_test_shape(const kernels::OpBase& op, const std::vector<int64_t>& s) {
   if (op.name() == "matmul") {
-    AIM_CHECK(s.size() == 3 || s.size() == 4, "--shape for matmul: expected M,N,K[,Bt], got ",
-              join(s));
-    return {s.size() == 4 ? s[3] : 0, s[0], s[1], s[2], 0, 0, 0, 0, 0};
+    AIM_CHECK(s.size() == 3 || s.size() == 4 || s.size() == 6,
+              "--shape for matmul: expected M,N,K[,Bt[,trans_a,trans_b]], got ", join(s));
+    return {s.size() >= 4 ? s[3] : 0, s[0], s[1], s[2], s.size() == 6 ? s[4] : 0,
+            s.size() == 6 ? s[5] : 0, 0,    0,    0};
   }
   AIM_CHECK(!op.test_shapes.empty(), "op ", op.name(), " has no test shapes to follow");
   const size_t n = op.test_shapes.front().size();
@@ -90,7 +91,7 @@ std::vector<nlohmann::json> run_op_lab(const OpLabOptions& o) {
   const kernels::Cost cost = op->case_cost(proto);
   // Checking against cpu.ref at the timed shape costs a naive run of it; above ~2 GFLOP the check
   // runs on the op's largest registered test shape instead.
-  const bool check_here = cost.flops <= 2e9;
+  const bool check_here = cost.flops <= o.check_max_flops;
   const kernels::TestShape check_shape = check_here ? shape : op->test_shapes.back();
 
   std::printf(
@@ -116,6 +117,9 @@ std::vector<nlohmann::json> run_op_lab(const OpLabOptions& o) {
       rows.push_back(row);
     };
     if (v.backend != want) continue;  // other devices' variants
+    if (o.skip_ref && chosen.empty() && v.name.size() > 4 &&
+        v.name.compare(v.name.size() - 4, 4, ".ref") == 0)
+      continue;
     if (std::find(v.dtypes.begin(), v.dtypes.end(), dt) == v.dtypes.end()) {
       report("skip", std::string("does not take ") + dtype_name(dt));
       continue;
@@ -183,6 +187,99 @@ std::vector<nlohmann::json> run_op_lab(const OpLabOptions& o) {
     row["reps"] = reps;
     rows.push_back(row);
   }
+  return rows;
+}
+
+namespace {
+
+// DeepBench's GEMM training set (baidu-research/DeepBench, code/kernels/gemm_problems.h): m, n, k,
+// a transposed, b transposed.
+struct GemmCase {
+  int64_t m, n, k;
+  int ta, tb;
+};
+const GemmCase kDeepBenchGemm[] = {
+    {1760, 16, 1760, 0, 0},    {1760, 32, 1760, 0, 0},    {1760, 64, 1760, 0, 0},
+    {1760, 128, 1760, 0, 0},   {1760, 7000, 1760, 0, 0},  {2048, 16, 2048, 0, 0},
+    {2048, 32, 2048, 0, 0},    {2048, 64, 2048, 0, 0},    {2048, 128, 2048, 0, 0},
+    {2048, 7000, 2048, 0, 0},  {2560, 16, 2560, 0, 0},    {2560, 32, 2560, 0, 0},
+    {2560, 64, 2560, 0, 0},    {2560, 128, 2560, 0, 0},   {2560, 7000, 2560, 0, 0},
+    {4096, 16, 4096, 0, 0},    {4096, 32, 4096, 0, 0},    {4096, 64, 4096, 0, 0},
+    {4096, 128, 4096, 0, 0},   {4096, 7000, 4096, 0, 0},  {1760, 16, 1760, 1, 0},
+    {1760, 32, 1760, 1, 0},    {1760, 64, 1760, 1, 0},    {1760, 128, 1760, 1, 0},
+    {1760, 7000, 1760, 1, 0},  {2048, 16, 2048, 1, 0},    {2048, 32, 2048, 1, 0},
+    {2048, 64, 2048, 1, 0},    {2048, 128, 2048, 1, 0},   {2048, 7000, 2048, 1, 0},
+    {2560, 16, 2560, 1, 0},    {2560, 32, 2560, 1, 0},    {2560, 64, 2560, 1, 0},
+    {2560, 128, 2560, 1, 0},   {2560, 7000, 2560, 1, 0},  {4096, 16, 4096, 1, 0},
+    {4096, 32, 4096, 1, 0},    {4096, 64, 4096, 1, 0},    {4096, 128, 4096, 1, 0},
+    {4096, 7000, 4096, 1, 0},  {1760, 7133, 1760, 0, 1},  {2048, 7133, 2048, 0, 1},
+    {2560, 7133, 2560, 0, 1},  {4096, 7133, 4096, 0, 1},  {5124, 9124, 1760, 0, 0},
+    {35, 8457, 1760, 0, 0},    {5124, 9124, 2048, 0, 0},  {35, 8457, 2048, 0, 0},
+    {5124, 9124, 2560, 0, 0},  {35, 8457, 2560, 0, 0},    {5124, 9124, 4096, 0, 0},
+    {35, 8457, 4096, 0, 0},    {5124, 9124, 1760, 1, 0},  {35, 8457, 1760, 1, 0},
+    {5124, 9124, 2048, 1, 0},  {35, 8457, 2048, 1, 0},    {5124, 9124, 2560, 1, 0},
+    {35, 8457, 2560, 1, 0},    {5124, 9124, 4096, 1, 0},  {35, 8457, 4096, 1, 0},
+    {7680, 16, 2560, 0, 0},    {7680, 32, 2560, 0, 0},    {7680, 64, 2560, 0, 0},
+    {7680, 128, 2560, 0, 0},   {7680, 16, 2560, 1, 0},    {7680, 32, 2560, 1, 0},
+    {7680, 64, 2560, 1, 0},    {7680, 128, 2560, 1, 0},   {3072, 16, 1024, 0, 0},
+    {3072, 32, 1024, 0, 0},    {3072, 64, 1024, 0, 0},    {3072, 128, 1024, 0, 0},
+    {3072, 16, 1024, 1, 0},    {3072, 32, 1024, 1, 0},    {3072, 64, 1024, 1, 0},
+    {3072, 128, 1024, 1, 0},   {3072, 7435, 1024, 0, 1},  {7680, 5481, 2560, 0, 1},
+    {512, 8, 500000, 0, 0},    {1024, 8, 500000, 0, 0},   {512, 16, 500000, 0, 0},
+    {1024, 16, 500000, 0, 0},  {512, 8, 500000, 1, 0},    {1024, 8, 500000, 1, 0},
+    {512, 16, 500000, 1, 0},   {1024, 16, 500000, 1, 0},  {1024, 700, 512, 0, 0},
+    {1024, 700, 512, 1, 0},    {7680, 24000, 2560, 0, 0}, {6144, 24000, 2560, 0, 0},
+    {4608, 24000, 1536, 0, 0}, {8448, 24000, 2816, 0, 0}, {3072, 24000, 1024, 0, 0},
+    {7680, 48000, 2560, 0, 0}, {6144, 48000, 2560, 0, 0}, {4608, 48000, 1536, 0, 0},
+    {8448, 48000, 2816, 0, 0}, {3072, 48000, 1024, 0, 0}, {7680, 24000, 2560, 1, 0},
+    {6144, 24000, 2560, 1, 0}, {4608, 24000, 1536, 1, 0}, {8448, 24000, 2816, 1, 0},
+    {3072, 24000, 1024, 1, 0}, {7680, 48000, 2560, 1, 0}, {6144, 48000, 2560, 1, 0},
+    {4608, 48000, 1536, 1, 0}, {8448, 48000, 2816, 1, 0}, {3072, 48000, 1024, 1, 0},
+    {6144, 16, 2560, 0, 0},    {4608, 16, 1536, 0, 0},    {8448, 16, 2816, 0, 0},
+    {6144, 32, 2560, 0, 0},    {4608, 32, 1536, 0, 0},    {8448, 32, 2816, 0, 0},
+    {6144, 16, 2560, 1, 0},    {4608, 16, 1536, 1, 0},    {8448, 16, 2816, 1, 0},
+    {6144, 32, 2560, 1, 0},    {4608, 32, 1536, 1, 0},    {8448, 32, 2816, 1, 0},
+    {512, 24000, 2816, 0, 0},  {512, 24000, 2048, 0, 0},  {512, 24000, 2560, 0, 0},
+    {512, 24000, 1536, 0, 0},  {1024, 24000, 2816, 0, 0}, {1024, 24000, 2048, 0, 0},
+    {1024, 24000, 2560, 0, 0}, {1024, 24000, 1536, 0, 0}, {512, 16, 512, 0, 0},
+    {1024, 16, 512, 0, 0},     {512, 24000, 2816, 1, 0},  {512, 24000, 2048, 1, 0},
+    {512, 24000, 2560, 1, 0},  {512, 24000, 1536, 1, 0},  {1024, 24000, 2816, 1, 0},
+    {1024, 24000, 2048, 1, 0}, {1024, 24000, 2560, 1, 0}, {1024, 24000, 1536, 1, 0},
+    {512, 16, 512, 0, 1},      {1024, 16, 512, 0, 1},     {512, 48000, 2816, 0, 0},
+    {512, 48000, 2048, 0, 0},  {512, 48000, 2560, 0, 0},  {512, 48000, 1536, 0, 0},
+    {1024, 48000, 2816, 0, 0}, {1024, 48000, 2048, 0, 0}, {1024, 48000, 2560, 0, 0},
+    {1024, 48000, 1536, 0, 0}, {512, 32, 512, 0, 0},      {1024, 32, 512, 0, 0},
+    {512, 48000, 2816, 1, 0},  {512, 48000, 2048, 1, 0},  {512, 48000, 2560, 1, 0},
+    {512, 48000, 1536, 1, 0},  {1024, 48000, 2816, 1, 0}, {1024, 48000, 2048, 1, 0},
+    {1024, 48000, 2560, 1, 0}, {1024, 48000, 1536, 1, 0}, {512, 32, 512, 0, 1},
+    {1024, 32, 512, 0, 1}};
+
+}  // namespace
+
+std::vector<nlohmann::json> run_suite(const std::string& suite, const OpLabOptions& base,
+                                      double max_gflop) {
+  AIM_CHECK(suite == "deepbench", "unknown suite '", suite,
+            "' (available: deepbench; layers comes with the conv, norm and RNN ops)");
+  std::vector<nlohmann::json> rows;
+  int skipped = 0;
+  for (const GemmCase& c : kDeepBenchGemm) {
+    const double gflop = 2.0 * double(c.m) * double(c.n) * double(c.k) / 1e9;
+    if (gflop > max_gflop) {
+      ++skipped;
+      continue;
+    }
+    OpLabOptions o = base;
+    o.op = "matmul";
+    o.shape = {c.m, c.n, c.k, 0, c.ta, c.tb};
+    o.check_max_flops = 2e8;
+    o.skip_ref = true;
+    for (auto& r : run_op_lab(o)) {
+      r["suite"] = suite;
+      rows.push_back(std::move(r));
+    }
+  }
+  std::printf("%s: %zu rows; %d cases above %g GFLOP skipped (--max-gflop)\n", suite.c_str(),
+              rows.size(), skipped, max_gflop);
   return rows;
 }
 

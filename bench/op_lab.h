@@ -5,7 +5,8 @@
 //   aim-bench op matmul --shape 1024,1024,1024 --variants all
 //   aim-bench op unary --shape 9,0,4096,4096 --dtype f32 --variants cpu.ref,cpu.omp
 //
-// --shape: matmul takes M,N,K[,Bt]; every other op takes the fields of its registered test shapes
+// --shape: matmul takes M,N,K[,Bt[,trans_a,trans_b]]; every other op takes the fields of its
+// registered test shapes
 // (`aim-bench op NAME --shape ?` lists them with examples).
 #pragma once
 #include <cstdint>
@@ -22,10 +23,19 @@ struct OpLabOptions {
   std::string variants = "all";  // all | comma-separated names
   std::string device = "cpu";    // cpu | cuda
   int reps = 10;
-  bool list_shapes = false;  // print the op's shape fields and examples instead
+  bool list_shapes = false;      // print the op's shape fields and examples instead
+  double check_max_flops = 2e9;  // above: check on the op's largest test shape instead
+  bool skip_ref = false;         // "all" without the cpu.ref oracle (suites)
 };
 
 // Prints the table and returns one JSON row per variant.
 std::vector<nlohmann::json> run_op_lab(const OpLabOptions& o);
+
+// Suites: every case for every variant that supports it. `deepbench`: DeepBench's GEMM training
+// shapes (m, n, k, a_t, b_t; run as row-major C[M,N] with the same transposes), cases above
+// max_gflop skipped (and listed). `layers`: the AI Matrix layer-based shapes (MODELS.md §8) of the
+// ops aim has so far (activations).
+std::vector<nlohmann::json> run_suite(const std::string& suite, const OpLabOptions& base,
+                                      double max_gflop);
 
 }  // namespace aim::bench
