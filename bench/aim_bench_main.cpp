@@ -66,8 +66,8 @@ void write_rows(const std::string& path, const std::string& format,
     f << nlohmann::json(rows).dump(1) << "\n";
     return;
   }
-  const char* cols[] = {"op",     "variant", "dtype", "device",       "status", "median_ms",
-                        "min_ms", "gflops",  "gbs",   "roofline_pct", "note"};
+  const char* cols[] = {"op",        "variant", "shape",  "dtype", "device",       "status",
+                        "median_ms", "min_ms",  "gflops", "gbs",   "roofline_pct", "note"};
   for (size_t i = 0; i < std::size(cols); ++i) f << (i ? "," : "") << cols[i];
   f << "\n";
   for (const auto& r : rows) {
@@ -75,7 +75,11 @@ void write_rows(const std::string& path, const std::string& format,
       f << (i ? "," : "");
       if (!r.contains(cols[i])) continue;
       const auto& v = r[cols[i]];
-      if (v.is_string()) {
+      if (v.is_array()) {  // shape: "1024x32x512"
+        std::string t;
+        for (size_t k = 0; k < v.size(); ++k) t += (k ? "x" : "") + v[k].dump();
+        f << '"' << t << '"';
+      } else if (v.is_string()) {
         std::string t = v.get<std::string>();
         for (char& ch : t)
           if (ch == '"') ch = '\'';
