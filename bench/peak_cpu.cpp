@@ -80,9 +80,12 @@ __attribute__((target("avx2,fma"))) double fma_loop_avx2_f64(int64_t iters) {
 
 }  // namespace
 
-double peak_fma_gflops_f64() {
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const int lanes = avx512 ? 8 : 4;
+namespace {
+
+// Best of 3: `loop(iters)` on every OpenMP thread at once, 12 FMAs of `lanes` lanes per
+// iteration, 2 FLOP each.
+template <class Loop>
+double fma_rate(int lanes, Loop loop) {
   const int64_t iters = 20'000'000;
   double best = 0;
   volatile double sink = 0;
@@ -93,7 +96,7 @@ double peak_fma_gflops_f64() {
     {
 #pragma omp single
       threads = omp_get_num_threads();
-      const double r = avx512 ? fma_loop_avx512_f64(iters) : fma_loop_avx2_f64(iters);
+      const double r = double(loop(iters));
 #pragma omp atomic
       sink = sink + r;
     }
@@ -104,29 +107,21 @@ double peak_fma_gflops_f64() {
   return best;
 }
 
+}  // namespace
+
+double peak_fma_gflops_f64() {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  return fma_rate(avx512 ? 8 : 4, [avx512](int64_t it) {
+    return avx512 ? fma_loop_avx512_f64(it) : fma_loop_avx2_f64(it);
+  });
+}
+
 double peak_fma_gflops(const char** isa) {
   const bool avx512 = __builtin_cpu_supports("avx512f");
   *isa = avx512 ? "avx512" : "avx2";
-  const int lanes = avx512 ? 16 : 8;
-  const int64_t iters = 20'000'000;
-  double best = 0;
-  volatile float sink = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const double t0 = now_s();
-    int threads = 1;
-#pragma omp parallel
-    {
-#pragma omp single
-      threads = omp_get_num_threads();
-      const float r = avx512 ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
-#pragma omp atomic
-      sink = sink + r;
-    }
-    const double dt = now_s() - t0;
-    best = std::max(best, double(threads) * double(iters) * 12 * lanes * 2 / dt / 1e9);
-  }
-  (void)sink;
-  return best;
+  return fma_rate(avx512 ? 16 : 8, [avx512](int64_t it) {
+    return avx512 ? fma_loop_avx512(it) : fma_loop_avx2(it);
+  });
 }
 
 double triad_gbps(int64_t n, int reps) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/registry.h"
+#include "profiler/run_info.h"
 #include "tensor/allocator.h"
 #include "tensor/check.h"
 
@@ -346,15 +347,7 @@ void write_trace(const std::string& path, const std::vector<Event>& ev) {
                      return double(a["dur"]) > double(b["dur"]);
                    });
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    AIM_CHECK(f.good(), "--trace: cannot write ", tmp);
-    f << doc.dump();
-    AIM_CHECK(f.good(), "--trace: writing ", tmp, " failed");
-  }
-  AIM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--trace: cannot rename ", tmp, " to ",
-            path);
+  write_text_atomic(path, doc.dump(), "--trace");
 }
 
 }  // namespace aim::profiler

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "profiler/run_info.h"
 #include "tensor/check.h"
 
 namespace aim::profiler {
@@ -153,15 +154,7 @@ void write_roofline_svg(const std::string& path, const std::vector<Event>& ev,
         << "</text>\n";
   s << "</svg>\n";
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    AIM_CHECK(f.good(), "--roofline: cannot write ", tmp);
-    f << s.str();
-    AIM_CHECK(f.good(), "--roofline: writing ", tmp, " failed");
-  }
-  AIM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--roofline: cannot rename ", tmp, " to ",
-            path);
+  write_text_atomic(path, s.str(), "--roofline");
 }
 
 }  // namespace aim::profiler

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tensor/check.h"
 #include "tensor/device.h"
 
 #ifdef AIM_HAVE_OPENBLAS
@@ -98,6 +99,18 @@ std::string command_line(int argc, char** argv) {
     cmd += (i ? " " : "") + q;
   }
   return cmd;
+}
+
+void write_text_atomic(const std::string& path, const std::string& text, const std::string& what) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    AIM_CHECK(f.good(), what, ": cannot write ", tmp);
+    f << text;
+    AIM_CHECK(f.good(), what, ": writing ", tmp, " failed");
+  }
+  AIM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, what, ": cannot rename ", tmp, " to ",
+            path);
 }
 
 double percentile(std::vector<double> v, double p) {

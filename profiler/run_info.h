@@ -16,6 +16,9 @@ nlohmann::json environment_json();
 std::string git_commit();
 // argv joined with shell quoting where needed.
 std::string command_line(int argc, char** argv);
+// Writes `text` to `path` through `path`.tmp and a rename, so readers never see half a file;
+// errors name `what` (the flag) and the file.
+void write_text_atomic(const std::string& path, const std::string& text, const std::string& what);
 // Nearest-rank percentile (p in [0, 100]) of an unsorted sample; 0 for an empty one.
 double percentile(std::vector<double> v, double p);
 

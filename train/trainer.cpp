@@ -12,6 +12,7 @@
 #include "data/prefetch.h"
 #include "profiler/profiler.h"
 #include "profiler/roofline.h"
+#include "profiler/run_info.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 #include "tensor/safetensors.h"
@@ -23,14 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Nearest-rank percentile of an unsorted sample (0 for an empty one).
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t k = size_t(std::ceil(p / 100.0 * double(v.size())));
-  return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
 }
 
 int64_t parse_i64(const std::map<std::string, std::string>& md, const std::string& key,
@@ -420,9 +413,9 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   r.samples_per_s = loop_s > 0 ? samples / loop_s : 0;
   r.device_samples_per_s = device_s > 0 ? samples / device_s : 0;
   r.train_flops_per_step = r.steps_run > 0 ? flops / double(r.steps_run) : 0;
-  r.step_p50_ms = percentile(step_ms, 50);
-  r.step_p90_ms = percentile(step_ms, 90);
-  r.step_p99_ms = percentile(step_ms, 99);
+  r.step_p50_ms = profiler::percentile(step_ms, 50);
+  r.step_p90_ms = profiler::percentile(step_ms, 90);
+  r.step_p99_ms = profiler::percentile(step_ms, 99);
   r.wall_s = seconds_since(t_call);
   char buf[320];
   std::snprintf(buf, sizeof buf,
