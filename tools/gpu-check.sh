@@ -141,6 +141,7 @@ if [ -x "$bdir/aim-train" ]; then
   for m in $("$bdir/aim-train" --list 2>/dev/null | awk '/^[a-z]/{print $1}'); do
     step "train $m tiny" 60 "$bdir/aim-train" "$m" --device cuda --steps 20 --config size=tiny --progress lines --results "$OUT/models.jsonl"
     step "train $m" 90 "$bdir/aim-train" "$m" --device cuda --steps 100 --batch-size 256 --eval-every 0 --eval-samples 2000 --progress lines --results "$OUT/models.jsonl"
+    step "profile $m" 90 "$bdir/aim-train" "$m" --device cuda --steps 12 --batch-size 256 --eval-every 0 --eval-samples 2000 --progress lines --profile --trace "$OUT/trace-$m.json" --roofline "$OUT/roofline-$m.svg" --nvtx
     if [ -x "$bdir/aim-infer" ]; then
       step "infer $m" 60 "$bdir/aim-infer" "$m" --device cuda --iters 50 --batch-size 256,1024 --results "$OUT/models.jsonl"
     else
