@@ -192,7 +192,9 @@ int main(int argc, char** argv) {
         const std::string n = r["name"];
         if (n.rfind("cpu peak fp32 FMA", 0) == 0) c["fp32_gflops"] = r["value"];
         if (n.rfind("cpu peak fp64 FMA", 0) == 0) c["fp64_gflops"] = r["value"];
-        if (n == "cpu triad bandwidth") c["bandwidth_gbs"] = r["value"];
+        // The memory roof: the better of normal and streaming stores.
+        if (n.rfind("cpu triad bandwidth", 0) == 0)
+          c["bandwidth_gbs"] = std::max(c.value("bandwidth_gbs", 0.0), double(r["value"]));
       }
       std::ofstream f(ceilings);
       AIM_CHECK(f.good(), "--ceilings: cannot write ", ceilings);

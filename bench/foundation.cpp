@@ -259,6 +259,9 @@ std::vector<json> run_peak(const std::string& device, bool quick) {
     // The triad arrays (3 x 256 MB) are far larger than the caches: DRAM bandwidth.
     rows.push_back(
         row("cpu triad bandwidth", triad_gbps(quick ? (1 << 22) : (64 << 20), 5), "GB/s"));
+    if (!quick)
+      rows.push_back(
+          row("cpu triad bandwidth, streaming stores", triad_gbps(64 << 20, 5, true), "GB/s"));
     return rows;
   }
 #ifdef AIM_CUDA
