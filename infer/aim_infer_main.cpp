@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/common.h"
+#include "cli/model_command.h"
 #include "infer/session.h"
 #include "models/registry.h"
 #include "profiler/profiler.h"
@@ -23,7 +24,7 @@ namespace po = boost::program_options;
 using aim::cli::UsageError;
 
 int main(int argc, char** argv) {
-  std::string model_name, device, results, batch_list;
+  std::string device, results, batch_list;
   std::vector<std::string> config;
   aim::infer::InferOptions io;
   int threads = 0;
@@ -62,38 +63,12 @@ int main(int argc, char** argv) {
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
-  po::options_description hidden;
-  hidden.add_options()("model", po::value<std::string>(&model_name));
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("model", 1);
-
   try {
-    po::variables_map vm;
-    try {
-      po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-      po::notify(vm);
-    } catch (const po::error& e) {
-      throw UsageError(e.what());
-    }
-    if (vm.count("help")) {
-      std::cout << opts << "\n";
-      return 0;
-    }
-    if (vm.count("list")) {
-      aim::cli::print_models(std::cout);
-      return 0;
-    }
-    if (model_name.empty()) throw UsageError("missing MODEL (see --list)");
-    const aim::models::ModelEntry* entry = nullptr;
-    aim::models::ModelConfig cfg;
-    try {
-      entry = &aim::models::find_model(model_name);
-      cfg = entry->parse_config(config);
-    } catch (const aim::Error& e) {
-      throw UsageError(e.what());
-    }
+    aim::cli::ModelCommand mc = aim::cli::parse_model_command(argc, argv, opts, config);
+    if (!mc.entry) return 0;  // --help or --list
+    const po::variables_map& vm = mc.vm;
+    const aim::models::ModelEntry* entry = mc.entry;
+    const aim::models::ModelConfig cfg = mc.cfg;
     if (vm.count("list-inputs")) {
       aim::infer::print_io(*entry, cfg, std::cout);
       return 0;

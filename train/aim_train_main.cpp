@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/common.h"
+#include "cli/model_command.h"
 #include "models/registry.h"
 #include "profiler/profiler.h"
 #include "profiler/run_info.h"
@@ -39,8 +40,8 @@ void require(bool ok, const std::string& flag, const std::string& what, const T&
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_name, device, checkpoint_dir, results, batch_list, data, weights, save_weights,
-      progress, profile_steps;
+  std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
+      profile_steps;
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0;
@@ -108,38 +109,12 @@ int main(int argc, char** argv) {
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
-  po::options_description hidden;
-  hidden.add_options()("model", po::value<std::string>(&model_name));
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("model", 1);
-
   try {
-    po::variables_map vm;
-    try {
-      po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-      po::notify(vm);
-    } catch (const po::error& e) {
-      throw UsageError(e.what());
-    }
-    if (vm.count("help")) {
-      std::cout << opts << "\n";
-      return 0;
-    }
-    if (vm.count("list")) {
-      aim::cli::print_models(std::cout);
-      return 0;
-    }
-    if (model_name.empty()) throw UsageError("missing MODEL (see --list)");
-    const aim::models::ModelEntry* entry = nullptr;
-    aim::models::ModelConfig cfg;
-    try {
-      entry = &aim::models::find_model(model_name);
-      cfg = entry->parse_config(config);
-    } catch (const aim::Error& e) {
-      throw UsageError(e.what());
-    }
+    aim::cli::ModelCommand mc = aim::cli::parse_model_command(argc, argv, opts, config);
+    if (!mc.entry) return 0;  // --help or --list
+    const po::variables_map& vm = mc.vm;
+    const aim::models::ModelEntry* entry = mc.entry;
+    const aim::models::ModelConfig cfg = mc.cfg;
     const std::vector<int64_t> batches = aim::cli::parse_positive_list("--batch-size", batch_list);
     require(to.steps > 0, "--steps", "> 0", to.steps);
     require(to.epochs >= 0, "--epochs", ">= 0", to.epochs);
