@@ -20,6 +20,7 @@
 
 #include "bench/foundation.h"
 #include "bench/op_lab.h"
+#include "cli/common.h"
 #include "tensor/check.h"
 #include "tensor/dtype.h"
 
@@ -32,31 +33,10 @@ const char* kUsage =
     "  --device   where to measure (default cpu)\n"
     "  --results  append one JSON object per result line to FILE\n"
     "  --quick    smaller sizes (smoke test)\n"
-    "  --shape    op: matmul M,N,K[,Bt]; other ops their test-shape fields (--shape ? lists)\n"
+    "  --shape    op: matmul M,N,K[,Bt[,trans_a,trans_b]]; other ops their test-shape fields\n"
+    "             (--shape ? lists them)\n"
     "  --out      op: write the rows to FILE as --format json (one array) or csv\n"
     "  --ceilings peak: write the measured ceilings to FILE (aim-train --ceilings reads it)\n";
-
-std::vector<int64_t> parse_shape(const std::string& v) {
-  std::vector<int64_t> r;
-  size_t a = 0;
-  while (a <= v.size()) {
-    const size_t c = v.find(',', a);
-    const std::string item = v.substr(a, c == std::string::npos ? std::string::npos : c - a);
-    size_t used = 0;
-    long long n = -1;
-    try {
-      n = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    AIM_CHECK(!item.empty() && used == item.size() && n >= 0, "--shape '", v, "': '", item,
-              "' is not a non-negative integer");
-    r.push_back(n);
-    if (c == std::string::npos) break;
-    a = c + 1;
-  }
-  return r;
-}
 
 void write_rows(const std::string& path, const std::string& format,
                 const std::vector<nlohmann::json>& rows) {
@@ -119,7 +99,7 @@ int main(int argc, char** argv) {
         if (v == "?")
           lab.list_shapes = true;
         else
-          lab.shape = parse_shape(v);
+          lab.shape = aim::cli::parse_int_list("--shape", v, 0);
       } else if (a == "--dtype") {
         lab.dtype = value("--dtype");
         aim::parse_dtype(lab.dtype);

@@ -25,7 +25,8 @@ Device resolve_device(const std::string& value) {
   return d;
 }
 
-std::vector<int64_t> parse_positive_list(const std::string& flag, const std::string& value) {
+std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& value,
+                                    int64_t min) {
   std::vector<int64_t> r;
   size_t start = 0;
   while (start <= value.size()) {
@@ -39,9 +40,11 @@ std::vector<int64_t> parse_positive_list(const std::string& flag, const std::str
     } catch (const std::exception&) {
       used = 0;
     }
-    if (item.empty() || used != item.size() || n <= 0)
-      throw UsageError(flag + " '" + value + "': '" + item +
-                       "' is not a positive integer (expected N or N,N,...)");
+    if (item.empty() || used != item.size() || n < min)
+      throw UsageError(
+          flag + " '" + value + "': '" + item + "' is not " +
+          (min == 1 ? std::string("a positive integer") : "an integer >= " + std::to_string(min)) +
+          " (expected N or N,N,...)");
     r.push_back(n);
     if (comma == std::string::npos) break;
     start = comma + 1;

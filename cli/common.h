@@ -20,8 +20,12 @@ struct UsageError : std::runtime_error {
 
 // --device: "" = cuda when a GPU is present, else cpu; checks that the device exists.
 Device resolve_device(const std::string& value);
-// A flag holding one positive integer or a comma-separated list ("256" or "128,256,512").
-std::vector<int64_t> parse_positive_list(const std::string& flag, const std::string& value);
+// A flag holding one integer >= `min` or a comma-separated list ("256" or "128,256,512");
+// anything else is a UsageError naming the flag.
+std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& value, int64_t min);
+inline std::vector<int64_t> parse_positive_list(const std::string& flag, const std::string& value) {
+  return parse_int_list(flag, value, 1);
+}
 // `--list`: one line per registered model (name, task, description, config keys).
 void print_models(std::ostream& os);
 // Appends `line` as one JSON line to `path` (creating it); errors name the flag and the file.

@@ -23,12 +23,6 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-TensorMap to_device(const TensorMap& m, Device d) {
-  TensorMap r;
-  for (const auto& [k, t] : m) r.emplace(k, t.to(d));
-  return r;
-}
-
 // Keeps only the model's inputs (a source's batch also has labels and user ids).
 TensorMap inputs_only(const models::Model& m, const TensorMap& batch) {
   TensorMap r;

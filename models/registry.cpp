@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "autograd/variable.h"
 #include "data/din_source.h"
@@ -58,9 +59,7 @@ Metrics din_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device d
   constexpr int64_t kChunk = 2048;
   for (int64_t s = 0; s < n; s += kChunk) {
     TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
-    TensorMap on_dev;
-    for (const auto& [k, t] : b) on_dev.emplace(k, t.to(dev));
-    const std::vector<float> lg = m.infer(on_dev).at("logits").to_vector<float>();
+    const std::vector<float> lg = m.infer(to_device(b, dev)).at("logits").to_vector<float>();
     const std::vector<int64_t> lb = b.at("label").to_vector<int64_t>();
     const std::vector<int64_t> u = b.at("uid").to_vector<int64_t>();
     scores.insert(scores.end(), lg.begin(), lg.end());
@@ -69,11 +68,13 @@ Metrics din_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device d
   }
   m.train(was_training);
   Metrics r{{"auc", data::auc(scores, labels)}};
-  // GAUC needs a user with both a click and a non-click among the n samples.
-  try {
-    r["gauc"] = data::gauc(scores, labels, users);
-  } catch (const Error&) {
-  }
+  // GAUC needs a user with both a click and a non-click among the n samples; without one
+  // (uniform users over a large vocabulary, few samples) it is left out of the metrics.
+  std::map<int64_t, int> seen;  // user -> bit 1: a non-click, bit 2: a click
+  bool any_group = false;
+  for (size_t i = 0; i < users.size() && !any_group; ++i)
+    any_group = (seen[users[i]] |= labels[i] ? 2 : 1) == 3;
+  if (any_group) r["gauc"] = data::gauc(scores, labels, users);
   return r;
 }
 

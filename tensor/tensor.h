@@ -135,5 +135,11 @@ std::vector<T> Tensor::to_vector() const {
 // Named tensors: a model's batch, inputs and outputs (models/model.h), a safetensors file's
 // content.
 using TensorMap = std::map<std::string, Tensor>;
+// Every tensor of `m` on device `d` (tensors already there are shared, not copied).
+inline TensorMap to_device(const TensorMap& m, Device d) {
+  TensorMap r;
+  for (const auto& [k, t] : m) r.emplace(k, t.to(d));
+  return r;
+}
 
 }  // namespace aim

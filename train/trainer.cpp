@@ -314,8 +314,7 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
     std::optional<Fetched> f = fetch();
     AIM_CHECK(f.has_value(), "train: the loader ended early at step ", step);
     const auto t0 = Clock::now();
-    TensorMap batch;
-    for (auto& [k, t] : f->batch) batch.emplace(k, t.to(dev));
+    const TensorMap batch = to_device(f->batch, dev);
     optim->set_lr(sched.lr(step));
     std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
     autograd::Variable loss = model->training_loss(batch);
