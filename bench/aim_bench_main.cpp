@@ -1,5 +1,6 @@
 // aim-bench: measured ceilings and the foundation's benchmark targets, side by side in one run.
-//   aim-bench peak [--device cpu|cuda]        FMA peak, triad / copy bandwidth
+//   aim-bench peak [--device cpu|cuda] [--ceilings FILE]
+//     measured ceilings: FMA per dtype, tensor-core GEMM (GPU), copy / triad bandwidth
 //   aim-bench foundation [--device cpu|cuda]  the foundation issue's targets, as ratios:
 //     cpu:  default matmul at 4096x4096x1024 vs the measured AVX-512 FMA peak (>= 80%),
 //           binary add on 64 Mi floats vs triad bandwidth (>= 60%),
@@ -11,6 +12,7 @@
 // Every timed variant is checked against cpu.ref on its test shapes first.
 // The flags are parsed here rather than with Boost.Program_options so that the GPU check can
 // build this tool on GPU machines without Boost (docs/design-notes.md).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -29,14 +31,17 @@ const char* kUsage =
     "usage: aim-bench peak|foundation [--device cpu|cuda] [--results FILE] [--quick]\n"
     "       aim-bench op NAME --shape N,N,... [--dtype f32] [--variants all|V1,V2] [--reps 10]\n"
     "                 [--device cpu|cuda] [--out FILE --format json|csv] [--results FILE]\n"
-    "       aim-bench suite deepbench [--max-gflop 20] [--variants ...] [--reps 3] [--out ...]\n"
+    "       aim-bench suite deepbench|layers [--max-gflop 20] [--device cpu|cuda] [--dtype f32]\n"
+    "                 [--variants ...] [--reps 3] [--out FILE --format json|csv]\n"
     "  --device   where to measure (default cpu)\n"
     "  --results  append one JSON object per result line to FILE\n"
     "  --quick    smaller sizes (smoke test)\n"
     "  --shape    op: matmul M,N,K[,Bt[,trans_a,trans_b]]; other ops their test-shape fields\n"
     "             (--shape ? lists them)\n"
     "  --out      op: write the rows to FILE as --format json (one array) or csv\n"
-    "  --ceilings peak: write the measured ceilings to FILE (aim-train --ceilings reads it)\n";
+    "  --ceilings peak: write the measured ceilings to FILE (aim-train --ceilings reads it):\n"
+    "             device, fp32_gflops, fp64_gflops, [fp16|bf16|tf32]_tc_gflops, mem_gbps\n"
+    "  --max-gflop suite: skip the cases above this many GFLOP per call (listed)\n";
 
 void write_rows(const std::string& path, const std::string& format,
                 const std::vector<nlohmann::json>& rows) {
@@ -46,8 +51,9 @@ void write_rows(const std::string& path, const std::string& format,
     f << nlohmann::json(rows).dump(1) << "\n";
     return;
   }
-  const char* cols[] = {"op",        "variant", "shape",  "dtype", "device",       "status",
-                        "median_ms", "min_ms",  "gflops", "gbs",   "roofline_pct", "note"};
+  const char* cols[] = {"op",           "variant",   "shape",  "dtype",  "device",
+                        "status",       "median_ms", "min_ms", "gflops", "gbs",
+                        "roofline_pct", "note",      "suite",  "group"};
   for (size_t i = 0; i < std::size(cols); ++i) f << (i ? "," : "") << cols[i];
   f << "\n";
   for (const auto& r : rows) {
@@ -140,7 +146,8 @@ int main(int argc, char** argv) {
     AIM_CHECK(!cmd.empty(), "no command given (expected peak or foundation)");
     AIM_CHECK(cmd == "peak" || cmd == "foundation" || cmd == "op" || cmd == "suite",
               "unknown command '", cmd, "' (expected peak, foundation, op or suite)");
-    AIM_CHECK(cmd != "suite" || !suite.empty(), "suite: missing the suite name (deepbench)");
+    AIM_CHECK(cmd != "suite" || !suite.empty(),
+              "suite: missing the suite name (deepbench or layers)");
     if (cmd == "op") {
       AIM_CHECK(!lab.op.empty(), "op: missing the op name (aim-bench op NAME --shape ...)");
       AIM_CHECK(lab.list_shapes || !lab.shape.empty(),
@@ -167,15 +174,17 @@ int main(int argc, char** argv) {
     if (!out.empty()) write_rows(out, format, rows);
     if (!ceilings.empty()) {  // the measured ceilings, for aim-train --ceilings (roofline)
       AIM_CHECK(cmd == "peak", "--ceilings: only with aim-bench peak");
+      // Rows tagged with a ceiling key (bench/foundation.cpp); several rows of one key (normal
+      // and streaming triad, copy and triad on the GPU) keep the best.
       nlohmann::json c = {{"device", device}};
       for (const auto& r : rows) {
-        const std::string n = r["name"];
-        if (n.rfind("cpu peak fp32 FMA", 0) == 0) c["fp32_gflops"] = r["value"];
-        if (n.rfind("cpu peak fp64 FMA", 0) == 0) c["fp64_gflops"] = r["value"];
-        // The memory roof: the better of normal and streaming stores.
-        if (n.rfind("cpu triad bandwidth", 0) == 0)
-          c["bandwidth_gbs"] = std::max(c.value("bandwidth_gbs", 0.0), double(r["value"]));
+        if (!r.contains("ceiling") || !r.contains("value")) continue;
+        const std::string key = r["ceiling"];
+        c[key] = std::max(c.value(key, 0.0), double(r["value"]));
+        if (r.contains("device_name")) c["device"] = r["device_name"];
       }
+      AIM_CHECK(c.contains("fp32_gflops") && c.contains("mem_gbps"),
+                "--ceilings: the peak run measured no fp32 FMA or memory figure (", c.dump(), ")");
       std::ofstream f(ceilings);
       AIM_CHECK(f.good(), "--ceilings: cannot write ", ceilings);
       f << c.dump(1) << "\n";

@@ -16,10 +16,15 @@
 #include "kernels/softmax/softmax.h"
 #include "kernels/testing.h"
 #include "kernels/variant_check.h"
+#include "profiler/roofline.h"
 
 #ifdef AIM_CUDA
 #include <cuda_runtime.h>
 
+#include <cstring>
+
+#include "bench/peak_cuda.h"
+#include "kernels/vendor.h"
 #include "tensor/cuda_check.h"
 #endif
 
@@ -93,6 +98,17 @@ json row(const std::string& name, double value, const std::string& unit,
   json r = {{"name", name}, {"value", value}, {"unit", unit}, {"threads", omp_get_max_threads()}};
   if (!note.empty()) r["note"] = note;
   print_row(r);
+  return r;
+}
+
+// A peak row that is also a roofline ceiling: `key` is its field in the --ceilings JSON
+// (profiler::load_ceilings); several rows of one key keep the best.
+json ceiling_row(const std::string& name, double value, const std::string& unit,
+                 const std::string& key, const std::string& device_name,
+                 const std::string& note = "") {
+  json r = row(name, value, unit, note);
+  r["ceiling"] = key;
+  r["device_name"] = device_name;
   return r;
 }
 
@@ -245,6 +261,134 @@ std::vector<json> cuda_foundation(bool quick) {
                            std::to_string(st.allocs_per_step[i])));
   return rows;
 }
+
+// The measured figure against the device's datasheet figure (profiler/roofline.h's table).
+std::string vs_datasheet(double measured, double datasheet_flops_or_bytes,
+                         const profiler::GpuDatasheet* d, const char* what) {
+  if (!d || datasheet_flops_or_bytes <= 0) return "no datasheet figure for this device";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.1f%% of the %s datasheet %s (%.0f)",
+                100 * measured / (datasheet_flops_or_bytes / 1e9), d->label, what,
+                datasheet_flops_or_bytes / 1e9);
+  return buf;
+}
+
+// Tensor-core GEMM rate of cublasGemmEx at S^3 (C = A B, column-major, no transposes): A, B and C
+// in `type`, `compute` accumulation. A and B hold 1/8, so every element of C is S/64, checked.
+double cublas_gemm_gflops(Device d, int64_t S, DType dt, cudaDataType_t type,
+                          cublasComputeType_t compute) {
+  Tensor a = Tensor::full({S, S}, 0.125, dt, d), b = Tensor::full({S, S}, 0.125, dt, d);
+  Tensor c = Tensor::empty({S, S}, dt, d);
+  cublasHandle_t h = vendor::cublas(d);
+  const float alpha = 1, beta = 0;
+  const int n = int(S);
+  auto gemm = [&] {
+    AIM_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a.raw_data(), type,
+                                  n, b.raw_data(), type, n, &beta, c.raw_data(), type, n, compute,
+                                  CUBLAS_GEMM_DEFAULT));
+  };
+  const double t = time_best(d, 2, 5, gemm);
+  const Tensor want = Tensor::full({1}, double(S) / 64.0, dt);
+  const size_t e = dtype_size(dt);
+  for (int64_t i : {int64_t(0), S * S / 2 + 7, S * S - 1}) {
+    std::vector<unsigned char> got(e);
+    AIM_CUDA_CHECK(cudaMemcpy(got.data(), static_cast<const char*>(c.raw_data()) + i * e, e,
+                              cudaMemcpyDeviceToHost));
+    AIM_CHECK(std::memcmp(got.data(), want.raw_data(), e) == 0, "[peak cuda] cublasGemmEx ",
+              dtype_name(dt), " ", S, "^3: element ", i, " is not ", double(S) / 64.0,
+              " (no rate is reported for a wrong result)");
+  }
+  return 2.0 * double(S) * double(S) * double(S) / t / 1e9;
+}
+
+// aim-bench peak --device cuda: FMA per dtype (own kernels), tensor-core GEMM (cuBLAS), copy and
+// triad bandwidth, each with the datasheet figure of the device when aim knows it.
+std::vector<json> cuda_peak(bool quick) {
+  std::vector<json> rows;
+  AIM_CHECK(cuda_device_count() > 0, "--device cuda: ", cuda_unavailable_reason());
+  const Device d = cuda_device(0);
+  cudaDeviceProp prop{};
+  AIM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const std::string gpu = prop.name;
+  const profiler::GpuDatasheet* ds = profiler::find_gpu_datasheet(gpu);
+  std::printf("GPU: %s, %d SMs; datasheet: %s\n", prop.name, prop.multiProcessorCount,
+              ds ? ds->label : "none in profiler/roofline.cpp's table");
+#ifdef AIM_BENCH_PEAK_CUDA
+  struct Fma {
+    const char *kind, *instr, *key;
+    double datasheet;
+  };
+  const Fma fmas[] = {{"fp32", "FFMA", "fp32_gflops", ds ? ds->fp32 : 0},
+                      {"fp64", "DFMA", "fp64_gflops", ds ? ds->fp64 : 0},
+                      {"fp16", "HFMA2", "", 0},
+                      {"bf16", "HFMA2.BF16", "", 0}};
+  for (const Fma& f : fmas) {
+    const double g = cuda_fma_gflops(f.kind);
+    const std::string name = std::string("cuda peak ") + f.kind + " FMA (" + f.instr + ")";
+    const std::string note = vs_datasheet(g, f.datasheet, ds, "vector rate");
+    rows.push_back(*f.key ? ceiling_row(name, g, "GFLOP/s", f.key, gpu, note)
+                          : row(name, g, "GFLOP/s", "CUDA cores; " + note));
+  }
+#else
+  for (const char* k :
+       {"fp32 FMA (FFMA)", "fp64 FMA (DFMA)", "fp16 FMA (HFMA2)", "bf16 FMA (HFMA2.BF16)",
+        "copy bandwidth, own kernel", "triad bandwidth, own kernel"}) {
+    const std::string name = std::string("cuda peak ") + k;
+    const char* why =
+        "not built: bench/peak_cuda.cu is not compiled into aim-bench "
+        "(CMakeLists.txt: AIM_BENCH_PEAK_CUDA)";
+    std::printf("%-44s %12s %-8s  %s\n", name.c_str(), "-", "", why);
+    rows.push_back({{"name", name}, {"status", "not built"}, {"note", why}});
+  }
+#endif
+  // Tensor-core GEMM, 8192^3, fp32 accumulation.
+  const int64_t S = quick ? 2048 : 8192;
+  struct Gemm {
+    const char* name;
+    DType dt;
+    cudaDataType_t type;
+    cublasComputeType_t compute;
+    const char* key;
+    double datasheet;
+  };
+  const Gemm gemms[] = {
+      {"fp16", DType::f16, CUDA_R_16F, CUBLAS_COMPUTE_32F, "fp16_tc_gflops", ds ? ds->fp16_tc : 0},
+      {"bf16", DType::bf16, CUDA_R_16BF, CUBLAS_COMPUTE_32F, "bf16_tc_gflops",
+       ds ? ds->bf16_tc : 0},
+      {"tf32", DType::f32, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, "tf32_tc_gflops",
+       ds ? ds->tf32_tc : 0}};
+  for (const Gemm& g : gemms) {
+    const double gf = cublas_gemm_gflops(d, S, g.dt, g.type, g.compute);
+    rows.push_back(ceiling_row(
+        "cuda GEMM " + std::string(g.name) + " tensor " + std::to_string(S) + "^3 (cublasGemmEx)",
+        gf, "GFLOP/s", g.key, gpu,
+        "fp32 accumulation; " + vs_datasheet(gf, g.datasheet, ds, "dense")));
+  }
+  // Bandwidth over 1 GiB arrays (256 MiB with --quick).
+  const int64_t n = quick ? (int64_t(1) << 26) : (int64_t(1) << 28);
+  const double mem = ds ? ds->mem : 0;
+  {
+    Tensor src = Tensor::full({n}, 1.0, DType::f32, d), dst = Tensor::empty({n}, DType::f32, d);
+    auto st = static_cast<cudaStream_t>(current_stream(0));
+    const double t = time_best(d, 2, 10, [&] {
+      AIM_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), size_t(n) * 4,
+                                     cudaMemcpyDeviceToDevice, st));
+    });
+    const double bw = 8.0 * double(n) / t / 1e9;
+    rows.push_back(ceiling_row("cuda copy bandwidth (cudaMemcpy)", bw, "GB/s", "mem_gbps", gpu,
+                               "read + write; " + vs_datasheet(bw, mem, ds, "HBM")));
+  }
+#ifdef AIM_BENCH_PEAK_CUDA
+  for (const char* kind : {"copy", "triad"}) {
+    const double bw = cuda_stream_gbps(kind, n);
+    rows.push_back(ceiling_row(std::string("cuda ") + kind + " bandwidth (own kernel)", bw, "GB/s",
+                               "mem_gbps", gpu,
+                               std::string(kind == std::string("copy") ? "8" : "12") +
+                                   " bytes per element; " + vs_datasheet(bw, mem, ds, "HBM")));
+  }
+#endif
+  return rows;
+}
 #endif
 
 }  // namespace
@@ -253,19 +397,23 @@ std::vector<json> run_peak(const std::string& device, bool quick) {
   std::vector<json> rows;
   if (device == "cpu") {
     const char* isa = "";
-    rows.push_back(
-        row(std::string("cpu peak fp32 FMA (") + isa + ")", peak_fma_gflops(&isa), "GFLOP/s", isa));
-    if (!quick) rows.push_back(row("cpu peak fp64 FMA", peak_fma_gflops_f64(), "GFLOP/s", isa));
-    // The triad arrays (3 x 256 MB) are far larger than the caches: DRAM bandwidth.
-    rows.push_back(
-        row("cpu triad bandwidth", triad_gbps(quick ? (1 << 22) : (64 << 20), 5), "GB/s"));
+    const double fp32 = peak_fma_gflops(&isa);
+    rows.push_back(ceiling_row(std::string("cpu peak fp32 FMA (") + isa + ")", fp32, "GFLOP/s",
+                               "fp32_gflops", "cpu", isa));
     if (!quick)
-      rows.push_back(
-          row("cpu triad bandwidth, streaming stores", triad_gbps(64 << 20, 5, true), "GB/s"));
+      rows.push_back(ceiling_row("cpu peak fp64 FMA", peak_fma_gflops_f64(), "GFLOP/s",
+                                 "fp64_gflops", "cpu", isa));
+    // The triad arrays (3 x 256 MB) are far larger than the caches: DRAM bandwidth. The memory
+    // ceiling is the better of normal and streaming stores.
+    rows.push_back(ceiling_row("cpu triad bandwidth", triad_gbps(quick ? (1 << 22) : (64 << 20), 5),
+                               "GB/s", "mem_gbps", "cpu"));
+    if (!quick)
+      rows.push_back(ceiling_row("cpu triad bandwidth, streaming stores",
+                                 triad_gbps(64 << 20, 5, true), "GB/s", "mem_gbps", "cpu"));
     return rows;
   }
 #ifdef AIM_CUDA
-  return cuda_foundation(quick);
+  return cuda_peak(quick);
 #else
   AIM_FAIL("--device cuda: aim was built without CUDA (AIM_CUDA=OFF)");
 #endif

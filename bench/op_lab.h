@@ -31,10 +31,19 @@ struct OpLabOptions {
 // Prints the table and returns one JSON row per variant.
 std::vector<nlohmann::json> run_op_lab(const OpLabOptions& o);
 
-// Suites: every case for every variant that supports it. `deepbench`: DeepBench's GEMM training
-// shapes (m, n, k, a_t, b_t; run as row-major C[M,N] with the same transposes), cases above
-// max_gflop skipped (and listed). `layers`: the AI Matrix layer-based shapes (MODELS.md §8) of the
-// ops aim has so far (activations).
+// Suites: every case for every variant that supports it, each checked against cpu.ref before and
+// after timing (cpu.ref itself is not timed unless named in --variants); cases above max_gflop
+// are skipped and counted.
+// `deepbench`: DeepBench's GEMM training shapes (m, n, k, a_t, b_t; run as row-major C[M,N] with
+//   the same transposes) and a representative subset of its convolution training shapes (30 of
+//   94), each as conv2d_fwd, conv2d_bwd_data and conv2d_bwd_filter.
+// `layers`: the AI Matrix layer-based benchmark (MODELS.md §8, the param files of
+//   layer-based_benchmark/cnn/params): fc (matmul), conv (conv2d_fwd, VALID), pool (maxpool2d_fwd
+//   and avgpool2d_fwd, VALID), batch norm (batchnorm_fwd, inference form as tf.nn.
+//   batch_normalization), activations (unary relu/sigmoid/tanh, softmax over the channels), and
+//   the RNN cell shapes, listed as "not available" while aim has no recurrent ops. NHWC shapes
+//   are run as the same problems in NCHW.
+// Ops that are not registered give one "not available" row per case.
 std::vector<nlohmann::json> run_suite(const std::string& suite, const OpLabOptions& base,
                                       double max_gflop);
 

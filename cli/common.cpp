@@ -63,6 +63,11 @@ void print_models(std::ostream& os) {
     os << "    --data synthetic (default) | " << e.data_doc << "\n    metrics:";
     for (const std::string& m : e.metrics) os << " " << m;
     os << "\n";
+    if (!e.train_defaults.empty()) {
+      os << "    aim-train recipe (unless given):";
+      for (const std::string& f : e.train_defaults) os << " " << f;
+      os << "\n";
+    }
   }
 }
 

@@ -19,10 +19,43 @@ struct ModelCommand {
   models::ModelConfig cfg;
 };
 
-// `config` is the vector the options bind --config to (filled while parsing).
+// The flags of the optimizer a recipe names: when the command line chooses its own --optimizer,
+// the recipe's values for these do not apply (Adam with SGD's lr and momentum makes no sense).
+inline bool is_optimizer_flag(const std::string& name) {
+  return name == "optimizer" || name == "lr" || name == "lr-batch" || name == "momentum" ||
+         name == "nesterov" || name == "weight-decay";
+}
+
+// Stores the model's recipe (ModelEntry::train_defaults) under the flags the command line left
+// at their defaults: Program_options keeps an explicitly given value and replaces a defaulted one.
+inline void apply_train_defaults(ModelCommand& c,
+                                 const boost::program_options::options_description& all) {
+  namespace po = boost::program_options;
+  std::vector<std::string> args;
+  auto given = [&](const char* f) { return c.vm.count(f) && !c.vm[f].defaulted(); };
+  // --lr on the command line is meant as given: the recipe's --lr-batch scaling does not apply.
+  const bool own_optimizer = given("optimizer");
+  const bool own_lr = given("lr");
+  for (const std::string& flag : c.entry->train_defaults) {
+    const std::string name = flag.substr(2, flag.find('=') - 2);
+    if (own_optimizer && is_optimizer_flag(name)) continue;
+    if (own_lr && name == "lr-batch") continue;
+    args.push_back(flag);
+  }
+  po::variables_map recipe;
+  po::store(po::command_line_parser(args).options(all).run(), recipe);
+  for (const auto& [name, value] : recipe)
+    if (!c.vm.count(name) || c.vm[name].defaulted()) c.vm.erase(name);
+  po::store(po::command_line_parser(args).options(all).run(), c.vm);
+  po::notify(c.vm);
+}
+
+// `config` is the vector the options bind --config to (filled while parsing). train: the model's
+// training recipe fills the flags left at their defaults (aim-train).
 inline ModelCommand parse_model_command(int argc, char** argv,
                                         const boost::program_options::options_description& opts,
-                                        const std::vector<std::string>& config) {
+                                        const std::vector<std::string>& config,
+                                        bool train = false) {
   namespace po = boost::program_options;
   std::string model_name;
   po::options_description hidden;
@@ -52,6 +85,13 @@ inline ModelCommand parse_model_command(int argc, char** argv,
     c.cfg = c.entry->parse_config(config);
   } catch (const Error& e) {
     throw UsageError(e.what());
+  }
+  if (train && !c.entry->train_defaults.empty()) {
+    try {
+      apply_train_defaults(c, all);
+    } catch (const po::error& e) {
+      throw UsageError(std::string("the training recipe of ") + model_name + ": " + e.what());
+    }
   }
   return c;
 }

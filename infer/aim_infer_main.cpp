@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
     ("roofline", po::value<std::string>(&io.roofline), "write a roofline plot (SVG) to FILE")
     ("ceilings", po::value<std::string>(&io.ceilings),
      "roofline ceilings from aim-bench peak --ceilings FILE")
+    ("profile-ops", "CUDA: time every kernel with its own CUDA events (default: per layer)")
     ("nvtx", "NVTX ranges (domain aim) for Nsight Systems")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
       throw UsageError("--dump-outputs writes one batch: give one --batch-size");
     io.profile = vm.count("profile") > 0;
     aim::profiler::set_nvtx(vm.count("nvtx") > 0);
+    aim::profiler::set_cuda_op_events(vm.count("profile-ops") > 0);
     aim::cli::set_threads(threads);
     const aim::Device dev = aim::cli::resolve_device(device);
     io.device = dev.str();

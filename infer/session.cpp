@@ -147,8 +147,8 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     if (!opt.roofline.empty()) {
       profiler::write_roofline_svg(
           opt.roofline, profiler::events(),
-          dev.is_cpu() && !opt.ceilings.empty() ? profiler::cpu_roofs(ceil)
-                                                : profiler::default_roofs(dev.str()),
+          !opt.ceilings.empty() ? profiler::ceiling_roofs(ceil)
+                                : profiler::default_roofs(dev.str()),
           entry.name + " inference, batch " + std::to_string(opt.batch_size) + ", " + dev.str());
       log << "wrote roofline to " << opt.roofline << "\n";
     }

@@ -14,6 +14,10 @@ namespace aim::layers {
 class ReLU : public Module {
  public:
   Variable forward(const Variable& x) override { return autograd::relu(x); }
+  Shape count_flops(const Shape& in, double& flops) const override {
+    flops += double(shape_numel(in));
+    return in;
+  }
   std::string type_name() const override { return "ReLU"; }
 };
 

@@ -1,5 +1,6 @@
 #include "layers/batchnorm.h"
 
+#include "autograd/functions/batch_norm.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
@@ -86,6 +87,60 @@ Variable BatchNorm1d::forward(const Variable& x) {
     y = autograd::add(autograd::mul(y, w), b);
   }
   return y;
+}
+
+// ---- BatchNorm2d -----------------------------------------------------------------------------
+
+BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, std::optional<double> momentum,
+                         bool affine, bool track_running_stats)
+    : num_features_(num_features), eps_(eps), momentum_(momentum) {
+  AIM_CHECK(num_features > 0, "BatchNorm2d: num_features must be positive, got ", num_features);
+  if (affine) {
+    weight = param("weight", Tensor::ones({num_features}));
+    bias = param("bias", Tensor::zeros({num_features}));
+  }
+  if (track_running_stats) {
+    running_mean_ = &buffer("running_mean", Tensor::zeros({num_features}));
+    running_var_ = &buffer("running_var", Tensor::ones({num_features}));
+    num_batches_tracked_ = &buffer("num_batches_tracked", Tensor::zeros({}, DType::i64));
+  }
+}
+
+bool BatchNorm2d::uses_batch_stats() const {
+  return running_mean_ == nullptr || (is_training() && !frozen_);
+}
+
+Variable BatchNorm2d::forward(const Variable& x) {
+  AIM_CHECK(x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
+            num_features_, ", H, W], got ", to_string(x.sizes()));
+  const bool batch_stats = uses_batch_stats();
+  double factor = 0;
+  if (batch_stats && running_mean_) {
+    const double n = num_batches_tracked_->item() + 1;
+    num_batches_tracked_->fill_(n);
+    factor = momentum_ ? *momentum_ : 1.0 / n;
+  }
+  const Tensor rm = running_mean_ ? *running_mean_ : Tensor();
+  const Tensor rv = running_var_ ? *running_var_ : Tensor();
+  return autograd::batch_norm(x, weight, bias, rm, rv, batch_stats, factor, eps_);
+}
+
+Shape BatchNorm2d::count_flops(const Shape& in, double& flops) const {
+  double n = 1;
+  for (int64_t d : in) n *= double(d);
+  flops += (uses_batch_stats() ? 7 : 2) * n;  // as kernels/norm/batchnorm.h counts
+  return in;
+}
+
+Variable LocalResponseNorm::forward(const Variable& x) {
+  return autograd::local_response_norm(x, p_);
+}
+
+Shape LocalResponseNorm::count_flops(const Shape& in, double& flops) const {
+  double n = 1;
+  for (int64_t d : in) n *= double(d);
+  flops += n * (2 * double(p_.size) + 4);  // as kernels/norm/lrn.h counts
+  return in;
 }
 
 }  // namespace aim::layers

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "kernels/norm/lrn.h"
 #include "layers/module.h"
 
 namespace aim::layers {
@@ -38,6 +39,49 @@ class BatchNorm1d : public Module {
   Tensor* running_mean_ = nullptr;  // buffer slots (null when not tracking)
   Tensor* running_var_ = nullptr;
   Tensor* num_batches_tracked_ = nullptr;
+};
+
+// BatchNorm2d (torch.nn.BatchNorm2d) over x [N, C, H, W] on the fused batch-norm kernels
+// (kernels/norm/batchnorm.h): same state names, running-statistics rule and momentum semantics
+// as BatchNorm1d above. `frozen` keeps the running statistics in training too (the statistics
+// are constants, as TF models with is_training=False BN layers).
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5,
+                       std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true);
+  Variable forward(const Variable& x) override;
+  Shape count_flops(const Shape& in, double& flops) const override;
+  std::string type_name() const override { return "BatchNorm2d"; }
+  int64_t num_features() const { return num_features_; }
+  void set_frozen(bool f) { frozen_ = f; }
+
+  Parameter weight, bias;  // [C], undefined when affine = false
+
+ private:
+  bool uses_batch_stats() const;
+  int64_t num_features_;
+  double eps_;
+  std::optional<double> momentum_;
+  bool frozen_ = false;
+  Tensor* running_mean_ = nullptr;
+  Tensor* running_var_ = nullptr;
+  Tensor* num_batches_tracked_ = nullptr;
+};
+
+// LocalResponseNorm (torch.nn.LocalResponseNorm) across channels.
+class LocalResponseNorm : public Module {
+ public:
+  explicit LocalResponseNorm(int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1)
+      : p_{size, alpha, beta, k} {
+    AIM_CHECK(size >= 1, "LocalResponseNorm: size must be >= 1, got ", size);
+  }
+  Variable forward(const Variable& x) override;
+  Shape count_flops(const Shape& in, double& flops) const override;
+  std::string type_name() const override { return "LocalResponseNorm"; }
+
+ private:
+  kernels::LrnParams p_;
 };
 
 }  // namespace aim::layers

@@ -18,7 +18,15 @@ class Dropout : public Module {
     return autograd::dropout(x, p_, is_training(), gen_);
   }
   std::string type_name() const override { return "Dropout"; }
+  Shape count_flops(const Shape& in, double& flops) const override {
+    if (is_training() && p_ > 0) flops += double(shape_numel(in));  // as dropout_fwd_cost
+    return in;
+  }
   double p() const { return p_; }
+  void set_p(double p) {
+    AIM_CHECK(p >= 0 && p <= 1, "Dropout: p must lie in [0, 1], got ", p);
+    p_ = p;
+  }
   kernels::Generator& generator() { return gen_; }
 
  private:

@@ -24,6 +24,15 @@ class Linear : public Module {
     if (bias) this->bias = param("bias", uniform_init({out_features}, -bound, bound, gen));
   }
   Variable forward(const Variable& x) override { return autograd::linear(x, weight, bias); }
+  // The GEMM's 2*rows*in*out (the fused bias is not counted, as kernels/matmul counts it).
+  Shape count_flops(const Shape& in, double& flops) const override {
+    AIM_CHECK(!in.empty() && in.back() == in_features_, "Linear(", in_features_, " -> ",
+              out_features_, "): expected input [..., ", in_features_, "], got ", to_string(in));
+    Shape out = in;
+    out.back() = out_features_;
+    flops += 2.0 * double(shape_numel(out)) * double(in_features_);
+    return out;
+  }
   std::string type_name() const override { return "Linear"; }
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }

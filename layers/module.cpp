@@ -10,6 +10,10 @@ Variable Module::forward(const Variable&) {
   AIM_FAIL(type_name(), " has no unary forward(const Variable&)");
 }
 
+Shape Module::count_flops(const Shape&, double&) const {
+  AIM_FAIL(type_name(), " has no analytic FLOP count (count_flops)");
+}
+
 void Module::check_new_name(const std::string& name) const {
   AIM_CHECK(!name.empty() && name.find('.') == std::string::npos,
             "module attribute names must be non-empty and contain no '.', got \"", name, "\"");

@@ -38,6 +38,11 @@ class Module {
   // index tensor) add their own overloads; the default throws naming the module type.
   virtual Variable forward(const Variable& x);
   virtual std::string type_name() const { return "Module"; }
+  // Analytic work of forward() on an input of shape `in` (in the current train/eval mode): adds
+  // the FLOPs the kernels' cost models count to `flops` and returns the output shape. Models sum
+  // it into their forward_flops(); the profiler's measured total is tested against it. The
+  // default throws naming the module type.
+  virtual Shape count_flops(const Shape& in, double& flops) const;
 
   // ---- mode (recursive) -------------------------------------------------------------------
   void train(bool on = true);

@@ -12,6 +12,12 @@ Sequential::Sequential(const std::vector<std::shared_ptr<Module>>& modules) {
 
 void Sequential::push_back(std::shared_ptr<Module> m) { add_child(std::to_string(size()), m); }
 
+Shape Sequential::count_flops(const Shape& in, double& flops) const {
+  Shape s = in;
+  for (const auto& c : children()) s = c.second->count_flops(s, flops);
+  return s;
+}
+
 Variable Sequential::forward(const Variable& x) {
   Variable y = x;
   for (const auto& c : children()) y = c.second->forward(y);

@@ -19,6 +19,7 @@ class Sequential : public Module {
   // Appends `m` as child "<size()>".
   void push_back(std::shared_ptr<Module> m);
   Variable forward(const Variable& x) override;
+  Shape count_flops(const Shape& in, double& flops) const override;
   std::string type_name() const override { return "Sequential"; }
   size_t size() const { return children().size(); }
   const std::shared_ptr<Module>& operator[](size_t i) const { return children().at(i).second; }

@@ -136,16 +136,19 @@ Variable Din::training_loss(const TensorMap& batch) {
 
 double Din::forward_flops(const TensorMap& batch) const {
   const Tensor& h = batch.at("hist_item");
-  return double(h.size(0)) * flops_per_sample(cfg_, h.size(1));
+  return double(h.size(0)) * flops_per_sample(cfg_, h.size(1), is_training());
 }
 
 Variable Din::loss(const Variable& logits, const Tensor& labels) {
   return ag::bce_with_logits(logits, labels.to(logits.dtype()).reshape(logits.sizes()));
 }
 
-double Din::flops_per_sample(const DinConfig& cfg, int64_t T) {
+double Din::flops_per_sample(const DinConfig& cfg, int64_t T, bool training) {
   const double H = double(cfg.hidden()), t = double(T);
-  const double act = cfg.act == "dice" ? 10.0 : 4.0;
+  // Per activated element: sigmoid 4; Dice = normalise (eval: subtract, scale; training: the
+  // batch mean, subtract, square, variance, scale) + sigmoid 4 + p*x + (1-p)*alpha*x (6).
+  // Dice's per-channel [C] terms (rsqrt of the variance) are per batch, left out.
+  const double act = cfg.act == "dice" ? (training ? 15.0 : 12.0) : 4.0;
   auto mlp_flops = [&](double in, const std::vector<int64_t>& hidden) {
     double f = 0, d = in;
     for (int64_t o : hidden) {

@@ -98,8 +98,9 @@ class Din : public Model {
 
   // Analytic forward FLOPs per sample at history length T: GEMMs 2*M*N*K (biases not counted,
   // as kernels/matmul's cost), elementwise ops as the kernels' cost model (binary 1, sigmoid 4,
-  // softmax 5 per element, Dice 10 per element); embedding gathers and the loss are not counted.
-  static double flops_per_sample(const DinConfig& cfg, int64_t hist_len);
+  // softmax 5 per element, Dice 12 per element in eval, 15 in training); embedding gathers and
+  // the loss are not counted.
+  static double flops_per_sample(const DinConfig& cfg, int64_t hist_len, bool training = false);
 
   std::shared_ptr<layers::Embedding> item_emb, cate_emb;
   Variable item_b;  // [n_mid], starts at 0 (reference)

@@ -30,6 +30,9 @@ struct ModelEntry {
   std::vector<ConfigKey> config;
   std::string data_doc;              // what --data accepts besides "synthetic"
   std::vector<std::string> metrics;  // evaluation metrics, the first is the headline
+  // The model's training recipe as aim-train flags ("--optimizer=sgd", "--nesterov"): each
+  // applies unless the command line gives that flag itself; aim-train --help MODEL lists them.
+  std::vector<std::string> train_defaults;
   // The model for a configuration, initialised from `seed` (on the CPU).
   std::function<std::unique_ptr<Model>(const ModelConfig&, uint64_t seed)> build;
   // The batch source: data = "synthetic" or a path (see data_doc).
@@ -46,6 +49,8 @@ struct ModelEntry {
 };
 
 const std::vector<ModelEntry>& model_registry();
+// The CNN classifiers' entries (models/vision_registry.cpp), appended after the rec models.
+void add_vision_models(std::vector<ModelEntry>& r);
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 

@@ -15,7 +15,10 @@
 #include "tensor/check.h"
 
 #ifdef AIM_CUDA
+#include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
+
+#include "tensor/cuda_check.h"
 #endif
 
 namespace aim::profiler {
@@ -25,15 +28,20 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_on{false};
 std::atomic<bool> g_nvtx{false};
+std::atomic<bool> g_cuda_op_events{false};
 std::mutex g_mu;
 std::vector<Event> g_events;
 Clock::time_point g_t0;
 double g_overhead_s = 0;
 std::atomic<int> g_next_tid{0};
+std::atomic<int64_t> g_next_id{0};
 
 struct Open {
   Event ev;
   Clock::time_point t0;
+#ifdef AIM_CUDA
+  cudaEvent_t gpu_begin = nullptr;  // recorded before the first CUDA op inside the scope
+#endif
 };
 
 struct ThreadState {
@@ -49,11 +57,132 @@ double us_since_start(Clock::time_point t) {
   return std::chrono::duration<double, std::micro>(t - g_t0).count();
 }
 
+#ifdef AIM_CUDA
+// ---- CUDA timing ------------------------------------------------------------------------------
+// A scope's GPU time runs from an event recorded on the current stream just before the first
+// CUDA op inside it (recorded then for every open scope that has none yet: the stream is at the
+// same point for all of them) to an event recorded at its end. Work the stream ran before that
+// first op belongs to earlier scopes, so nothing is lost. GPU times are placed on the host
+// timeline through one reference event per device, recorded once per start() right after a
+// device synchronisation (the stream is idle, so the GPU reaches it at the host time taken then).
+// Events come from a per-device pool and are returned when resolved: at the end of every step
+// scope (the trainer synchronises each step anyway) and by events()/stop(). All under g_mu.
+struct Pending {
+  size_t index;  // into g_events
+  cudaEvent_t begin, end;
+  int device;
+};
+struct Ref {
+  cudaEvent_t ev = nullptr;
+  double host_us = 0;
+};
+std::map<int, std::vector<cudaEvent_t>> g_pool;  // device -> free events
+std::map<int, Ref> g_refs;                       // device -> reference event of this start()
+std::vector<Pending> g_pending;
+std::map<std::pair<int, void*>, int> g_streams;  // (device, stream) -> trace track index
+
+cudaEvent_t acquire_event(int device) {  // the device is current
+  std::vector<cudaEvent_t>& p = g_pool[device];
+  if (!p.empty()) {
+    cudaEvent_t e = p.back();
+    p.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  AIM_CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+
+void release_event(int device, cudaEvent_t e) {
+  if (e) g_pool[device].push_back(e);
+}
+
+// Before a CUDA op (at the top of `s.stack`): begin events for every open scope without one, and
+// for the op itself when per-op events are on.
+void gpu_before_op(ThreadState& s, bool time_op) {
+  int device = 0;
+  AIM_CUDA_CHECK(cudaGetDevice(&device));
+  auto stream = static_cast<cudaStream_t>(current_stream(device));
+  std::lock_guard<std::mutex> lock(g_mu);
+  Ref& ref = g_refs[device];
+  if (!ref.ev) {
+    AIM_CUDA_CHECK(cudaDeviceSynchronize());
+    ref.ev = acquire_event(device);
+    AIM_CUDA_CHECK(cudaEventRecord(ref.ev, stream));
+    ref.host_us = us_since_start(Clock::now());
+  }
+  auto key = std::make_pair(device, static_cast<void*>(stream));
+  auto it = g_streams.find(key);
+  if (it == g_streams.end()) it = g_streams.emplace(key, int(g_streams.size())).first;
+  for (size_t i = 0; i < s.stack.size(); ++i) {
+    Open& o = s.stack[i];
+    if (o.gpu_begin) continue;
+    if (o.ev.kind == ScopeKind::Op && !(time_op && i + 1 == s.stack.size())) continue;
+    o.gpu_begin = acquire_event(device);
+    AIM_CUDA_CHECK(cudaEventRecord(o.gpu_begin, stream));
+    o.ev.device = device;
+    o.ev.stream = it->second;
+  }
+}
+
+// At the end of a scope timed on the GPU: its end event on the same stream (g_mu held).
+cudaEvent_t gpu_record_end(const Open& o) {
+  int current = 0;
+  AIM_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != o.ev.device) AIM_CUDA_CHECK(cudaSetDevice(o.ev.device));
+  cudaEvent_t e = acquire_event(o.ev.device);
+  AIM_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(current_stream(o.ev.device))));
+  if (current != o.ev.device) AIM_CUDA_CHECK(cudaSetDevice(current));
+  return e;
+}
+
+// Fills in the GPU times of every pending record and returns its events to the pool (g_mu held).
+void resolve_locked() {
+  for (const Pending& p : g_pending) {
+    AIM_CUDA_CHECK(cudaEventSynchronize(p.end));
+    const Ref& ref = g_refs[p.device];
+    float from_ref = 0, dur = 0;
+    AIM_CUDA_CHECK(cudaEventElapsedTime(&from_ref, ref.ev, p.begin));
+    AIM_CUDA_CHECK(cudaEventElapsedTime(&dur, p.begin, p.end));
+    Event& e = g_events[p.index];
+    e.ts_us = ref.host_us + double(from_ref) * 1e3;
+    e.dur_us = double(dur) * 1e3;
+    release_event(p.device, p.begin);
+    release_event(p.device, p.end);
+  }
+  g_pending.clear();
+}
+
+void resolve() {
+  const auto t_in = Clock::now();
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_pending.empty()) return;
+  resolve_locked();
+  g_overhead_s += std::chrono::duration<double>(Clock::now() - t_in).count();
+}
+
+// start(): unresolved records and the reference events of the previous run go back to the pool.
+void reset_gpu_locked() {
+  for (const Pending& p : g_pending) {
+    release_event(p.device, p.begin);
+    release_event(p.device, p.end);
+  }
+  g_pending.clear();
+  for (auto& [device, ref] : g_refs) release_event(device, ref.ev);
+  g_refs.clear();
+}
+#else
+void resolve() {}
+void reset_gpu_locked() {}
+#endif
+
 void push(Event ev) {
   const auto t_in = Clock::now();
   ThreadState& s = t_state;
   ev.tid = s.tid;
   ev.depth = int(s.stack.size());
+  ev.id = g_next_id++;
+  ev.parent = s.stack.empty() ? -1 : s.stack.back().ev.id;
   if (ev.kind == ScopeKind::Op) {
     ev.layer = s.layers.empty() ? "" : s.layers.back();
     ev.phase = s.phases.empty() ? "" : s.phases.back();
@@ -77,9 +206,23 @@ void pop() {
   if (o.ev.kind == ScopeKind::Phase && !s.phases.empty()) s.phases.pop_back();
   o.ev.ts_us = us_since_start(o.t0);
   o.ev.dur_us = std::chrono::duration<double, std::micro>(t_end - o.t0).count();
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_events.push_back(std::move(o.ev));
-  g_overhead_s += std::chrono::duration<double>(Clock::now() - t_end).count();
+  o.ev.host_ts_us = o.ev.ts_us;
+  o.ev.host_dur_us = o.ev.dur_us;
+  bool resolve_now = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+#ifdef AIM_CUDA
+    if (o.gpu_begin) {
+      o.ev.gpu_timed = true;
+      o.ev.gpu_untimed = false;
+      g_pending.push_back({g_events.size(), o.gpu_begin, gpu_record_end(o), o.ev.device});
+      resolve_now = o.ev.kind == ScopeKind::Step;
+    }
+#endif
+    g_events.push_back(std::move(o.ev));
+    g_overhead_s += std::chrono::duration<double>(Clock::now() - t_end).count();
+  }
+  if (resolve_now) resolve();
 }
 
 class Observer final : public kernels::OpObserver {
@@ -92,22 +235,24 @@ class Observer final : public kernels::OpObserver {
     e.variant = variant;
     e.kind = ScopeKind::Op;
     e.cost = cost;
-    backends_.push_back(b);
+    // A CUDA op is timed on the device only with per-op events; else its record keeps the host
+    // launch time, marked so that the tables do not take it for the op's duration.
+    const bool cuda = b == kernels::Backend::CUDA;
+    e.gpu_untimed = cuda;
     push(std::move(e));
+#ifdef AIM_CUDA
+    if (cuda) {
+      const auto t_in = Clock::now();
+      gpu_before_op(t_state, g_cuda_op_events);
+      g_overhead_s += std::chrono::duration<double>(Clock::now() - t_in).count();
+    }
+#endif
   }
   void end() override {
     if (!g_on) return;
-    // A CUDA op is timed to its completion.
-    if (!backends_.empty() && backends_.back() == kernels::Backend::CUDA)
-      synchronize(cuda_device(0));
-    if (!backends_.empty()) backends_.pop_back();
     pop();
   }
-
- private:
-  static thread_local std::vector<kernels::Backend> backends_;
 };
-thread_local std::vector<kernels::Backend> Observer::backends_;
 Observer g_observer;
 
 std::string fmt(const char* f, double v) {
@@ -120,6 +265,13 @@ struct Agg {
   int64_t calls = 0;
   double us = 0;
   kernels::Cost cost;
+  bool untimed = false;  // holds CUDA ops not timed on the device: `us` is not their duration
+  void add(const Event& e) {
+    calls++;
+    us += e.dur_us;
+    cost += e.cost;
+    untimed |= e.gpu_untimed;
+  }
 };
 
 // One table: header, rows sorted by time, the roofline column from the ceilings.
@@ -133,6 +285,13 @@ void print_agg(std::ostream& os, const std::string& title, const std::map<std::s
                 "calls", "ms/step", "%step", "GFLOP", "MB", "FLOP/B", "GFLOP/s", "GB/s", "%roof");
   os << line;
   for (const auto& [name, a] : rows) {
+    if (a.untimed) {  // CUDA ops without per-op events: work, but no time of their own
+      std::snprintf(line, sizeof line, "%-40.40s %7.1f %9s %6s %8.3f %9.1f %7.2f %8s %8s %7s\n",
+                    name.c_str(), double(a.calls) / steps, "-", "-", a.cost.flops / 1e9 / steps,
+                    a.cost.bytes() / 1e6 / steps, a.cost.intensity(), "-", "-", "-");
+      os << line;
+      continue;
+    }
     const double s = a.us * 1e-6;
     const double gflops = s > 0 ? a.cost.flops / s / 1e9 : 0;
     const double gbs = s > 0 ? a.cost.bytes() / s / 1e9 : 0;
@@ -161,6 +320,7 @@ bool enabled() { return g_on; }
 
 void start() {
   std::lock_guard<std::mutex> lock(g_mu);
+  reset_gpu_locked();
   g_events.clear();
   g_overhead_s = 0;
   g_t0 = Clock::now();
@@ -171,10 +331,17 @@ void start() {
 void stop() {
   g_on = false;
   kernels::set_op_observer(nullptr);
+  resolve();
 }
 
-const std::vector<Event>& events() { return g_events; }
+const std::vector<Event>& events() {
+  resolve();  // CUDA-timed records still waiting for their events
+  return g_events;
+}
 double overhead_seconds() { return g_overhead_s; }
+
+void set_cuda_op_events(bool on) { g_cuda_op_events = on; }
+bool cuda_op_events() { return g_cuda_op_events; }
 
 namespace {
 #ifdef AIM_CUDA
@@ -234,8 +401,12 @@ const std::string& current_layer() {
 Ceilings default_cpu_ceilings() {
   // ../shared/MACHINE.md: fp32 FMA with AVX-512 on 2 threads ~418 GFLOP/s measured (aim-bench
   // peak: 473-477), STREAM-like triad ~67 GB/s.
-  return Ceilings{475e9, 67e9, 0,
-                  "this CPU's measured ceilings (aim-bench peak; MACHINE.md triad)"};
+  Ceilings c;
+  c.peak_flops = 475e9;
+  c.bandwidth = 67e9;
+  c.source = "this CPU's measured ceilings (aim-bench peak; MACHINE.md triad)";
+  c.device = "cpu";
+  return c;
 }
 
 Ceilings load_ceilings(const std::string& path) {
@@ -247,20 +418,55 @@ Ceilings load_ceilings(const std::string& path) {
   } catch (const std::exception& e) {
     AIM_FAIL("--ceilings ", path, ": not JSON (", e.what(), ")");
   }
-  for (const char* k : {"fp32_gflops", "bandwidth_gbs"})
-    AIM_CHECK(j.contains(k) && j[k].is_number() && double(j[k]) > 0, "--ceilings ", path,
-              ": needs a positive number '", k, "' (write it with aim-bench peak --ceilings)");
+  AIM_CHECK(j.is_object(), "--ceilings ", path, ": expected a JSON object, got ", j.type_name());
+  auto positive = [&](const char* k) {
+    return j.contains(k) && j[k].is_number() && double(j[k]) > 0;
+  };
+  AIM_CHECK(positive("fp32_gflops"), "--ceilings ", path,
+            ": needs a positive number 'fp32_gflops' (write it with aim-bench peak --ceilings)");
+  const char* mem = positive("mem_gbps") ? "mem_gbps" : "bandwidth_gbs";
+  AIM_CHECK(positive(mem), "--ceilings ", path,
+            ": needs a positive number 'mem_gbps' (or the older name 'bandwidth_gbs'; write it "
+            "with aim-bench peak --ceilings)");
+  // Optional figures: absent is unknown, present must be a positive number.
+  auto optional = [&](const char* k) {
+    if (!j.contains(k)) return 0.0;
+    AIM_CHECK(positive(k), "--ceilings ", path, ": '", k, "' must be a positive number, got ",
+              j[k].dump());
+    return double(j[k]) * 1e9;
+  };
   Ceilings c;
   c.peak_flops = double(j["fp32_gflops"]) * 1e9;
-  c.bandwidth = double(j["bandwidth_gbs"]) * 1e9;
-  if (j.contains("fp64_gflops") && j["fp64_gflops"].is_number())
-    c.peak_flops_fp64 = double(j["fp64_gflops"]) * 1e9;
+  c.bandwidth = double(j[mem]) * 1e9;
+  c.peak_flops_fp64 = optional("fp64_gflops");
+  c.fp16_tc_flops = optional("fp16_tc_gflops");
+  c.bf16_tc_flops = optional("bf16_tc_gflops");
+  c.tf32_tc_flops = optional("tf32_tc_gflops");
+  if (j.contains("device") && j["device"].is_string()) c.device = j["device"];
   c.source = "measured by aim-bench peak (" + path + ")";
   return c;
 }
 
+std::string ceilings_json(const Ceilings& c) {
+  nlohmann::json j = {{"device", c.device.empty() ? std::string("unknown") : c.device}};
+  auto put = [&](const char* k, double flops_or_bytes) {
+    if (flops_or_bytes > 0) j[k] = flops_or_bytes / 1e9;
+  };
+  put("fp32_gflops", c.peak_flops);
+  put("fp64_gflops", c.peak_flops_fp64);
+  put("fp16_tc_gflops", c.fp16_tc_flops);
+  put("bf16_tc_gflops", c.bf16_tc_flops);
+  put("tf32_tc_gflops", c.tf32_tc_flops);
+  put("mem_gbps", c.bandwidth);
+  return j.dump(1) + "\n";
+}
+
 void print_tables(std::ostream& os, const std::vector<Event>& ev, int steps, const Ceilings& c) {
   AIM_CHECK(steps > 0, "profiler: no profiled steps");
+  // CUDA ops without per-op events have no device time of their own: the layer table then takes
+  // the layer and phase scopes' CUDA-event times (exclusive of the scopes nested in them).
+  bool untimed_ops = false;
+  for (const Event& e : ev) untimed_ops |= e.kind == ScopeKind::Op && e.gpu_untimed;
   std::map<std::string, Agg> by_op, by_layer;
   double step_us = 0, fwd_us = 0;
   Agg fwd, all;
@@ -268,30 +474,38 @@ void print_tables(std::ostream& os, const std::vector<Event>& ev, int steps, con
     if (e.kind == ScopeKind::Step) step_us += e.dur_us;
     if (e.kind == ScopeKind::Phase && e.name == "fwd") fwd_us += e.dur_us;
     if (e.kind != ScopeKind::Op || e.phase == "eval") continue;
-    Agg& o = by_op[e.name + "/" + e.variant];
-    o.calls++;
-    o.us += e.dur_us;
-    o.cost += e.cost;
+    by_op[e.name + "/" + e.variant].add(e);
     const std::string layer =
         (e.phase.empty() ? std::string("-") : e.phase) + "/" + (e.layer.empty() ? "-" : e.layer);
     Agg& l = by_layer[layer];
     l.calls++;
-    l.us += e.dur_us;
     l.cost += e.cost;
-    all.calls++;
-    all.us += e.dur_us;
-    all.cost += e.cost;
-    if (e.phase == "fwd") {
-      fwd.calls++;
-      fwd.us += e.dur_us;
-      fwd.cost += e.cost;
+    if (!untimed_ops) l.us += e.dur_us;
+    all.add(e);
+    if (e.phase == "fwd") fwd.add(e);
+  }
+  if (untimed_ops) {
+    std::map<int64_t, double> nested_us;  // scope id -> time of the scopes directly inside it
+    for (const Event& e : ev)
+      if (e.kind != ScopeKind::Op && e.parent >= 0) nested_us[e.parent] += e.dur_us;
+    for (const Event& e : ev) {
+      const auto it = nested_us.find(e.id);
+      const double own_us = e.dur_us - (it == nested_us.end() ? 0.0 : it->second);
+      if (e.kind == ScopeKind::Layer && e.phase != "eval")
+        by_layer[(e.phase.empty() ? std::string("-") : e.phase) + "/" + e.name].us += own_us;
+      else if (e.kind == ScopeKind::Phase && e.name != "eval")
+        by_layer[e.name + "/-"].us += own_us;
     }
   }
   os << "profile over " << steps << " steps (roofline: " << fmt("%.0f", c.peak_flops / 1e9)
      << " GFLOP/s, " << fmt("%.0f", c.bandwidth / 1e9) << " GB/s; " << c.source << ")\n";
+  if (untimed_ops)
+    os << "CUDA: step, phase and layer times are CUDA-event times; ops are not timed one by one "
+          "(per-op CUDA events: --profile-ops)\n";
   print_agg(os, "op/variant", by_op, step_us, steps, c);
   os << "\n";
-  print_agg(os, "phase/layer", by_layer, step_us, steps, c);
+  print_agg(os, untimed_ops ? "phase/layer (exclusive scope time)" : "phase/layer", by_layer,
+            step_us, steps, c);
   os << "\nmodel summary (per batch)        GFLOP        MB   FLOP/B    time ms   GFLOP/s\n";
   auto row = [&](const char* name, const Agg& a, double us) {
     char line[200];
@@ -302,13 +516,20 @@ void print_tables(std::ostream& os, const std::vector<Event>& ev, int steps, con
   };
   row("forward", fwd, fwd_us);
   row("step (all phases)", all, step_us);
+  const std::string overhead =
+      fmt("%.2f", step_us > 0 ? 100.0 * overhead_seconds() * 1e6 / step_us : 0.0);
+  if (all.untimed) {
+    os << "profiler overhead " << overhead
+       << "% of the step time (bookkeeping time inside the profiler, event records included)\n";
+    return;
+  }
   const double kernel_share = step_us > 0 ? 100.0 * all.us / step_us : 0.0;
   os << "ops account for " << fmt("%.1f", kernel_share) << "% of the step time; profiler overhead "
-     << fmt("%.2f", step_us > 0 ? 100.0 * overhead_seconds() * 1e6 / step_us : 0.0)
-     << "% of it (bookkeeping time inside the profiler)\n";
+     << overhead << "% of it (bookkeeping time inside the profiler)\n";
 }
 
 void write_trace(const std::string& path, const std::vector<Event>& ev) {
+  constexpr int kStreamTid = 1000;  // trace tid of "stream N": 1000 + N
   nlohmann::json events = nlohmann::json::array();
   auto cat = [](ScopeKind k) {
     switch (k) {
@@ -322,21 +543,39 @@ void write_trace(const std::string& path, const std::vector<Event>& ev) {
         return "op";
     }
   };
+  std::map<int, int> stream_device;  // stream track -> its device
   for (const Event& e : ev) {
+    // Host track: host times (for CUDA work, when it was enqueued).
     nlohmann::json j = {{"name", e.kind == ScopeKind::Op ? e.name + "/" + e.variant : e.name},
                         {"cat", cat(e.kind)},
                         {"ph", "X"},
-                        {"ts", e.ts_us},
-                        {"dur", e.dur_us},
+                        {"ts", e.gpu_timed ? e.host_ts_us : e.ts_us},
+                        {"dur", e.gpu_timed ? e.host_dur_us : e.dur_us},
                         {"pid", 1},
                         {"tid", e.tid}};
-    if (e.kind == ScopeKind::Op)
+    if (e.kind == ScopeKind::Op) {
       j["args"] = {{"variant", e.variant},
                    {"layer", e.layer},
                    {"phase", e.phase},
                    {"flops", e.cost.flops},
+                   {"bytes", e.cost.bytes()},
                    {"bytes_read", e.cost.bytes_read},
                    {"bytes_written", e.cost.bytes_written}};
+      if (e.gpu_untimed) j["args"]["clock"] = "host: CUDA launch only (--profile-ops times it)";
+    }
+    if (e.gpu_timed) {
+      // Stream track: the GPU's times from the CUDA events.
+      nlohmann::json g = j;
+      g["ts"] = e.ts_us;
+      g["dur"] = e.dur_us;
+      g["tid"] = kStreamTid + e.stream;
+      g["cat"] = std::string(cat(e.kind)) + ",gpu";
+      if (!g.contains("args")) g["args"] = nlohmann::json::object();
+      g["args"]["clock"] = "cuda events";
+      stream_device[e.stream] = e.device;
+      if (j.contains("args")) j["args"]["clock"] = "host: enqueue";
+      events.push_back(std::move(g));
+    }
     events.push_back(std::move(j));
   }
   // Parents before children at equal start times, so viewers nest them.
@@ -346,6 +585,18 @@ void write_trace(const std::string& path, const std::vector<Event>& ev) {
                      if (ta != tb) return ta < tb;
                      return double(a["dur"]) > double(b["dur"]);
                    });
+  // Track names of the CUDA streams (metadata events lead).
+  nlohmann::json meta = nlohmann::json::array();
+  for (const auto& [stream, device] : stream_device)
+    meta.push_back({{"name", "thread_name"},
+                    {"ph", "M"},
+                    {"pid", 1},
+                    {"tid", kStreamTid + stream},
+                    {"args",
+                     {{"name", "stream " + std::to_string(stream) +
+                                   " (cuda:" + std::to_string(device) + ")"}}}});
+  for (auto& e : events) meta.push_back(std::move(e));
+  events = std::move(meta);
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
   write_text_atomic(path, doc.dump(), "--trace");
 }

@@ -7,9 +7,12 @@
 //   profiler::stop();
 //   profiler::print_tables(std::cout, profiler::events(), ceilings);
 //
-// Timing: steady clock on the host. A CUDA op is timed to its completion (the device is
-// synchronised at the op's end while profiling), so GPU times are exact per op but the
-// pipeline is serialised; CUDA-event timing per layer is still to come (issue 5).
+// Timing: steady clock on the host for CPU work. On CUDA (profiler.cpp, "CUDA timing"), scopes
+// (steps, phases, layers) are timed with CUDA events recorded on the current stream before the
+// first CUDA op inside them and at their end, taken from a pool and resolved lazily (at the end of
+// each step scope and by events()), without synchronising per op; CUDA ops themselves are only
+// timed on the device when set_cuda_op_events(true) (aim-train --profile-ops): otherwise their
+// records carry their host launch time and are marked gpu_untimed.
 // Scopes are per thread and strictly nested, so the trace's events nest properly. Layer scopes
 // are opened by models (forward) and, through the layer captured by each autograd node at its
 // creation, by the engine (backward: the same layer name inside the "bwd" phase).
@@ -36,6 +39,17 @@ struct Event {
   double ts_us = 0;    // start, microseconds since start()
   double dur_us = 0;   // duration
   kernels::Cost cost;  // ops only
+  // CUDA timing. gpu_timed: ts_us/dur_us are the GPU's times (CUDA events on `stream`, placed on
+  // the host timeline through a reference event) and host_ts_us/host_dur_us the host's (enqueue)
+  // times. gpu_untimed: a CUDA op that was not timed on the device (per-op events off): its times
+  // are host launch times and the tables do not use them. CPU records: neither; host_* = ts/dur.
+  bool gpu_timed = false;
+  bool gpu_untimed = false;
+  int stream = -1;  // trace track "stream N" of gpu_timed records; -1: none
+  int device = -1;  // CUDA device of gpu_timed records
+  double host_ts_us = 0, host_dur_us = 0;
+  // Scope identity (unique per start()) and the enclosing scope's id (-1: none): exclusive times.
+  int64_t id = -1, parent = -1;
 };
 
 // Process-wide switch. Off: scopes cost one branch and ops are not observed.
@@ -45,6 +59,12 @@ void stop();
 const std::vector<Event>& events();
 // Seconds spent inside the profiler's own bookkeeping since start() (its overhead).
 double overhead_seconds();
+
+// Per-op CUDA events (aim-train --profile-ops): every CUDA op is timed on the device with its own
+// pair of events; off (the default), only scopes are, so the pipeline is never serialised.
+// Irrelevant to CPU runs.
+void set_cuda_op_events(bool on);
+bool cuda_op_events();
 
 // NVTX3 ranges (domain "aim") around every scope: step/N, fwd, bwd, opt, fwd/<layer>,
 // bwd/<layer>, for Nsight Systems. Independent of start()/stop(); a no-op without CUDA.
@@ -68,21 +88,32 @@ class Scope {
 // The innermost layer path of this thread ("" if none): autograd nodes capture it at creation.
 const std::string& current_layer();
 
-// Ceilings for the roofline columns: peak FLOP/s and memory bandwidth (bytes/s).
+// Ceilings for the roofline columns: peak FLOP/s and memory bandwidth (bytes/s). The tables use
+// peak_flops (fp32 FMA); the roofline plot draws one roof per precision present.
 struct Ceilings {
   double peak_flops = 0, bandwidth = 0;
   double peak_flops_fp64 = 0;  // 0: unknown
   std::string source;          // where they come from
+  // Tensor-core dense GEMM rates (GPU), FLOP/s; 0: unknown or not applicable.
+  double fp16_tc_flops = 0, bf16_tc_flops = 0, tf32_tc_flops = 0;
+  std::string device;  // "cpu", "NVIDIA H200", ...
 };
-// Ceilings written by `aim-bench peak --ceilings FILE`; errors name the file and the field.
+// Ceilings written by `aim-bench peak --ceilings FILE`: JSON with "device", "fp32_gflops" and
+// "mem_gbps" (required; "bandwidth_gbs" is read as the older name of mem_gbps), "fp64_gflops",
+// "fp16_tc_gflops", "bf16_tc_gflops", "tf32_tc_gflops" (optional). Errors name the file and field.
 Ceilings load_ceilings(const std::string& path);
+// The JSON load_ceilings reads, from ceilings (unknown figures are left out).
+std::string ceilings_json(const Ceilings& c);
 // The measured ceilings of this CPU from MACHINE.md / aim-bench peak (fp32 FMA, triad).
 Ceilings default_cpu_ceilings();
 
 // Tables over the events of `steps` profiled steps: per op (op/variant), per layer, and the model
 // summary (forward and whole training step per batch).
 void print_tables(std::ostream& os, const std::vector<Event>& ev, int steps, const Ceilings& c);
-// Chrome/Perfetto JSON ("X" events, one track per thread; ops carry variant/FLOPs/bytes in args).
+// Chrome/Perfetto JSON: "X" events, one track per host thread and one per CUDA stream ("stream
+// N", named by thread_name metadata events) for gpu_timed records; ops carry variant, FLOPs and
+// bytes in args. (Tensor shapes are not in the args: the op observer does not receive the
+// op's arguments, kernels/registry.h.)
 void write_trace(const std::string& path, const std::vector<Event>& ev);
 
 }  // namespace aim::profiler

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -35,27 +36,57 @@ std::string esc(const std::string& s) {
 
 }  // namespace
 
+const std::vector<GpuDatasheet>& gpu_datasheets() {
+  // NVIDIA datasheets, SXM parts, dense tensor-core rates (the sparse figures are twice these).
+  static const std::vector<GpuDatasheet> t = {
+      // H200 SXM: FP64 34 TF (DFMA), FP64 tensor 67, FP32 67, TF32 495, BF16/FP16 989, INT8
+      // 1979 TOPS; HBM3e 4.8 TB/s.
+      {"H200", "H200 SXM", 34e12, 67e12, 67e12, 495e12, 989e12, 989e12, 1979e12, 4.8e12},
+      // H100 SXM: FP64 34 TF, FP64 tensor 67, FP32 67, TF32 495, BF16/FP16 989, INT8 1979;
+      // HBM3 3.35 TB/s.
+      {"H100", "H100 SXM", 34e12, 67e12, 67e12, 495e12, 989e12, 989e12, 1979e12, 3.35e12},
+      // A100 SXM 80GB: FP64 9.7 TF, FP64 tensor 19.5, FP32 19.5, TF32 156, BF16/FP16 312, INT8
+      // 624; HBM2e 2.039 TB/s.
+      {"A100", "A100 SXM 80GB", 9.7e12, 19.5e12, 19.5e12, 156e12, 312e12, 312e12, 624e12, 2.039e12},
+  };
+  return t;
+}
+
+const GpuDatasheet* find_gpu_datasheet(const std::string& device_name) {
+  for (const GpuDatasheet& d : gpu_datasheets())
+    if (device_name.find(d.match) != std::string::npos) return &d;
+  return nullptr;
+}
+
 std::vector<Roof> default_roofs(const std::string& device) {
   if (device.rfind("cuda", 0) == 0) {
-    // NVIDIA H200 SXM datasheet (dense): FP32 67 TFLOP/s, TF32 495, BF16/FP16 989, INT8 1979
-    // TOPS; HBM3e 4.8 TB/s.
-    const double hbm = 4.8e12;
-    return {{"H200 FP32 (datasheet)", 67e12, hbm},
-            {"H200 TF32 tensor (datasheet)", 495e12, hbm},
-            {"H200 BF16/FP16 tensor (datasheet)", 989e12, hbm},
-            {"H200 INT8 tensor (datasheet, TOPS)", 1979e12, hbm}};
+    const GpuDatasheet& d = *find_gpu_datasheet("H200");
+    const std::string g = d.match;
+    return {{g + " FP32 (datasheet)", d.fp32, d.mem},
+            {g + " TF32 tensor (datasheet)", d.tf32_tc, d.mem},
+            {g + " BF16/FP16 tensor (datasheet)", d.bf16_tc, d.mem},
+            {g + " INT8 tensor (datasheet, TOPS)", d.int8_tc, d.mem}};
   }
   const Ceilings c = default_cpu_ceilings();
   return {{"CPU fp32 FMA, AVX-512, 2 threads (measured)", c.peak_flops, c.bandwidth},
           {"CPU fp32 FMA, AVX2 only (MACHINE.md)", 206e9, 0}};
 }
 
-std::vector<Roof> cpu_roofs(const Ceilings& c) {
-  std::vector<Roof> r = {{"CPU fp32 FMA (" + c.source + ")", c.peak_flops, c.bandwidth}};
+std::vector<Roof> ceiling_roofs(const Ceilings& c) {
+  const bool cpu = c.device.empty() || c.device == "cpu";
+  const std::string who = cpu ? "CPU" : c.device;
+  std::vector<Roof> r = {{who + " fp32 FMA (" + c.source + ")", c.peak_flops, c.bandwidth}};
   if (c.peak_flops_fp64 > 0)
-    r.push_back({"CPU fp64 FMA (measured)", c.peak_flops_fp64, c.bandwidth});
+    r.push_back({who + " fp64 FMA (measured)", c.peak_flops_fp64, c.bandwidth});
+  if (c.tf32_tc_flops > 0)
+    r.push_back({who + " TF32 tensor GEMM (measured)", c.tf32_tc_flops, c.bandwidth});
+  if (c.fp16_tc_flops > 0)
+    r.push_back({who + " FP16 tensor GEMM (measured)", c.fp16_tc_flops, c.bandwidth});
+  if (c.bf16_tc_flops > 0)
+    r.push_back({who + " BF16 tensor GEMM (measured)", c.bf16_tc_flops, c.bandwidth});
   return r;
 }
+
 
 void write_roofline_svg(const std::string& path, const std::vector<Event>& ev,
                         const std::vector<Roof>& roofs, const std::string& title) {
@@ -104,7 +135,7 @@ void write_roofline_svg(const std::string& path, const std::vector<Event>& ev,
     << "<text transform=\"translate(20," << T + ph / 2 + 40
     << ") rotate(-90)\">attainable GFLOP/s</text>\n";
   // Roofs.
-  const char* colours[] = {"#c0392b", "#2980b9", "#27ae60", "#8e44ad", "#d35400"};
+  const char* colours[] = {"#c0392b", "#2980b9", "#27ae60", "#8e44ad", "#d35400", "#16a085"};
   for (size_t i = 0; i < roofs.size(); ++i) {
     const Roof& r = roofs[i];
     const double peak = r.peak_flops / 1e9;
@@ -116,7 +147,7 @@ void write_roofline_svg(const std::string& path, const std::vector<Event>& ev,
       if (yi < std::pow(10.0, y0)) continue;
       pts << X(xi) << "," << Y(yi) << " ";
     }
-    const char* col = colours[i % 5];
+    const char* col = colours[i % std::size(colours)];
     s << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"2\" points=\""
       << pts.str() << "\"/>\n<text x=\"" << L + pw + 8 << "\" y=\"" << T + 14 + 16 * i
       << "\" fill=\"" << col << "\">" << esc(r.label) << "</text>\n";

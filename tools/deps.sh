@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ ccache clang-format libopenblas-openmp-dev libboost-program-options-dev
       libboost-context-dev nlohmann-json3-dev libgtest-dev libjpeg62-turbo-dev libpng-dev
-      python3-torch python3-numpy
+      python3-torch python3-torchvision python3-numpy
       libgoogle-perftools4  # tcmalloc: the tuned PyTorch peer of bench/peers (MACHINE.md lesson 4)
       librsvg2-bin)  # rsvg-convert: the CLI test renders the roofline SVG
 missing=()

@@ -132,16 +132,22 @@ fi
 if [ -x "$bdir/aim-bench" ]; then
   step "aim-bench foundation" 120 "$bdir/aim-bench" foundation --device cuda --results "$OUT/bench.jsonl"
   step "aim-bench op matmul" 60 "$bdir/aim-bench" op matmul --shape 4096,4096,4096 --device cuda --results "$OUT/bench.jsonl"
+  # GPU ceilings (FMA per dtype, tensor-core GEMM, copy/triad) for the roofline of the profile steps.
+  step "aim-bench peak" 60 "$bdir/aim-bench" peak --device cuda --ceilings "$OUT/ceilings-h200.json" --results "$OUT/bench.jsonl"
+  # The AI Matrix layer-based shapes on the GPU (3 repetitions: the check, not the speed record).
+  step "aim-bench suite layers" 150 "$bdir/aim-bench" suite layers --device cuda --reps 3 --max-gflop 20 --out "$OUT/layers.csv" --format csv
 else
   results+=("| aim-bench | SKIP | not built yet |")
 fi
+ceil_flag=()
+[ -s "$OUT/ceilings-h200.json" ] && ceil_flag=(--ceilings "$OUT/ceilings-h200.json")
 if [ -x "$bdir/aim-train" ]; then
   # Model names: the unindented lines of --list. Each model: the tiny configuration (correctness
   # of the CUDA path, results line), then the default size for the speed figures.
   for m in $("$bdir/aim-train" --list 2>/dev/null | awk '/^[a-z]/{print $1}'); do
     step "train $m tiny" 60 "$bdir/aim-train" "$m" --device cuda --steps 20 --config size=tiny --progress lines --results "$OUT/models.jsonl"
     step "train $m" 90 "$bdir/aim-train" "$m" --device cuda --steps 100 --batch-size 256 --eval-every 0 --eval-samples 2000 --progress lines --results "$OUT/models.jsonl"
-    step "profile $m" 90 "$bdir/aim-train" "$m" --device cuda --steps 12 --batch-size 256 --eval-every 0 --eval-samples 2000 --progress lines --profile --trace "$OUT/trace-$m.json" --roofline "$OUT/roofline-$m.svg" --nvtx
+    step "profile $m" 90 "$bdir/aim-train" "$m" --device cuda --steps 12 --batch-size 256 --eval-every 0 --eval-samples 2000 --progress lines --profile --trace "$OUT/trace-$m.json" --roofline "$OUT/roofline-$m.svg" --nvtx ${ceil_flag[@]+"${ceil_flag[@]}"}
     if [ -x "$bdir/aim-infer" ]; then
       step "infer $m" 60 "$bdir/aim-infer" "$m" --device cuda --iters 50 --batch-size 256,1024 --results "$OUT/models.jsonl"
     else

@@ -61,8 +61,13 @@ int main(int argc, char** argv) {
     ("optimizer", po::value<std::string>(&to.optim.name)->default_value("adam"),
      "sgd | adam | adamw | adagrad")
     ("lr", po::value<double>(&to.optim.lr)->default_value(0.01), "learning rate (> 0)")
+    ("lr-batch", po::value<double>(&to.optim.lr_batch)->default_value(0),
+     "> 0: --lr is per this many samples (lr used = lr * batch / lr-batch)")
+    ("poly-power", po::value<double>(&to.poly_power)->default_value(1),
+     "--schedule poly: lr * (1 - step / steps)^power")
     ("momentum", po::value<double>(&to.optim.momentum)->default_value(0), "sgd momentum [0, 1)")
-    ("nesterov", "sgd: Nesterov momentum")
+    ("nesterov", po::value<bool>(&to.optim.nesterov)->default_value(false)->implicit_value(true),
+     "sgd: Nesterov momentum (--nesterov=false turns a recipe's off)")
     ("weight-decay", po::value<double>(&to.optim.weight_decay)->default_value(-1),
      "L2 (sgd, adam, adagrad) or decoupled (adamw) decay; -1: PyTorch's default")
     ("schedule", po::value<std::string>(&to.schedule)->default_value("constant"),
@@ -104,13 +109,14 @@ int main(int argc, char** argv) {
      "write a roofline plot (SVG) of the profiled ops to FILE")
     ("ceilings", po::value<std::string>(&to.ceilings),
      "roofline ceilings from aim-bench peak --ceilings FILE (default: this CPU's, documented)")
+    ("profile-ops", "CUDA: time every kernel with its own CUDA events (default: per layer)")
     ("nvtx", "NVTX ranges (domain aim: step/N, fwd, bwd, opt, fwd/<layer>, bwd/<layer>) for "
      "Nsight Systems")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
   try {
-    aim::cli::ModelCommand mc = aim::cli::parse_model_command(argc, argv, opts, config);
+    aim::cli::ModelCommand mc = aim::cli::parse_model_command(argc, argv, opts, config, true);
     if (!mc.entry) return 0;  // --help or --list
     const po::variables_map& vm = mc.vm;
     const aim::models::ModelEntry* entry = mc.entry;
@@ -123,6 +129,8 @@ int main(int argc, char** argv) {
             to.optim.momentum);
     require(to.optim.weight_decay >= 0 || to.optim.weight_decay == -1, "--weight-decay",
             ">= 0 (or -1)", to.optim.weight_decay);
+    require(to.optim.lr_batch >= 0, "--lr-batch", ">= 0", to.optim.lr_batch);
+    require(to.poly_power > 0, "--poly-power", "> 0", to.poly_power);
     require(to.warmup_steps >= 0, "--warmup", ">= 0", to.warmup_steps);
     require(to.eval_every >= 0, "--eval-every", ">= 0", to.eval_every);
     require(to.eval_samples > 0, "--eval-samples", "> 0", to.eval_samples);
@@ -142,7 +150,6 @@ int main(int argc, char** argv) {
                        "warmup_cosine)");
     if (progress != "auto" && progress != "bar" && progress != "lines")
       throw UsageError("--progress '" + progress + "' is not allowed (allowed: auto, bar, lines)");
-    to.optim.nesterov = vm.count("nesterov") > 0;
     if (to.optim.nesterov && (to.optim.name != "sgd" || to.optim.momentum <= 0))
       throw UsageError("--nesterov needs --optimizer sgd and --momentum > 0");
     if (to.optim.momentum > 0 && to.optim.name != "sgd")
@@ -150,6 +157,7 @@ int main(int argc, char** argv) {
     to.resume = vm.count("resume") > 0;
     to.profile = vm.count("profile") > 0;
     aim::profiler::set_nvtx(vm.count("nvtx") > 0);
+    aim::profiler::set_cuda_op_events(vm.count("profile-ops") > 0);
     if (!profile_steps.empty()) {
       const size_t colon = profile_steps.find(':');
       const auto parts = colon == std::string::npos
@@ -186,8 +194,10 @@ int main(int argc, char** argv) {
                 << batch << ", "
                 << (to.epochs > 0 ? (std::ostringstream() << to.epochs << " epochs").str()
                                   : std::to_string(to.steps) + " steps")
-                << ", " << to.optim.name << " lr " << to.optim.lr << " (" << to.schedule
-                << "), seed " << to.seed << ", data " << data << "\n";
+                << ", " << to.optim.name << " lr "
+                << (to.optim.lr_batch > 0 ? to.optim.lr * double(batch) / to.optim.lr_batch
+                                          : to.optim.lr)
+                << " (" << to.schedule << "), seed " << to.seed << ", data " << data << "\n";
       const auto before = aim::cli::variant_counts();
       const aim::train::TrainResult r = aim::train::train_model(*entry, cfg, to, std::cout);
       if (results.empty()) continue;

@@ -70,12 +70,13 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParamete
   return make_optimizer(o, std::move(params));
 }
 
-LRSchedule make_schedule(const std::string& name, double lr, int64_t warmup, int64_t total) {
+LRSchedule make_schedule(const std::string& name, double lr, int64_t warmup, int64_t total,
+                         double poly_power) {
   AIM_CHECK(warmup >= 0 && (warmup < total || warmup == 0), "schedule: warmup steps (", warmup,
             ") must be in [0, total steps ", total, ")");
   if (name == "constant") return LRSchedule::constant(lr);
   if (name == "step") return LRSchedule::step(lr, std::max<int64_t>(1, total / 3), 0.1);
-  if (name == "poly") return LRSchedule::poly(lr, total, 1.0);
+  if (name == "poly") return LRSchedule::poly(lr, total, poly_power);
   if (name == "warmup_linear") return LRSchedule::warmup_linear(lr, warmup, total);
   if (name == "warmup_cosine") return LRSchedule::warmup_cosine(lr, warmup, total);
   AIM_FAIL("unknown schedule '", name,
@@ -221,7 +222,9 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   }
   model->to(dev);
   model->train();
-  auto optim = make_optimizer(opt.optim, model->named_parameters());
+  OptimizerOptions oo = opt.optim;
+  if (oo.lr_batch > 0) oo.lr *= double(opt.batch_size) / oo.lr_batch;
+  auto optim = make_optimizer(oo, model->named_parameters());
   std::unique_ptr<data::BatchSource> source = entry.source(cfg, opt.data, opt.seed);
   const int64_t n_eval = std::min(opt.eval_samples, source->eval_size());
   AIM_CHECK(n_eval > 0, "train: the data has no evaluation samples");
@@ -238,7 +241,7 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   log << "data: " << r.data_description << "; " << r.total_steps << " steps of " << opt.batch_size
       << " (epoch = " << source->epoch_size() << " samples)\n";
   const LRSchedule sched =
-      make_schedule(opt.schedule, opt.optim.lr, opt.warmup_steps, r.total_steps);
+      make_schedule(opt.schedule, oo.lr, opt.warmup_steps, r.total_steps, opt.poly_power);
 
   const std::map<std::string, std::string> meta = {
       {"model", entry.name},
@@ -381,8 +384,8 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
     if (!opt.roofline.empty()) {
       profiler::write_roofline_svg(
           opt.roofline, profiler::events(),
-          dev.is_cpu() && !opt.ceilings.empty() ? profiler::cpu_roofs(ceil)
-                                                : profiler::default_roofs(dev.str()),
+          !opt.ceilings.empty() ? profiler::ceiling_roofs(ceil)
+                                : profiler::default_roofs(dev.str()),
           entry.name + " training step, batch " + std::to_string(opt.batch_size) + ", " +
               dev.str() + " (steps " + std::to_string(prof_a) + ".." + std::to_string(prof_b) +
               ")");

@@ -26,6 +26,9 @@ namespace aim::train {
 struct OptimizerOptions {
   std::string name = "adam";  // sgd | adam | adamw | adagrad
   double lr = 1e-2;
+  // > 0: lr is per lr_batch samples, the optimizer uses lr * batch_size / lr_batch (linear
+  // scaling, as the AI Matrix CNN recipe's "1.0 * B / 1024").
+  double lr_batch = 0;
   double momentum = 0;       // sgd
   bool nesterov = false;     // sgd (needs momentum > 0)
   double weight_decay = -1;  // < 0: the optimizer's PyTorch default (0; AdamW 0.01)
@@ -38,6 +41,7 @@ struct TrainOptions {
   OptimizerOptions optim;
   std::string schedule = "constant";  // constant | step | poly | warmup_linear | warmup_cosine
   int64_t warmup_steps = 0;           // warmup_* schedules
+  double poly_power = 1;              // poly schedule: (1 - step / total)^power
   double clip_norm = 0;               // > 0: clip_grad_norm before each step
   uint64_t seed = 1;                  // model initialisation, data and shuffling
   std::string data = "synthetic";     // the model's source: "synthetic" or a path
@@ -86,7 +90,8 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParame
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParameters params,
                                           double lr);
 // The schedule named `name` for a run of `total` steps; unknown names list the choices.
-LRSchedule make_schedule(const std::string& name, double lr, int64_t warmup, int64_t total);
+LRSchedule make_schedule(const std::string& name, double lr, int64_t warmup, int64_t total,
+                         double poly_power = 1);
 
 std::string checkpoint_path(const std::string& dir);
 // Writes <dir>/checkpoint.safetensors (creating dir) atomically through save_safetensors.

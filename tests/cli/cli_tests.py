@@ -212,6 +212,34 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
                                  "--progress", "lines"], 0, "din-export", "auc", "gauc",
         "done: 10 steps")
 
+    # ---- a CNN classifier: torchvision's weights, aim-infer's dump vs torchvision's logits --------
+    vis = os.path.join(tmp, "vision")
+    os.makedirs(vis)
+    p = subprocess.run([sys.executable, os.path.join(SOURCE, "tests", "peers", "vision.py"),
+                        "resnet50", "--out-dir", vis, "--image", "64", "--batch", "2"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        failures.append("tests/peers/vision.py resnet50 failed (python3-torchvision?):\n" + p.stderr[-2000:])
+    else:
+        import torch
+        b = st.load(os.path.join(vis, "batch.safetensors"))
+        vin, vout = os.path.join(vis, "in.safetensors"), os.path.join(vis, "dump.safetensors")
+        st.save(vin, {"input": b["input"]})
+        run([INFER, "resnet50", "--device", "cpu", "--config", "image=64", "--threads", "2",
+             "--weights", os.path.join(vis, "weights.safetensors"), "--inputs", vin, "--iters", "1",
+             "--warmup", "0", "--dump-outputs", vout], 0, "latency p50")
+        if os.path.exists(vout):
+            got = st.load(vout)["logits"]
+            want = st.load(os.path.join(vis, "out.safetensors"))["logits_eval"]
+            rel = float((got - want).abs().max() / want.abs().max())
+            check(got.shape == want.shape and rel < 1e-3,
+                  "resnet50 logits vs torchvision: relative difference %.3g" % rel)
+        run([INFER, "resnet50", "--device", "cpu", "--config", "image=64", "--threads", "2",
+             "--weights", os.path.join(vis, "weights.safetensors"), "--config", "classes=10",
+             "--iters", "1"], 1, "fc.weight")
+    run([TRAIN, "resnet50"] + TINY + ["--steps", "3", "--batch-size", "4", "--eval-samples", "8",
+                                      "--progress", "lines"], 0, "done: 3 steps", "top1")
+
 if failures:
     print("%d CLI checks failed:\n\n%s" % (len(failures), "\n\n".join(failures)))
     sys.exit(1)

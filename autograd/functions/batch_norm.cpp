@@ -1,0 +1,106 @@
+// batch_norm and local_response_norm on the fused kernels (kernels/norm/batchnorm.h, lrn.h).
+#include "autograd/functions/batch_norm.h"
+
+#include "autograd/node.h"
+#include "kernels/norm/batchnorm.h"
+
+namespace aim::autograd {
+namespace {
+
+struct BatchNormNode final : Node {
+  Tensor x, gamma, save_mean, save_rstd;
+  bool training = true, affine = false;
+  const char* name() const override { return "BatchNorm"; }
+  void backward(Grads& g) override {
+    kernels::BatchNormBwdArgs a;
+    a.dy = g.dy();
+    a.x = x;
+    a.gamma = gamma;
+    a.save_mean = save_mean;
+    a.save_rstd = save_rstd;
+    a.training = training;
+    if (g.needs(0)) a.dx = g.out(0);
+    if (affine && g.needs(1)) a.dgamma = g.accum(1);
+    if (affine && g.needs(2)) a.dbeta = g.accum(2);
+    if (!a.dx.defined() && !a.dgamma.defined() && !a.dbeta.defined()) return;
+    kernels::batchnorm_bwd(a);
+  }
+  void release() override { x = gamma = save_mean = save_rstd = Tensor(); }
+};
+
+struct LrnNode final : Node {
+  Tensor x;
+  kernels::LrnParams p;
+  const char* name() const override { return "LocalResponseNorm"; }
+  void backward(Grads& g) override {
+    if (!g.needs(0)) return;
+    kernels::LrnBwdArgs a;
+    a.dy = g.dy();
+    a.x = x;
+    a.dx = g.out(0);
+    a.p = p;
+    kernels::lrn_bwd(a);
+  }
+  void release() override { x = Tensor(); }
+};
+
+}  // namespace
+
+Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
+                    const Tensor& running_mean, const Tensor& running_var, bool training,
+                    double momentum, double eps) {
+  AIM_CHECK(x.defined() && x.dim() >= 2, "batch_norm: x must be [N, C, ...], got ",
+            x.defined() ? to_string(x.sizes()) : std::string("undefined"));
+  AIM_CHECK(weight.defined() == bias.defined(),
+            "batch_norm: weight and bias must both be given or both be undefined");
+  AIM_CHECK(training || (running_mean.defined() && running_var.defined()),
+            "batch_norm: evaluation needs running_mean and running_var");
+  const Tensor xc = x.data().contiguous();
+  const int64_t C = xc.size(1);
+  const DType s = kernels::batchnorm_stat_dtype(xc.dtype());
+  kernels::BatchNormFwdArgs a;
+  a.x = xc;
+  if (weight.defined()) {
+    a.gamma = weight.data().contiguous();
+    a.beta = bias.data().contiguous();
+  }
+  a.running_mean = running_mean;
+  a.running_var = running_var;
+  a.y = Tensor::empty(xc.sizes(), xc.dtype(), xc.device());
+  const bool grad = needs_grad({&x, &weight, &bias});
+  if (training || grad) {
+    a.save_mean = Tensor::empty({C}, s, xc.device());
+    a.save_rstd = Tensor::empty({C}, s, xc.device());
+  }
+  a.training = training;
+  a.momentum = momentum;
+  a.eps = eps;
+  kernels::batchnorm_fwd(a);
+  if (!grad) return Variable(a.y);
+  auto n = std::make_shared<BatchNormNode>();
+  n->x = xc;
+  n->gamma = a.gamma;
+  n->save_mean = a.save_mean;
+  n->save_rstd = a.save_rstd;
+  n->training = training;
+  n->affine = weight.defined();
+  return attach1(n, {x, weight, bias}, a.y);
+}
+
+Variable local_response_norm(const Variable& x, const kernels::LrnParams& p) {
+  AIM_CHECK(x.defined() && x.dim() >= 2, "local_response_norm: x must be [N, C, ...], got ",
+            x.defined() ? to_string(x.sizes()) : std::string("undefined"));
+  const Tensor xc = x.data().contiguous();
+  kernels::LrnFwdArgs a;
+  a.x = xc;
+  a.y = Tensor::empty(xc.sizes(), xc.dtype(), xc.device());
+  a.p = p;
+  kernels::lrn_fwd(a);
+  if (!needs_grad({&x})) return Variable(a.y);
+  auto n = std::make_shared<LrnNode>();
+  n->x = xc;
+  n->p = p;
+  return attach1(n, {x}, a.y);
+}
+
+}  // namespace aim::autograd

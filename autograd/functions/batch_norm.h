@@ -1,0 +1,20 @@
+// Differentiable batch normalisation and local response normalisation on the fused kernels
+// (kernels/norm/batchnorm.h, lrn.h), PyTorch semantics (F.batch_norm, F.local_response_norm).
+#pragma once
+#include "autograd/variable.h"
+#include "kernels/norm/lrn.h"
+
+namespace aim::autograd {
+
+// x [N, C, ...]; weight, bias [C] (both or neither); running_mean / running_var [C] (updated in
+// place when training and defined; required when !training). Parameters and statistics are f32
+// (f64 for an f64 x). Training normalises with batch statistics; eval with the running ones,
+// and then the backward treats the statistics as constants (frozen BN).
+Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
+                    const Tensor& running_mean, const Tensor& running_var, bool training,
+                    double momentum, double eps);
+
+// x [N, C, ...].
+Variable local_response_norm(const Variable& x, const kernels::LrnParams& p);
+
+}  // namespace aim::autograd

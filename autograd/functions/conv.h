@@ -1,0 +1,21 @@
+// Differentiable 2-D convolution and transposed convolution (kernels/conv), PyTorch semantics
+// (torch.nn.functional.conv2d / conv_transpose2d) with asymmetric padding for TF "SAME".
+// x is made contiguous; weight and bias gradients accumulate (+=) through g.accum (node.h).
+#pragma once
+#include "autograd/variable.h"
+#include "kernels/conv/conv2d.h"
+
+namespace aim::autograd {
+
+// x [N, C, H, W]; weight [K, C/G, R, S]; bias [K] or undefined -> [N, K, P, Q].
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
+                const kernels::Conv2dParams& p);
+
+// x [N, Cin, H, W]; weight [Cin, Cout/G, R, S] (PyTorch's layout); bias [Cout] or undefined ->
+// [N, Cout, Ho, Wo], Ho = (H-1)*stride_h - pad_top - pad_bottom + dil_h*(R-1) + out_pad_h + 1.
+// It is the gradient of conv2d with respect to its input, run forward.
+Variable conv_transpose2d(const Variable& x, const Variable& weight, const Variable& bias,
+                          const kernels::Conv2dParams& p, int64_t out_pad_h = 0,
+                          int64_t out_pad_w = 0);
+
+}  // namespace aim::autograd

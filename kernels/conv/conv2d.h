@@ -1,0 +1,105 @@
+// 2-D convolution (cross-correlation, as torch.nn.functional.conv2d), NCHW, with groups, stride,
+// dilation, asymmetric zero padding (TF-SAME) and a fused bias.
+// Shapes: x, dx [N, C, H, W]; w, dw [K, C/G, R, S]; bias, dbias [K]; y, dy [N, K, P, Q] with
+//   P = (H + pad_top + pad_bottom - dil_h*(R-1) - 1) / stride_h + 1   (Q likewise)
+// conv_transpose2d needs no kernels of its own: its forward is conv2d_bwd_data, its input
+// gradient conv2d_fwd, its weight gradient conv2d_bwd_filter with x and dy exchanged.
+// Math and gradient: kernels/conv/README.md
+#pragma once
+#include <utility>
+
+#include "kernels/op.h"
+
+namespace aim::kernels {
+
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int64_t dil_h = 1, dil_w = 1;
+  int64_t groups = 1;
+  bool symmetric_padding() const { return pad_top == pad_bottom && pad_left == pad_right; }
+};
+
+// Output extent of one spatial axis (0 or less: the window does not fit).
+inline int64_t conv2d_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad_before,
+                               int64_t pad_after, int64_t dil) {
+  return (in + pad_before + pad_after - dil * (k - 1) - 1) / stride + 1;
+}
+// TensorFlow "SAME" padding of one axis: output ceil(in / stride); the odd pixel goes after.
+inline std::pair<int64_t, int64_t> tf_same_padding(int64_t in, int64_t k, int64_t stride,
+                                                   int64_t dil = 1) {
+  const int64_t out = (in + stride - 1) / stride;
+  int64_t total = (out - 1) * stride + dil * (k - 1) + 1 - in;
+  if (total < 0) total = 0;
+  return {total / 2, total - total / 2};
+}
+
+struct Conv2dFwdArgs {
+  Tensor x;     // [N, C, H, W]
+  Tensor w;     // [K, C/G, R, S]
+  Tensor bias;  // [K] or undefined (no bias)
+  Tensor y;     // [N, K, P, Q]: written (=)
+  Conv2dParams p;
+  Device device() const { return x.device(); }
+  DType dtype() const { return x.dtype(); }
+};
+
+struct Conv2dBwdDataArgs {
+  Tensor dy;  // [N, K, P, Q]
+  Tensor w;   // [K, C/G, R, S]
+  Tensor dx;  // [N, C, H, W]: written (=); its shape fixes H, W (several H give the same P)
+  Conv2dParams p;
+  Device device() const { return dy.device(); }
+  DType dtype() const { return dy.dtype(); }
+};
+
+struct Conv2dBwdFilterArgs {
+  Tensor dy;     // [N, K, P, Q]
+  Tensor x;      // [N, C, H, W]
+  Tensor dw;     // [K, C/G, R, S]: accumulated (+=), a parameter gradient (autograd/node.h)
+  Tensor dbias;  // [K]: accumulated (+=), or undefined (not wanted)
+  Conv2dParams p;
+  Device device() const { return x.device(); }
+  DType dtype() const { return x.dtype(); }
+};
+
+// Multiply-adds of one direct convolution: N*K*P*Q * (C/G)*R*S; each direction does the same.
+inline double conv2d_macs(const Tensor& w, const Tensor& y) {
+  return double(y.size(0)) * double(y.size(1)) * double(y.size(2)) * double(y.size(3)) *
+         double(w.size(1)) * double(w.size(2)) * double(w.size(3));
+}
+inline Cost conv2d_fwd_cost(const Conv2dFwdArgs& a) {
+  const double e = double(dtype_size(a.x.dtype()));
+  const double b = a.bias.defined() ? double(a.y.numel()) : 0.0;
+  return Cost{/*flops=*/2 * conv2d_macs(a.w, a.y) + b,
+              /*bytes_read=*/
+                  (double(a.x.numel()) + double(a.w.numel()) +
+                   (a.bias.defined() ? double(a.bias.numel()) : 0.0)) *
+                  e,
+              /*bytes_written=*/double(a.y.numel()) * e};
+}
+inline Cost conv2d_bwd_data_cost(const Conv2dBwdDataArgs& a) {
+  const double e = double(dtype_size(a.dy.dtype()));
+  return Cost{/*flops=*/2 * conv2d_macs(a.w, a.dy),
+              /*bytes_read=*/(double(a.dy.numel()) + double(a.w.numel())) * e,
+              /*bytes_written=*/double(a.dx.numel()) * e};
+}
+inline Cost conv2d_bwd_filter_cost(const Conv2dBwdFilterArgs& a) {
+  const double e = double(dtype_size(a.x.dtype()));
+  const double db = a.dbias.defined() ? double(a.dbias.numel()) : 0.0;
+  return Cost{
+      /*flops=*/2 * conv2d_macs(a.dw, a.dy) + (db > 0 ? double(a.dy.numel()) : 0.0),
+      /*bytes_read=*/(double(a.dy.numel()) + double(a.x.numel()) + double(a.dw.numel()) + db) * e,
+      /*bytes_written=*/(double(a.dw.numel()) + db) * e};
+}
+
+// Host-side validation shared by every variant (throws "[conv2d_fwd] ..." naming the shapes).
+void check_conv2d_fwd_args(const Conv2dFwdArgs& a);
+void check_conv2d_bwd_data_args(const Conv2dBwdDataArgs& a);
+void check_conv2d_bwd_filter_args(const Conv2dBwdFilterArgs& a);
+
+void conv2d_fwd(const Conv2dFwdArgs& a);
+void conv2d_bwd_data(const Conv2dBwdDataArgs& a);
+void conv2d_bwd_filter(const Conv2dBwdFilterArgs& a);
+
+}  // namespace aim::kernels

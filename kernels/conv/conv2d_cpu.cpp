@@ -1,0 +1,789 @@
+// conv2d on the CPU (math: kernels/conv/README.md).
+// cpu.ref: the oracle. Direct loops over every output (fwd, bwd_filter) or a scatter of every
+//   dy element into a double image (bwd_data); double accumulation, one rounding at the output;
+//   f32 f64 f16 bf16 (gradcheck runs it in f64).
+// cpu.im2col (default for f32): per image and group, lower the convolution to one GEMM through a
+//   column matrix col [C/G*R*S, P*Q] (row (c, r, s), column (p, q)):
+//     fwd         y_g [K/G, P*Q]       = w_g [K/G, C/G*R*S] . col
+//     bwd_data    col                  = w_g^T . dy_g [K/G, P*Q], then col2im adds col into dx
+//     bwd_filter  dw_g [K/G, C/G*R*S] += dy_g . col^T,  dbias[k] += row sums of dy
+//   1x1 stride-1 unpadded convolutions skip im2col/col2im: the image is already the matrix.
+//   The columns are processed in chunks of whole output rows sized so the chunk's col (<= ~512
+//   KiB, >= ~256 columns) stays in the core's L2 between im2col, the GEMM and col2im. Stride 1
+//   with Q == W (same padding): one tap's valid rows are one contiguous copy (or add), then the
+//   one or two wrapped-around columns per row are fixed up.
+//   bwd_filter's GEMM has a transposed operand (the reduction runs along the rows of dy and col),
+//   which sgemm_avx512 runs at ~220 GFLOP/s here instead of ~360; a scalar transpose of col to
+//   avoid it cost as much as it saved (an AVX-512 in-register transpose is the next step).
+//   GEMM: the own AVX-512 SGEMM (sgemm_avx512) where the CPU has AVX-512, else OpenBLAS.
+//   Threads: OpenMP over images when N >= the team size (each GEMM single-threaded inside the
+//   region), else images one after another with the GEMM using the team. bwd_filter over images
+//   in parallel accumulates one partial dw per thread, added into dw in thread order.
+//   Column buffers are thread_local and only grow: no allocation or page faults in steady state.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#ifdef AIM_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include "kernels/conv/conv2d.h"
+#include "kernels/matmul/gemm_avx512.h"
+#include "kernels/registry.h"
+#include "kernels/testing.h"
+
+namespace aim::kernels {
+
+namespace {
+
+// Sizes of one convolution, checked: per-group channel counts Cg = C/G, Kg = K/G.
+struct Dims {
+  int64_t N, C, H, W, K, R, S, P, Q, G, Cg, Kg;
+};
+
+std::string sh(const Tensor& t) { return t.defined() ? to_string(t.sizes()) : "undefined"; }
+
+void check_params(const char* op, const Conv2dParams& p) {
+  AIM_CHECK(p.stride_h >= 1 && p.stride_w >= 1, "[", op, "] stride must be >= 1, got ", p.stride_h,
+            ",", p.stride_w);
+  AIM_CHECK(p.dil_h >= 1 && p.dil_w >= 1, "[", op, "] dilation must be >= 1, got ", p.dil_h, ",",
+            p.dil_w);
+  AIM_CHECK(p.pad_top >= 0 && p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0, "[", op,
+            "] padding must be >= 0, got top ", p.pad_top, " bottom ", p.pad_bottom, " left ",
+            p.pad_left, " right ", p.pad_right);
+  AIM_CHECK(p.groups >= 1, "[", op, "] groups must be >= 1, got ", p.groups);
+}
+
+// x-side [N, C, H, W] and w [K, C/G, R, S]: the channel/group relations and the output extent.
+Dims make_dims(const char* op, const char* xname, const Tensor& x, const Tensor& w,
+               const Conv2dParams& p) {
+  check_params(op, p);
+  AIM_CHECK(x.defined() && x.dim() == 4, "[", op, "] ", xname, " must be [N, C, H, W], got ",
+            sh(x));
+  AIM_CHECK(w.defined() && w.dim() == 4, "[", op, "] w must be [K, C/groups, R, S], got ", sh(w));
+  Dims d;
+  d.N = x.size(0);
+  d.C = x.size(1);
+  d.H = x.size(2);
+  d.W = x.size(3);
+  d.K = w.size(0);
+  d.R = w.size(2);
+  d.S = w.size(3);
+  d.G = p.groups;
+  AIM_CHECK(d.C % d.G == 0, "[", op, "] channels C = ", d.C, " of ", xname, " ", sh(x),
+            " must be divisible by groups = ", d.G);
+  AIM_CHECK(d.K % d.G == 0, "[", op, "] output channels K = ", d.K, " of w ", sh(w),
+            " must be divisible by groups = ", d.G);
+  d.Cg = d.C / d.G;
+  d.Kg = d.K / d.G;
+  AIM_CHECK(w.size(1) == d.Cg, "[", op, "] w must be [K, C/groups = ", d.Cg, ", R, S] for ", xname,
+            " ", sh(x), " and groups ", d.G, ", got ", sh(w));
+  AIM_CHECK(d.R >= 1 && d.S >= 1, "[", op, "] kernel must be at least 1x1, got w ", sh(w));
+  d.P = conv2d_out_size(d.H, d.R, p.stride_h, p.pad_top, p.pad_bottom, p.dil_h);
+  d.Q = conv2d_out_size(d.W, d.S, p.stride_w, p.pad_left, p.pad_right, p.dil_w);
+  const int64_t eff_h = p.dil_h * (d.R - 1) + 1, eff_w = p.dil_w * (d.S - 1) + 1;
+  AIM_CHECK(d.H + p.pad_top + p.pad_bottom >= eff_h && d.W + p.pad_left + p.pad_right >= eff_w, "[",
+            op, "] kernel ", d.R, "x", d.S, " with dilation ", p.dil_h, ",", p.dil_w, " (extent ",
+            eff_h, "x", eff_w, ") does not fit ", xname, " ", sh(x), " padded by ", p.pad_top, "+",
+            p.pad_bottom, " rows and ", p.pad_left, "+", p.pad_right, " columns");
+  return d;
+}
+
+void check_tensor(const char* op, const char* name, const Tensor& t, const Shape& want, DType dt,
+                  Device dev) {
+  AIM_CHECK(t.defined(), "[", op, "] ", name, " must be given (", to_string(want), " ",
+            dtype_name(dt), ")");
+  AIM_CHECK(t.sizes() == want, "[", op, "] ", name, " must be ", to_string(want), ", got ",
+            to_string(t.sizes()));
+  AIM_CHECK(t.dtype() == dt, "[", op, "] ", name, " must be ", dtype_name(dt), " like the other ",
+            "tensors, got ", dtype_name(t.dtype()));
+  AIM_CHECK(t.device() == dev, "[", op, "] ", name, " must be on ", dev.str(), ", got ",
+            t.device().str());
+  AIM_CHECK(t.is_contiguous(), "[", op, "] ", name, " ", to_string(t.sizes()),
+            " must be contiguous");
+}
+
+void check_float(const char* op, DType t) {
+  AIM_CHECK(is_floating(t), "[", op, "] expected a float dtype (f32 f64 f16 bf16), got ",
+            dtype_name(t));
+}
+
+Dims dims_fwd(const Conv2dFwdArgs& a) {
+  const char* op = "conv2d_fwd";
+  const Dims d = make_dims(op, "x", a.x, a.w, a.p);
+  check_float(op, a.x.dtype());
+  const DType t = a.x.dtype();
+  const Device dev = a.x.device();
+  check_tensor(op, "x", a.x, a.x.sizes(), t, dev);
+  check_tensor(op, "w", a.w, a.w.sizes(), t, dev);
+  if (a.bias.defined()) check_tensor(op, "bias", a.bias, {d.K}, t, dev);
+  check_tensor(op, "y", a.y, {d.N, d.K, d.P, d.Q}, t, dev);
+  return d;
+}
+
+Dims dims_bwd_data(const Conv2dBwdDataArgs& a) {
+  const char* op = "conv2d_bwd_data";
+  const Dims d = make_dims(op, "dx", a.dx, a.w, a.p);
+  check_float(op, a.dy.dtype());
+  const DType t = a.dy.dtype();
+  const Device dev = a.dy.device();
+  check_tensor(op, "dy", a.dy, {d.N, d.K, d.P, d.Q}, t, dev);
+  check_tensor(op, "w", a.w, a.w.sizes(), t, dev);
+  check_tensor(op, "dx", a.dx, a.dx.sizes(), t, dev);
+  return d;
+}
+
+Dims dims_bwd_filter(const Conv2dBwdFilterArgs& a) {
+  const char* op = "conv2d_bwd_filter";
+  const Dims d = make_dims(op, "x", a.x, a.dw, a.p);
+  check_float(op, a.x.dtype());
+  const DType t = a.x.dtype();
+  const Device dev = a.x.device();
+  check_tensor(op, "x", a.x, a.x.sizes(), t, dev);
+  check_tensor(op, "dy", a.dy, {d.N, d.K, d.P, d.Q}, t, dev);
+  check_tensor(op, "dw", a.dw, a.dw.sizes(), t, dev);
+  if (a.dbias.defined()) check_tensor(op, "dbias", a.dbias, {d.K}, t, dev);
+  return d;
+}
+
+}  // namespace
+
+void check_conv2d_fwd_args(const Conv2dFwdArgs& a) { dims_fwd(a); }
+void check_conv2d_bwd_data_args(const Conv2dBwdDataArgs& a) { dims_bwd_data(a); }
+void check_conv2d_bwd_filter_args(const Conv2dBwdFilterArgs& a) { dims_bwd_filter(a); }
+
+namespace {
+
+// ---- cpu.ref --------------------------------------------------------------------------------
+
+template <class T>
+void fwd_ref(const Conv2dFwdArgs& a, const Dims& d) {
+  const Conv2dParams& p = a.p;
+  const T* x = a.x.data<T>();
+  const T* w = a.w.data<T>();
+  const T* bias = a.bias.defined() ? a.bias.data<T>() : nullptr;
+  T* y = a.y.data<T>();
+  for (int64_t n = 0; n < d.N; ++n)
+    for (int64_t k = 0; k < d.K; ++k) {
+      const int64_t g = k / d.Kg;
+      for (int64_t op = 0; op < d.P; ++op)
+        for (int64_t oq = 0; oq < d.Q; ++oq) {
+          double acc = bias ? double(bias[k]) : 0.0;
+          for (int64_t c = 0; c < d.Cg; ++c)
+            for (int64_t r = 0; r < d.R; ++r)
+              for (int64_t s = 0; s < d.S; ++s) {
+                const int64_t ih = op * p.stride_h - p.pad_top + r * p.dil_h;
+                const int64_t iw = oq * p.stride_w - p.pad_left + s * p.dil_w;
+                if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
+                acc += double(x[((n * d.C + g * d.Cg + c) * d.H + ih) * d.W + iw]) *
+                       double(w[((k * d.Cg + c) * d.R + r) * d.S + s]);
+              }
+          y[((n * d.K + k) * d.P + op) * d.Q + oq] = T(acc);
+        }
+    }
+}
+
+template <class T>
+void bwd_data_ref(const Conv2dBwdDataArgs& a, const Dims& d) {
+  const Conv2dParams& p = a.p;
+  const T* dy = a.dy.data<T>();
+  const T* w = a.w.data<T>();
+  std::vector<double> dx(size_t(d.N * d.C * d.H * d.W), 0.0);
+  // Every output position sends dy * w back to the input pixel its window read.
+  for (int64_t n = 0; n < d.N; ++n)
+    for (int64_t k = 0; k < d.K; ++k) {
+      const int64_t g = k / d.Kg;
+      for (int64_t op = 0; op < d.P; ++op)
+        for (int64_t oq = 0; oq < d.Q; ++oq) {
+          const double v = double(dy[((n * d.K + k) * d.P + op) * d.Q + oq]);
+          for (int64_t c = 0; c < d.Cg; ++c)
+            for (int64_t r = 0; r < d.R; ++r)
+              for (int64_t s = 0; s < d.S; ++s) {
+                const int64_t ih = op * p.stride_h - p.pad_top + r * p.dil_h;
+                const int64_t iw = oq * p.stride_w - p.pad_left + s * p.dil_w;
+                if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
+                dx[size_t(((n * d.C + g * d.Cg + c) * d.H + ih) * d.W + iw)] +=
+                    v * double(w[((k * d.Cg + c) * d.R + r) * d.S + s]);
+              }
+        }
+    }
+  T* out = a.dx.data<T>();
+  for (size_t i = 0; i < dx.size(); ++i) out[i] = T(dx[i]);
+}
+
+template <class T>
+void bwd_filter_ref(const Conv2dBwdFilterArgs& a, const Dims& d) {
+  const Conv2dParams& p = a.p;
+  const T* dy = a.dy.data<T>();
+  const T* x = a.x.data<T>();
+  T* dw = a.dw.data<T>();
+  for (int64_t k = 0; k < d.K; ++k) {
+    const int64_t g = k / d.Kg;
+    for (int64_t c = 0; c < d.Cg; ++c)
+      for (int64_t r = 0; r < d.R; ++r)
+        for (int64_t s = 0; s < d.S; ++s) {
+          double acc = 0.0;
+          for (int64_t n = 0; n < d.N; ++n)
+            for (int64_t op = 0; op < d.P; ++op)
+              for (int64_t oq = 0; oq < d.Q; ++oq) {
+                const int64_t ih = op * p.stride_h - p.pad_top + r * p.dil_h;
+                const int64_t iw = oq * p.stride_w - p.pad_left + s * p.dil_w;
+                if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
+                acc += double(dy[((n * d.K + k) * d.P + op) * d.Q + oq]) *
+                       double(x[((n * d.C + g * d.Cg + c) * d.H + ih) * d.W + iw]);
+              }
+          T& o = dw[((k * d.Cg + c) * d.R + r) * d.S + s];
+          o = T(double(o) + acc);
+        }
+  }
+  if (a.dbias.defined()) {
+    T* db = a.dbias.data<T>();
+    for (int64_t k = 0; k < d.K; ++k) {
+      double acc = 0.0;
+      for (int64_t n = 0; n < d.N; ++n)
+        for (int64_t i = 0; i < d.P * d.Q; ++i) acc += double(dy[(n * d.K + k) * d.P * d.Q + i]);
+      db[k] = T(double(db[k]) + acc);
+    }
+  }
+}
+
+void conv2d_fwd_cpu_ref(const Conv2dFwdArgs& a) {
+  const Dims d = dims_fwd(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { fwd_ref<T>(a, d); });
+}
+void conv2d_bwd_data_cpu_ref(const Conv2dBwdDataArgs& a) {
+  const Dims d = dims_bwd_data(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { bwd_data_ref<T>(a, d); });
+}
+void conv2d_bwd_filter_cpu_ref(const Conv2dBwdFilterArgs& a) {
+  const Dims d = dims_bwd_filter(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { bwd_filter_ref<T>(a, d); });
+}
+
+// ---- cpu.im2col -----------------------------------------------------------------------------
+
+bool have_fast_gemm() {
+#ifdef AIM_HAVE_OPENBLAS
+  return true;
+#else
+  return cpu_has_avx512();
+#endif
+}
+
+// Row-major C[M,N] = alpha op(A) op(B) + beta C. Single-threaded inside a parallel region.
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (cpu_has_avx512()) {
+    sgemm_avx512(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+#ifdef AIM_HAVE_OPENBLAS
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              blasint(M), blasint(N), blasint(K), 1.0f, A, blasint(lda), B, blasint(ldb), beta, C,
+              blasint(ldc));
+#else
+  AIM_FAIL("[conv2d] cpu.im2col needs AVX-512 or OpenBLAS, this build and CPU have neither");
+#endif
+}
+
+// Valid output columns [q0, q1) of one (s) tap: 0 <= q*sw + iw0 < W.
+inline void q_range(int64_t iw0, int64_t sw, int64_t W, int64_t Q, int64_t& q0, int64_t& q1) {
+  q0 = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+  q1 = W - iw0 <= 0 ? 0 : (W - iw0 + sw - 1) / sw;  // first q with q*sw + iw0 >= W
+  q0 = std::min(q0, Q);
+  q1 = std::max(q0, std::min(q1, Q));
+}
+
+// Output rows [p0, p1) of col [Cg*R*S, (p1-p0)*Q] from the image slice x [Cg, H, W]; every
+// element written. Stride 1 with Q == W (same padding): source and destination rows have the
+// same stride, so the valid rows of one tap are one contiguous copy, then the few columns that
+// wrapped around from the neighbouring row (or read padding) are zeroed.
+void im2col(const float* x, float* col, const Dims& d, const Conv2dParams& p, int64_t p0,
+            int64_t p1) {
+  const int64_t ncols = (p1 - p0) * d.Q;
+  const bool bulk = p.stride_w == 1 && p.stride_h == 1 && d.Q == d.W;
+  for (int64_t c = 0; c < d.Cg; ++c)
+    for (int64_t r = 0; r < d.R; ++r)
+      for (int64_t s = 0; s < d.S; ++s) {
+        float* out = col + ((c * d.R + r) * d.S + s) * ncols;
+        const int64_t iw0 = s * p.dil_w - p.pad_left;
+        int64_t q0, q1;
+        q_range(iw0, p.stride_w, d.W, d.Q, q0, q1);
+        // Output rows whose input row is inside the image: [pa, pb).
+        const int64_t ih0 = r * p.dil_h - p.pad_top;  // input row of output row 0
+        int64_t pa = ih0 >= 0 ? 0 : (-ih0 + p.stride_h - 1) / p.stride_h;
+        int64_t pb = d.H - ih0 <= 0 ? 0 : (d.H - ih0 + p.stride_h - 1) / p.stride_h;
+        pa = std::min(std::max(pa, p0), p1);
+        pb = std::max(pa, std::min(pb, p1));
+        if (pa > p0) std::memset(out, 0, size_t((pa - p0) * d.Q) * sizeof(float));
+        if (pb < p1) std::memset(out + (pb - p0) * d.Q, 0, size_t((p1 - pb) * d.Q) * sizeof(float));
+        if (pb == pa) continue;
+        if (bulk && q1 > q0) {
+          const float* in = x + (c * d.H + pa + ih0) * d.W + iw0;  // row pa, column q = 0
+          float* o = out + (pa - p0) * d.Q;
+          std::memcpy(o + q0, in + q0, size_t((pb - pa - 1) * d.Q + q1 - q0) * sizeof(float));
+          for (int64_t op = pa; op < pb; ++op, o += d.Q) {
+            for (int64_t q = 0; q < q0; ++q) o[q] = 0.0f;
+            for (int64_t q = q1; q < d.Q; ++q) o[q] = 0.0f;
+          }
+          continue;
+        }
+        for (int64_t op = pa; op < pb; ++op) {
+          float* o = out + (op - p0) * d.Q;
+          const float* in = x + (c * d.H + op * p.stride_h + ih0) * d.W + iw0;
+          for (int64_t q = 0; q < q0; ++q) o[q] = 0.0f;
+          if (p.stride_w == 1) {
+            for (int64_t q = q0; q < q1; ++q) o[q] = in[q];
+          } else {
+            for (int64_t q = q0; q < q1; ++q) o[q] = in[q * p.stride_w];
+          }
+          for (int64_t q = std::max(q0, q1); q < d.Q; ++q) o[q] = 0.0f;
+        }
+      }
+}
+
+// dx [Cg, H, W] += the columns of col [Cg*R*S, (p1-p0)*Q] (output rows [p0, p1)) at the pixels
+// they were read from. The bulk case zeroes the wrapped-around columns of col first, then adds
+// one contiguous range per tap.
+void col2im_add(float* col, float* dx, const Dims& d, const Conv2dParams& p, int64_t p0,
+                int64_t p1) {
+  const int64_t ncols = (p1 - p0) * d.Q;
+  const bool bulk = p.stride_w == 1 && p.stride_h == 1 && d.Q == d.W;
+  for (int64_t c = 0; c < d.Cg; ++c)
+    for (int64_t r = 0; r < d.R; ++r)
+      for (int64_t s = 0; s < d.S; ++s) {
+        float* in = col + ((c * d.R + r) * d.S + s) * ncols;
+        const int64_t iw0 = s * p.dil_w - p.pad_left;
+        int64_t q0, q1;
+        q_range(iw0, p.stride_w, d.W, d.Q, q0, q1);
+        const int64_t ih0 = r * p.dil_h - p.pad_top;
+        int64_t pa = ih0 >= 0 ? 0 : (-ih0 + p.stride_h - 1) / p.stride_h;
+        int64_t pb = d.H - ih0 <= 0 ? 0 : (d.H - ih0 + p.stride_h - 1) / p.stride_h;
+        pa = std::min(std::max(pa, p0), p1);
+        pb = std::max(pa, std::min(pb, p1));
+        if (pb == pa || q1 <= q0) continue;
+        if (bulk) {
+          float* i = in + (pa - p0) * d.Q;
+          for (int64_t op = pa; op < pb; ++op, i += d.Q) {
+            for (int64_t q = 0; q < q0; ++q) i[q] = 0.0f;
+            for (int64_t q = q1; q < d.Q; ++q) i[q] = 0.0f;
+          }
+          float* o = dx + (c * d.H + pa + ih0) * d.W + iw0 + q0;
+          const float* src = in + (pa - p0) * d.Q + q0;
+          const int64_t len = (pb - pa - 1) * d.Q + q1 - q0;
+          for (int64_t k = 0; k < len; ++k) o[k] += src[k];
+          continue;
+        }
+        for (int64_t op = pa; op < pb; ++op) {
+          const float* i = in + (op - p0) * d.Q;
+          float* o = dx + (c * d.H + op * p.stride_h + ih0) * d.W + iw0;
+          if (p.stride_w == 1) {
+            for (int64_t q = q0; q < q1; ++q) o[q] += i[q];
+          } else {
+            for (int64_t q = q0; q < q1; ++q) o[q * p.stride_w] += i[q];
+          }
+        }
+      }
+}
+
+bool is_pointwise(const Dims& d, const Conv2dParams& p) {
+  return d.R == 1 && d.S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
+         p.pad_bottom == 0 && p.pad_left == 0 && p.pad_right == 0;
+}
+
+// Output rows per column chunk: the chunk's column matrix stays in the core's L2 (~1 MiB) between
+// im2col and the GEMM's packing, but keeps >= ~256 columns so the GEMM stays efficient.
+int64_t rows_per_chunk(const Dims& d) {
+  const int64_t crs = d.Cg * d.R * d.S;
+  const int64_t target =
+      std::max<int64_t>(256, (int64_t(512) << 10) / (4 * std::max<int64_t>(1, crs)));
+  return std::max<int64_t>(1, std::min<int64_t>(d.P, target / std::max<int64_t>(1, d.Q)));
+}
+
+// A per-thread buffer that only grows (first touch paid once per thread).
+float* thread_buffer(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// Runs body(n, tid) for every image: over threads when there are enough images (the GEMMs inside
+// then run single-threaded), else in order with the GEMMs using the whole team.
+template <class F>
+void for_images(int64_t N, bool parallel, F&& body) {
+  if (parallel) {
+#pragma omp parallel
+    {
+      const int tid = omp_get_thread_num();
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < N; ++n) body(n, tid);
+    }
+  } else {
+    for (int64_t n = 0; n < N; ++n) body(n, 0);
+  }
+}
+
+bool batch_parallel(int64_t N) {
+  const int nt = omp_get_max_threads();
+  return nt > 1 && N >= nt && !omp_in_parallel();
+}
+
+void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
+  const Dims d = dims_fwd(a);
+  const Conv2dParams& p = a.p;
+  const int64_t PQ = d.P * d.Q, HW = d.H * d.W, CRS = d.Cg * d.R * d.S;
+  const float* x = a.x.data<float>();
+  const float* w = a.w.data<float>();
+  const float* bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
+  float* y = a.y.data<float>();
+  const bool pw = is_pointwise(d, p);
+  const int64_t rows = pw ? d.P : rows_per_chunk(d);
+  for_images(d.N, batch_parallel(d.N), [&](int64_t n, int) {
+    float* col = pw ? nullptr : thread_buffer(size_t(CRS * rows * d.Q));
+    for (int64_t g = 0; g < d.G; ++g) {
+      const float* xg = x + (n * d.C + g * d.Cg) * HW;
+      float* yg = y + (n * d.K + g * d.Kg) * PQ;
+      for (int64_t p0 = 0; p0 < d.P; p0 += rows) {
+        const int64_t p1 = std::min(d.P, p0 + rows), cols = (p1 - p0) * d.Q;
+        if (!pw) im2col(xg, col, d, p, p0, p1);
+        // y_g[:, chunk] [Kg, cols] = w_g [Kg, CRS] . col [CRS, cols]
+        gemm(false, false, d.Kg, cols, CRS, w + g * d.Kg * CRS, CRS, pw ? xg : col, pw ? PQ : cols,
+             0.0f, yg + p0 * d.Q, PQ);
+        if (bias)
+          for (int64_t k = 0; k < d.Kg; ++k) {
+            const float b = bias[g * d.Kg + k];
+            float* row = yg + k * PQ + p0 * d.Q;
+            for (int64_t i = 0; i < cols; ++i) row[i] += b;
+          }
+      }
+    }
+  });
+}
+
+void conv2d_bwd_data_cpu_im2col(const Conv2dBwdDataArgs& a) {
+  const Dims d = dims_bwd_data(a);
+  const Conv2dParams& p = a.p;
+  const int64_t PQ = d.P * d.Q, HW = d.H * d.W, CRS = d.Cg * d.R * d.S;
+  const float* dy = a.dy.data<float>();
+  const float* w = a.w.data<float>();
+  float* dx = a.dx.data<float>();
+  const bool pw = is_pointwise(d, p);
+  const int64_t rows = pw ? d.P : rows_per_chunk(d);
+  for_images(d.N, batch_parallel(d.N), [&](int64_t n, int) {
+    float* col = pw ? nullptr : thread_buffer(size_t(CRS * rows * d.Q));
+    for (int64_t g = 0; g < d.G; ++g) {
+      const float* dyg = dy + (n * d.K + g * d.Kg) * PQ;
+      float* dxg = dx + (n * d.C + g * d.Cg) * HW;
+      if (pw) {  // dx_g [Cg, HW] = w_g^T [Cg, Kg] . dy_g [Kg, HW]
+        gemm(true, false, CRS, PQ, d.Kg, w + g * d.Kg * CRS, CRS, dyg, PQ, 0.0f, dxg, PQ);
+        continue;
+      }
+      std::memset(dxg, 0, size_t(d.Cg * HW) * sizeof(float));
+      for (int64_t p0 = 0; p0 < d.P; p0 += rows) {
+        const int64_t p1 = std::min(d.P, p0 + rows), cols = (p1 - p0) * d.Q;
+        // col [CRS, cols] = w_g^T [CRS, Kg] . dy_g[:, chunk] [Kg, cols]
+        gemm(true, false, CRS, cols, d.Kg, w + g * d.Kg * CRS, CRS, dyg + p0 * d.Q, PQ, 0.0f, col,
+             cols);
+        col2im_add(col, dxg, d, p, p0, p1);
+      }
+    }
+  });
+}
+
+void conv2d_bwd_filter_cpu_im2col(const Conv2dBwdFilterArgs& a) {
+  const Dims d = dims_bwd_filter(a);
+  const Conv2dParams& p = a.p;
+  const int64_t PQ = d.P * d.Q, HW = d.H * d.W, CRS = d.Cg * d.R * d.S;
+  const float* dy = a.dy.data<float>();
+  const float* x = a.x.data<float>();
+  float* dw = a.dw.data<float>();
+  const bool pw = is_pointwise(d, p);
+  const int64_t rows = pw ? d.P : rows_per_chunk(d);
+  const bool par = batch_parallel(d.N);
+  const int nt = par ? omp_get_max_threads() : 1;
+  const int64_t wsize = d.K * CRS;
+  // In parallel each thread sums its images into its own partial dw, added in thread order.
+  float* part = nullptr;
+  if (par) {
+    thread_local std::vector<float> partials;
+    if (partials.size() < size_t(nt * wsize)) partials.resize(size_t(nt * wsize));
+    std::fill(partials.begin(), partials.begin() + nt * wsize, 0.0f);
+    part = partials.data();
+  }
+  for_images(d.N, par, [&](int64_t n, int tid) {
+    float* col = pw ? nullptr : thread_buffer(size_t(CRS * rows * d.Q));
+    float* acc = par ? part + tid * wsize : dw;
+    for (int64_t g = 0; g < d.G; ++g) {
+      const float* xg = x + (n * d.C + g * d.Cg) * HW;
+      const float* dyg = dy + (n * d.K + g * d.Kg) * PQ;
+      for (int64_t p0 = 0; p0 < d.P; p0 += rows) {
+        const int64_t p1 = std::min(d.P, p0 + rows), cols = (p1 - p0) * d.Q;
+        if (!pw) im2col(xg, col, d, p, p0, p1);
+        // dw_g [Kg, CRS] += dy_g[:, chunk] [Kg, cols] . col^T [cols, CRS]
+        gemm(false, true, d.Kg, CRS, cols, dyg + p0 * d.Q, PQ, pw ? xg + p0 * d.Q : col,
+             pw ? PQ : cols, 1.0f, acc + g * d.Kg * CRS, CRS);
+      }
+    }
+  });
+  if (par)
+    for (int t = 0; t < nt; ++t) {
+      const float* src = part + t * wsize;
+      for (int64_t i = 0; i < wsize; ++i) dw[i] += src[i];
+    }
+  if (a.dbias.defined()) {
+    float* db = a.dbias.data<float>();
+    for (int64_t k = 0; k < d.K; ++k) {
+      double s = 0.0;  // N * PQ terms: per-image float sums, added in double
+      for (int64_t n = 0; n < d.N; ++n) {
+        const float* row = dy + (n * d.K + k) * PQ;
+        float rs = 0.0f;
+        for (int64_t i = 0; i < PQ; ++i) rs += row[i];
+        s += double(rs);
+      }
+      db[k] = float(double(db[k]) + s);
+    }
+  }
+}
+
+std::string im2col_supports_dims(const Dims& d) {
+  if (!have_fast_gemm()) return "needs AVX-512 or an OpenBLAS build for its GEMM";
+  (void)d;
+  return "";
+}
+
+// ---- test cases -----------------------------------------------------------------------------
+// TestShape: {N, C, H, W, K, R, S, stride, pad, dil, groups, bias}. pad >= 0: the same on every
+// side; pad == -1: TensorFlow SAME (asymmetric when the total is odd). bias: fwd adds a bias,
+// bwd_filter accumulates dbias.
+
+Conv2dParams params_of(const TestShape& s) {
+  Conv2dParams p;
+  p.stride_h = p.stride_w = s[7];
+  p.dil_h = p.dil_w = s[9];
+  p.groups = s[10];
+  if (s[8] >= 0) {
+    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = s[8];
+  } else {
+    std::tie(p.pad_top, p.pad_bottom) = tf_same_padding(s[2], s[5], s[7], s[9]);
+    std::tie(p.pad_left, p.pad_right) = tf_same_padding(s[3], s[6], s[7], s[9]);
+  }
+  return p;
+}
+
+void put_params(TestCase& c, const Conv2dParams& p) {
+  c.params["stride_h"] = double(p.stride_h);
+  c.params["stride_w"] = double(p.stride_w);
+  c.params["pad_top"] = double(p.pad_top);
+  c.params["pad_bottom"] = double(p.pad_bottom);
+  c.params["pad_left"] = double(p.pad_left);
+  c.params["pad_right"] = double(p.pad_right);
+  c.params["dil_h"] = double(p.dil_h);
+  c.params["dil_w"] = double(p.dil_w);
+  c.params["groups"] = double(p.groups);
+}
+
+Conv2dParams get_params(const TestCase& c) {
+  Conv2dParams p;
+  p.stride_h = int64_t(c.param("stride_h"));
+  p.stride_w = int64_t(c.param("stride_w"));
+  p.pad_top = int64_t(c.param("pad_top"));
+  p.pad_bottom = int64_t(c.param("pad_bottom"));
+  p.pad_left = int64_t(c.param("pad_left"));
+  p.pad_right = int64_t(c.param("pad_right"));
+  p.dil_h = int64_t(c.param("dil_h"));
+  p.dil_w = int64_t(c.param("dil_w"));
+  p.groups = int64_t(c.param("groups"));
+  return p;
+}
+
+struct CaseDims {
+  Conv2dParams p;
+  int64_t N, C, H, W, K, R, S, P, Q;
+};
+CaseDims case_dims(const TestShape& s) {
+  AIM_CHECK(s.size() == 12, "[conv2d] test shape needs 12 fields {N, C, H, W, K, R, S, stride, ",
+            "pad (-1: TF SAME), dil, groups, bias}, got ", shape_str(s));
+  CaseDims c;
+  c.p = params_of(s);
+  c.N = s[0];
+  c.C = s[1];
+  c.H = s[2];
+  c.W = s[3];
+  c.K = s[4];
+  c.R = s[5];
+  c.S = s[6];
+  c.P = conv2d_out_size(c.H, c.R, c.p.stride_h, c.p.pad_top, c.p.pad_bottom, c.p.dil_h);
+  c.Q = conv2d_out_size(c.W, c.S, c.p.stride_w, c.p.pad_left, c.p.pad_right, c.p.dil_w);
+  return c;
+}
+
+TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
+  const CaseDims d = case_dims(s);
+  TestCase c;
+  c.add_in("x", random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0));
+  c.add_in("w", random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 1, -1.0, 1.0));
+  c.add_in("bias", s[11] ? random_tensor({d.K}, t, seed + 2, -1.0, 1.0) : Tensor());
+  c.add_out("y", poison_tensor({d.N, d.K, d.P, d.Q}, t));
+  put_params(c, d.p);
+  return c;
+}
+
+TestCase make_bwd_data_case(const TestShape& s, DType t, uint64_t seed) {
+  const CaseDims d = case_dims(s);
+  TestCase c;
+  c.add_in("dy", random_tensor({d.N, d.K, d.P, d.Q}, t, seed + 3, -1.0, 1.0));
+  c.add_in("w", random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 1, -1.0, 1.0));
+  c.add_out("dx", poison_tensor({d.N, d.C, d.H, d.W}, t));
+  put_params(c, d.p);
+  return c;
+}
+
+TestCase make_bwd_filter_case(const TestShape& s, DType t, uint64_t seed) {
+  const CaseDims d = case_dims(s);
+  TestCase c;
+  c.add_in("dy", random_tensor({d.N, d.K, d.P, d.Q}, t, seed + 3, -1.0, 1.0));
+  c.add_in("x", random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0));
+  // Accumulated outputs start from random values: a variant that writes instead of adding fails.
+  c.add_out("dw", random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 4, -1.0, 1.0));
+  c.add_out("dbias", s[11] ? random_tensor({d.K}, t, seed + 5, -1.0, 1.0) : Tensor());
+  put_params(c, d.p);
+  return c;
+}
+
+// Sums of up to a few thousand products of values in [-1, 1]: the magnitude grows like the square
+// root of the terms, so 16-bit outputs carry an absolute rounding error beyond the default.
+Tolerance conv_tolerance(DType t, const TestShape&) {
+  if (t == DType::f16) return {1e-2, 4e-3};
+  if (t == DType::bf16) return {6e-2, 2e-2};
+  if (t == DType::f32) return {1e-4, 1e-4};
+  return default_tolerance(t);
+}
+
+// Direct-convolution work of a shape, for the emulator's budget.
+bool conv_simt_small(const TestShape& s) {
+  const CaseDims d = case_dims(s);
+  const double macs = double(d.N * d.K * d.P * d.Q) * double(d.C / d.p.groups) * double(d.R * d.S);
+  return macs <= 2.0e6;
+}
+
+std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
+
+}  // namespace
+
+void conv2d_fwd(const Conv2dFwdArgs& a) { AIM_DISPATCH_OP(Conv2dFwdArgs, "conv2d_fwd", a); }
+void conv2d_bwd_data(const Conv2dBwdDataArgs& a) {
+  AIM_DISPATCH_OP(Conv2dBwdDataArgs, "conv2d_bwd_data", a);
+}
+void conv2d_bwd_filter(const Conv2dBwdFilterArgs& a) {
+  AIM_DISPATCH_OP(Conv2dBwdFilterArgs, "conv2d_bwd_filter", a);
+}
+
+void register_conv2d_cpu(Registry& r) {
+  // {N, C, H, W, K, R, S, stride, pad (-1: TF SAME), dil, groups, bias}; the last one is the
+  // largest (aim-bench op checks big timed shapes on it).
+  const std::vector<TestShape> shapes = {
+      {1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1},       // tiny 1x1x1x1
+      {2, 7, 5, 6, 13, 1, 1, 1, 0, 1, 1, 1},      // 1x1 pointwise, odd channels
+      {3, 3, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1},      // 3x3 pad 1, non-square
+      {2, 13, 8, 7, 3, 5, 5, 1, 2, 1, 1, 0},      // 5x5 pad 2
+      {1, 3, 17, 15, 5, 7, 7, 2, 3, 1, 1, 1},     // 7x7 stride 2 pad 3 (ResNet stem)
+      {2, 5, 9, 10, 6, 3, 3, 2, 1, 1, 1, 0},      // 3x3 stride 2
+      {2, 4, 11, 9, 7, 1, 1, 2, 0, 1, 1, 1},      // 1x1 stride 2 (downsample)
+      {1, 6, 13, 12, 4, 3, 3, 1, 2, 2, 1, 1},     // dilation 2
+      {2, 6, 7, 9, 10, 3, 3, 1, 1, 1, 2, 1},      // groups 2
+      {2, 8, 10, 7, 8, 3, 3, 1, 1, 1, 8, 1},      // depthwise
+      {1, 7, 6, 5, 14, 3, 3, 2, 1, 1, 7, 0},      // depthwise multiplier 2, stride 2
+      {2, 3, 9, 7, 5, 2, 2, 2, -1, 1, 1, 1},      // TF SAME, even kernel, odd input, stride 2
+      {1, 4, 11, 13, 3, 4, 4, 2, -1, 1, 1, 0},    // TF SAME 4x4 stride 2 (asymmetric pads)
+      {1, 3, 7, 31, 2, 3, 2, 1, 0, 1, 1, 1},      // unpadded, rectangular kernel
+      {2, 31, 9, 9, 33, 3, 3, 1, 1, 1, 1, 1},     // channels around 32
+      {1, 16, 79, 79, 4, 3, 3, 2, 1, 1, 1, 1},    // stride 2 over several column chunks
+      {1, 16, 45, 47, 3, 3, 3, 1, 0, 1, 1, 0},    // unpadded (Q != W) over several chunks
+      {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1}};  // ResNet-like (too big for the emulator)
+
+  auto configure = [&](auto& op) {
+    op.add_test_shapes(shapes);
+    op.tolerance = conv_tolerance;
+    op.small_enough_for_simt = conv_simt_small;
+  };
+  const bool fast = have_fast_gemm();
+  auto im2col_supports = [](const auto& dims) { return im2col_supports_dims(dims); };
+
+  auto& f = r.op<Conv2dFwdArgs>("conv2d_fwd");
+  f.description = "2-D convolution, NCHW, groups/stride/dilation/asymmetric pads (F.conv2d)";
+  f.add({"cpu.ref", Backend::CPU, Provider::Own, conv2d_fwd_cpu_ref, float_dtypes()});
+  f.add({"cpu.im2col",
+         Backend::CPU,
+         Provider::Own,
+         conv2d_fwd_cpu_im2col,
+         {DType::f32},
+         [=](const Conv2dFwdArgs& a) { return im2col_supports(dims_fwd(a)); }});
+  f.set_default(Backend::CPU, "cpu.ref");
+  if (fast) f.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  f.set_cost(conv2d_fwd_cost);
+  f.set_bind([](const TestCase& c) {
+    Conv2dFwdArgs a;
+    a.x = c.in("x");
+    a.w = c.in("w");
+    a.bias = c.in("bias");
+    a.y = c.out("y");
+    a.p = get_params(c);
+    return a;
+  });
+  f.make_case = make_fwd_case;
+  configure(f);
+
+  auto& bd = r.op<Conv2dBwdDataArgs>("conv2d_bwd_data");
+  bd.description = "conv2d input gradient dx (=); also conv_transpose2d forward";
+  bd.add({"cpu.ref", Backend::CPU, Provider::Own, conv2d_bwd_data_cpu_ref, float_dtypes()});
+  bd.add({"cpu.im2col",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_data_cpu_im2col,
+          {DType::f32},
+          [=](const Conv2dBwdDataArgs& a) { return im2col_supports(dims_bwd_data(a)); }});
+  bd.set_default(Backend::CPU, "cpu.ref");
+  if (fast) bd.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  bd.set_cost(conv2d_bwd_data_cost);
+  bd.set_bind([](const TestCase& c) {
+    Conv2dBwdDataArgs a;
+    a.dy = c.in("dy");
+    a.w = c.in("w");
+    a.dx = c.out("dx");
+    a.p = get_params(c);
+    return a;
+  });
+  bd.make_case = make_bwd_data_case;
+  configure(bd);
+
+  auto& bf = r.op<Conv2dBwdFilterArgs>("conv2d_bwd_filter");
+  bf.description = "conv2d weight gradient dw and dbias (+=)";
+  bf.add({"cpu.ref", Backend::CPU, Provider::Own, conv2d_bwd_filter_cpu_ref, float_dtypes()});
+  bf.add({"cpu.im2col",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_filter_cpu_im2col,
+          {DType::f32},
+          [=](const Conv2dBwdFilterArgs& a) { return im2col_supports(dims_bwd_filter(a)); }});
+  bf.set_default(Backend::CPU, "cpu.ref");
+  if (fast) bf.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  bf.set_cost(conv2d_bwd_filter_cost);
+  bf.set_bind([](const TestCase& c) {
+    Conv2dBwdFilterArgs a;
+    a.dy = c.in("dy");
+    a.x = c.in("x");
+    a.dw = c.out("dw");
+    a.dbias = c.out("dbias");
+    a.p = get_params(c);
+    return a;
+  });
+  bf.make_case = make_bwd_filter_case;
+  configure(bf);
+}
+
+}  // namespace aim::kernels

@@ -1,0 +1,590 @@
+// cpu.ref: the oracle. Plain loops per channel over (n, s), double accumulators, two passes for
+// the statistics (mean, then squared deviations).
+// cpu.omp: OpenMP over the N*C planes (one plane = the S values of one (n, c)). Statistics: each
+// plane's mean and sum of squared deviations about its own mean (two passes while the plane is
+// in cache), combined per channel in plane order (Chan et al.: M2 = sum M2_p + S * sum (mean_p -
+// mean)^2) in double. Backward: per-plane sums of dy and dy*xhat, combined per channel in plane
+// order. Every sum has a fixed order whatever the thread count: deterministic. Accumulation
+// within a plane in float (double for f64); 16-bit outputs rounded once. Traffic: forward reads x
+// twice (stats, y) and writes y; backward reads x and dy twice (sums, dx) and writes dx.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/norm/batchnorm.h"
+#include "kernels/registry.h"
+#include "kernels/testing.h"
+
+namespace aim::kernels {
+
+namespace {
+
+std::string desc(const Tensor& t) {
+  return t.defined() ? to_string(t.sizes()) + " " + dtype_name(t.dtype()) : "undefined";
+}
+
+// x [N, C, ...] folded to N, C, S.
+struct Folded {
+  int64_t N = 0, C = 0, S = 1;
+};
+Folded fold(const Tensor& x) {
+  Folded f{x.size(0), x.size(1), 1};
+  for (int64_t d = 2; d < x.dim(); ++d) f.S *= x.size(d);
+  return f;
+}
+
+// x itself: defined, [N, C, ...], a float dtype, contiguous.
+void check_x(const char* op, const Tensor& x) {
+  AIM_CHECK(x.defined() && x.dim() >= 2, "[", op, "] x must be [N, C, ...], got ", desc(x));
+  AIM_CHECK(is_floating(x.dtype()), "[", op, "] x must be f32, f64, f16 or bf16, got ",
+            dtype_name(x.dtype()));
+  AIM_CHECK(x.is_contiguous(), "[", op, "] x ", to_string(x.sizes()), " must be contiguous");
+}
+
+// A tensor like x (y, dy, dx): same sizes, dtype and device, contiguous.
+void check_like_x(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  AIM_CHECK(t.defined() && t.sizes() == x.sizes() && t.dtype() == x.dtype() && t.is_contiguous(),
+            "[", op, "] ", name, " must be contiguous ", to_string(x.sizes()), " ",
+            dtype_name(x.dtype()), " like x, got ", desc(t));
+  AIM_CHECK(t.device() == x.device(), "[", op, "] ", name, " is on ", t.device().str(), ", x on ",
+            x.device().str());
+}
+
+// A per-channel tensor: [C] in the statistics dtype, contiguous, on x's device.
+void check_channel(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  const int64_t C = x.size(1);
+  const DType s = batchnorm_stat_dtype(x.dtype());
+  AIM_CHECK(t.sizes() == Shape{C} && t.dtype() == s && t.is_contiguous(), "[", op, "] ", name,
+            " must be contiguous [", C, "] ", dtype_name(s), " (x is ", to_string(x.sizes()), " ",
+            dtype_name(x.dtype()), "), got ", desc(t));
+  AIM_CHECK(t.device() == x.device(), "[", op, "] ", name, " is on ", t.device().str(), ", x on ",
+            x.device().str());
+}
+
+}  // namespace
+
+void check_batchnorm_fwd_args(const BatchNormFwdArgs& a) {
+  constexpr const char* op = "batchnorm_fwd";
+  check_x(op, a.x);
+  check_like_x(op, "y", a.y, a.x);
+  AIM_CHECK(a.gamma.defined() == a.beta.defined(),
+            "[batchnorm_fwd] gamma and beta must both be given or both be undefined, got gamma ",
+            desc(a.gamma), ", beta ", desc(a.beta));
+  if (a.gamma.defined()) {
+    check_channel(op, "gamma", a.gamma, a.x);
+    check_channel(op, "beta", a.beta, a.x);
+  }
+  AIM_CHECK(a.running_mean.defined() == a.running_var.defined(),
+            "[batchnorm_fwd] running_mean and running_var must both be given or both be "
+            "undefined, got running_mean ",
+            desc(a.running_mean), ", running_var ", desc(a.running_var));
+  if (a.running_mean.defined()) {
+    check_channel(op, "running_mean", a.running_mean, a.x);
+    check_channel(op, "running_var", a.running_var, a.x);
+  }
+  if (a.save_mean.defined()) check_channel(op, "save_mean", a.save_mean, a.x);
+  if (a.save_rstd.defined()) check_channel(op, "save_rstd", a.save_rstd, a.x);
+  AIM_CHECK(std::isfinite(a.eps) && a.eps >= 0, "[batchnorm_fwd] eps must be finite and >= 0, got ",
+            a.eps);
+  if (a.training) {
+    AIM_CHECK(a.save_mean.defined() && a.save_rstd.defined(),
+              "[batchnorm_fwd] training needs save_mean and save_rstd (written for backward)");
+    AIM_CHECK(std::isfinite(a.momentum), "[batchnorm_fwd] momentum must be finite, got ",
+              a.momentum);
+    const Folded f = fold(a.x);
+    AIM_CHECK(f.N * f.S >= 1,
+              "[batchnorm_fwd] training needs at least one value per channel, got x ",
+              to_string(a.x.sizes()));
+    AIM_CHECK(
+        !a.running_var.defined() || f.N * f.S > 1,
+        "[batchnorm_fwd] the running variance is unbiased (divides by N*S - 1): training with "
+        "running statistics needs more than one value per channel, got x ",
+        to_string(a.x.sizes()));
+  } else {
+    AIM_CHECK(a.running_mean.defined(),
+              "[batchnorm_fwd] eval mode normalises with running_mean and running_var: both are "
+              "required, got undefined");
+  }
+}
+
+void check_batchnorm_bwd_args(const BatchNormBwdArgs& a) {
+  constexpr const char* op = "batchnorm_bwd";
+  check_x(op, a.x);
+  check_like_x(op, "dy", a.dy, a.x);
+  if (a.dx.defined()) check_like_x(op, "dx", a.dx, a.x);
+  if (a.gamma.defined()) check_channel(op, "gamma", a.gamma, a.x);
+  AIM_CHECK(a.save_mean.defined() && a.save_rstd.defined(),
+            "[batchnorm_bwd] save_mean and save_rstd (from the forward) are required, got ",
+            "save_mean ", desc(a.save_mean), ", save_rstd ", desc(a.save_rstd));
+  check_channel(op, "save_mean", a.save_mean, a.x);
+  check_channel(op, "save_rstd", a.save_rstd, a.x);
+  if (a.dgamma.defined()) check_channel(op, "dgamma", a.dgamma, a.x);
+  if (a.dbeta.defined()) check_channel(op, "dbeta", a.dbeta, a.x);
+}
+
+namespace {
+
+// ---- cpu.ref --------------------------------------------------------------------------------
+
+// T: x's element type; A: the statistics / parameter type (float, double for f64).
+template <class T, class A>
+void fwd_ref(const BatchNormFwdArgs& a) {
+  const Folded f = fold(a.x);
+  const int64_t N = f.N, C = f.C, S = f.S;
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  const A* g = a.gamma.defined() ? a.gamma.data<A>() : nullptr;
+  const A* b = a.beta.defined() ? a.beta.data<A>() : nullptr;
+  const double M = double(N * S);
+  for (int64_t c = 0; c < C; ++c) {
+    double m, r;
+    if (a.training) {
+      double sum = 0.0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) sum += double(x[(n * C + c) * S + s]);
+      m = sum / M;
+      double sq = 0.0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
+          const double d = double(x[(n * C + c) * S + s]) - m;
+          sq += d * d;
+        }
+      const double var = sq / M;  // biased: normalises
+      r = 1.0 / std::sqrt(var + a.eps);
+      if (a.running_mean.defined()) {
+        A* rm = a.running_mean.data<A>();
+        A* rv = a.running_var.data<A>();
+        rm[c] = A((1.0 - a.momentum) * double(rm[c]) + a.momentum * m);
+        rv[c] = A((1.0 - a.momentum) * double(rv[c]) + a.momentum * sq / (M - 1.0));  // unbiased
+      }
+    } else {
+      m = double(a.running_mean.data<A>()[c]);
+      r = 1.0 / std::sqrt(double(a.running_var.data<A>()[c]) + a.eps);
+    }
+    if (a.save_mean.defined()) a.save_mean.data<A>()[c] = A(m);
+    if (a.save_rstd.defined()) a.save_rstd.data<A>()[c] = A(r);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t i = (n * C + c) * S + s;
+        double v = (double(x[i]) - m) * r;
+        if (g) v = v * double(g[c]) + double(b[c]);
+        y[i] = T(v);
+      }
+  }
+}
+
+template <class T, class A>
+void bwd_ref(const BatchNormBwdArgs& a) {
+  const Folded f = fold(a.x);
+  const int64_t N = f.N, C = f.C, S = f.S;
+  const T* x = a.x.data<T>();
+  const T* dy = a.dy.data<T>();
+  const A* g = a.gamma.defined() ? a.gamma.data<A>() : nullptr;
+  const A* mean = a.save_mean.data<A>();
+  const A* rstd = a.save_rstd.data<A>();
+  const double M = double(N * S);
+  for (int64_t c = 0; c < C; ++c) {
+    const double m = double(mean[c]), r = double(rstd[c]);
+    double sdy = 0.0, sdyx = 0.0;  // sum of dy and of dy * xhat over the channel
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t i = (n * C + c) * S + s;
+        sdy += double(dy[i]);
+        sdyx += double(dy[i]) * (double(x[i]) - m) * r;
+      }
+    if (a.dx.defined()) {
+      T* dx = a.dx.data<T>();
+      const double gr = (g ? double(g[c]) : 1.0) * r;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
+          const int64_t i = (n * C + c) * S + s;
+          if (a.training) {
+            const double xh = (double(x[i]) - m) * r;
+            dx[i] = T(gr * (double(dy[i]) - sdy / M - xh * sdyx / M));
+          } else {
+            dx[i] = T(gr * double(dy[i]));  // frozen: mean and rstd are constants
+          }
+        }
+    }
+    if (a.dgamma.defined()) a.dgamma.data<A>()[c] = A(double(a.dgamma.data<A>()[c]) + sdyx);
+    if (a.dbeta.defined()) a.dbeta.data<A>()[c] = A(double(a.dbeta.data<A>()[c]) + sdy);
+  }
+}
+
+void batchnorm_fwd_cpu_ref(const BatchNormFwdArgs& a) {
+  check_batchnorm_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, {
+    if constexpr (std::is_same_v<T, double>)
+      fwd_ref<T, double>(a);
+    else
+      fwd_ref<T, float>(a);
+  });
+}
+
+void batchnorm_bwd_cpu_ref(const BatchNormBwdArgs& a) {
+  check_batchnorm_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, {
+    if constexpr (std::is_same_v<T, double>)
+      bwd_ref<T, double>(a);
+    else
+      bwd_ref<T, float>(a);
+  });
+}
+
+// ---- cpu.omp --------------------------------------------------------------------------------
+
+template <class T>
+using AccOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Parallel loops only above this many elements (thread start-up costs more below).
+constexpr int64_t kParallelMin = int64_t(1) << 15;
+
+template <class T>
+void fwd_omp(const BatchNormFwdArgs& a) {
+  using A = AccOf<T>;
+  const Folded f = fold(a.x);
+  const int64_t N = f.N, C = f.C, S = f.S;
+  const int64_t P = N * C;  // planes
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  const A* g = a.gamma.defined() ? a.gamma.data<A>() : nullptr;
+  const A* b = a.beta.defined() ? a.beta.data<A>() : nullptr;
+  const bool par = a.x.numel() > kParallelMin;
+  std::vector<A> mean(static_cast<size_t>(C)), rstd(static_cast<size_t>(C));
+
+  if (a.training) {
+    // Per plane: its mean and its sum of squared deviations about that mean.
+    std::vector<double> pm(static_cast<size_t>(P)), pm2(static_cast<size_t>(P));
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t p = 0; p < P; ++p) {
+      const T* xp = x + p * S;
+      A sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t s = 0; s < S; ++s) sum += A(xp[s]);
+      const A m = sum / A(S);
+      A sq = 0;
+#pragma omp simd reduction(+ : sq)
+      for (int64_t s = 0; s < S; ++s) {
+        const A d = A(xp[s]) - m;
+        sq += d * d;
+      }
+      pm[size_t(p)] = double(m);
+      pm2[size_t(p)] = double(sq);
+    }
+    // Per channel, planes in n order (Chan et al.'s pairwise combination, all counts S).
+    const double M = double(N * S);
+    A* rm = a.running_mean.defined() ? a.running_mean.data<A>() : nullptr;
+    A* rv = a.running_var.defined() ? a.running_var.data<A>() : nullptr;
+    for (int64_t c = 0; c < C; ++c) {
+      double sm = 0.0;
+      for (int64_t n = 0; n < N; ++n) sm += pm[size_t(n * C + c)];
+      const double m = sm / double(N);
+      double m2 = 0.0, dev = 0.0;
+      for (int64_t n = 0; n < N; ++n) {
+        const double d = pm[size_t(n * C + c)] - m;
+        m2 += pm2[size_t(n * C + c)];
+        dev += d * d;
+      }
+      m2 += double(S) * dev;
+      const double r = 1.0 / std::sqrt(m2 / M + a.eps);
+      mean[size_t(c)] = A(m);
+      rstd[size_t(c)] = A(r);
+      if (rm) {
+        rm[c] = A((1.0 - a.momentum) * double(rm[c]) + a.momentum * m);
+        rv[c] = A((1.0 - a.momentum) * double(rv[c]) + a.momentum * m2 / (M - 1.0));
+      }
+    }
+  } else {
+    const A* rm = a.running_mean.data<A>();
+    const A* rv = a.running_var.data<A>();
+    for (int64_t c = 0; c < C; ++c) {
+      mean[size_t(c)] = rm[c];
+      rstd[size_t(c)] = A(1.0 / std::sqrt(double(rv[c]) + a.eps));
+    }
+  }
+  if (a.save_mean.defined()) std::copy(mean.begin(), mean.end(), a.save_mean.data<A>());
+  if (a.save_rstd.defined()) std::copy(rstd.begin(), rstd.end(), a.save_rstd.data<A>());
+
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t p = 0; p < P; ++p) {
+    const int64_t c = p % C;
+    const A m = mean[size_t(c)];
+    const A k = g ? rstd[size_t(c)] * g[c] : rstd[size_t(c)];
+    const A sh = b ? b[c] : A(0);
+    const T* xp = x + p * S;
+    T* yp = y + p * S;
+    for (int64_t s = 0; s < S; ++s) yp[s] = T((A(xp[s]) - m) * k + sh);
+  }
+}
+
+template <class T>
+void bwd_omp(const BatchNormBwdArgs& a) {
+  using A = AccOf<T>;
+  const Folded f = fold(a.x);
+  const int64_t N = f.N, C = f.C, S = f.S;
+  const int64_t P = N * C;
+  if (P * S == 0) return;  // dx has no element; dgamma, dbeta += an empty sum
+  const T* x = a.x.data<T>();
+  const T* dy = a.dy.data<T>();
+  const A* g = a.gamma.defined() ? a.gamma.data<A>() : nullptr;
+  const A* mean = a.save_mean.data<A>();
+  const A* rstd = a.save_rstd.data<A>();
+  const bool par = a.x.numel() > kParallelMin;
+  const bool need_sums = a.dgamma.defined() || a.dbeta.defined() || (a.training && a.dx.defined());
+  std::vector<A> sdy(size_t(C), A(0)), sdyx(size_t(C), A(0));
+  if (need_sums) {
+    std::vector<A> ps(static_cast<size_t>(P)), psx(static_cast<size_t>(P));
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t c = p % C;
+      const A m = mean[c], r = rstd[c];
+      const T* xp = x + p * S;
+      const T* dyp = dy + p * S;
+      A s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
+      for (int64_t s = 0; s < S; ++s) {
+        const A d = A(dyp[s]);
+        s1 += d;
+        s2 += d * (A(xp[s]) - m);
+      }
+      ps[size_t(p)] = s1;
+      psx[size_t(p)] = s2 * r;
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      double s1 = 0.0, s2 = 0.0;
+      for (int64_t n = 0; n < N; ++n) {
+        s1 += double(ps[size_t(n * C + c)]);
+        s2 += double(psx[size_t(n * C + c)]);
+      }
+      sdy[size_t(c)] = A(s1);
+      sdyx[size_t(c)] = A(s2);
+      if (a.dgamma.defined()) a.dgamma.data<A>()[c] = A(double(a.dgamma.data<A>()[c]) + s2);
+      if (a.dbeta.defined()) a.dbeta.data<A>()[c] = A(double(a.dbeta.data<A>()[c]) + s1);
+    }
+  }
+  if (!a.dx.defined()) return;
+  T* dx = a.dx.data<T>();
+  const A inv_m = A(1.0 / double(N * S));
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t p = 0; p < P; ++p) {
+    const int64_t c = p % C;
+    const A r = rstd[c];
+    const A k = g ? g[c] * r : r;  // dx = k * (dy - m1 - (x - mean) * q)
+    const T* dyp = dy + p * S;
+    T* dxp = dx + p * S;
+    if (a.training) {
+      const A m = mean[c], m1 = sdy[size_t(c)] * inv_m, q = r * sdyx[size_t(c)] * inv_m;
+      const T* xp = x + p * S;
+      for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * (A(dyp[s]) - m1 - (A(xp[s]) - m) * q));
+    } else {
+      for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * A(dyp[s]));
+    }
+  }
+}
+
+void batchnorm_fwd_cpu_omp(const BatchNormFwdArgs& a) {
+  check_batchnorm_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { fwd_omp<T>(a); });
+}
+
+void batchnorm_bwd_cpu_omp(const BatchNormBwdArgs& a) {
+  check_batchnorm_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { bwd_omp<T>(a); });
+}
+
+// ---- test cases -----------------------------------------------------------------------------
+// Shapes {N, C, H, W, mode}: x is [N, C] when H = 0, [N, C, H] when W = 0, else [N, C, H, W].
+// Forward modes: 0 training, affine, running statistics updated; 1 training, no affine, no
+// running statistics; 2 eval, affine, save_mean/save_rstd written; 3 eval, no affine, no save.
+// Backward modes: 0 training, affine, dx dgamma dbeta; 1 training, no affine, dx only; 2 frozen
+// (training = false), affine, dx dgamma dbeta; 3 training, affine, dgamma only; 4 frozen, no
+// affine, dx only.
+
+Shape case_x_shape(const TestShape& s) {
+  if (s[2] == 0) return {s[0], s[1]};
+  if (s[3] == 0) return {s[0], s[1], s[2]};
+  return {s[0], s[1], s[2], s[3]};
+}
+
+TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
+  const Shape xs = case_x_shape(s);
+  const int64_t C = s[1], mode = s[4];
+  const DType st = batchnorm_stat_dtype(t);
+  const bool training = mode < 2, affine = mode == 0 || mode == 2;
+  TestCase c;
+  c.add_in("x", random_tensor(xs, t, seed, -2.0, 3.0));
+  c.add_in("gamma", affine ? random_tensor({C}, st, seed + 1, 0.5, 1.5) : Tensor());
+  c.add_in("beta", affine ? random_tensor({C}, st, seed + 2, -0.5, 0.5) : Tensor());
+  const bool running = mode != 1;
+  Tensor rm = running ? random_tensor({C}, st, seed + 3, -0.5, 0.5) : Tensor();
+  Tensor rv = running ? random_tensor({C}, st, seed + 4, 0.5, 2.0) : Tensor();
+  if (training) {  // updated in place: outputs with their initial content
+    c.add_in("running_mean", Tensor());
+    c.add_in("running_var", Tensor());
+    c.add_out("running_mean_io", rm);
+    c.add_out("running_var_io", rv);
+  } else {
+    c.add_in("running_mean", rm);
+    c.add_in("running_var", rv);
+    c.add_out("running_mean_io", Tensor());
+    c.add_out("running_var_io", Tensor());
+  }
+  c.add_out("y", poison_tensor(xs, t));
+  const bool save = mode != 3;
+  c.add_out("save_mean", save ? poison_tensor({C}, st) : Tensor());
+  c.add_out("save_rstd", save ? poison_tensor({C}, st) : Tensor());
+  c.params["training"] = training ? 1 : 0;
+  c.params["momentum"] = 0.1;
+  c.params["eps"] = 1e-5;
+  return c;
+}
+
+// Per-channel mean and 1/sqrt(biased var + eps) of x (double), in the statistics dtype.
+std::pair<Tensor, Tensor> channel_stats(const Tensor& x, double eps) {
+  const Folded f = fold(x);
+  const int64_t N = f.N, C = f.C, S = f.S;
+  const std::vector<double> v = x.to_vector<double>();
+  std::vector<double> m(static_cast<size_t>(C)), r(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0, sq = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) sum += v[size_t((n * C + c) * S + s)];
+    m[size_t(c)] = sum / double(N * S);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        const double d = v[size_t((n * C + c) * S + s)] - m[size_t(c)];
+        sq += d * d;
+      }
+    r[size_t(c)] = 1.0 / std::sqrt(sq / double(N * S) + eps);
+  }
+  const DType st = batchnorm_stat_dtype(x.dtype());
+  return {Tensor::from_vector(m, Shape{C}).to(st), Tensor::from_vector(r, Shape{C}).to(st)};
+}
+
+TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
+  const Shape xs = case_x_shape(s);
+  const int64_t C = s[1], mode = s[4];
+  const DType st = batchnorm_stat_dtype(t);
+  const bool training = mode != 2 && mode != 4;
+  const bool affine = mode == 0 || mode == 2 || mode == 3;
+  TestCase c;
+  Tensor x = random_tensor(xs, t, seed, -2.0, 3.0);
+  c.add_in("dy", random_tensor(xs, t, seed + 5, -1.0, 1.0));
+  c.add_in("x", x);
+  c.add_in("gamma", affine ? random_tensor({C}, st, seed + 1, 0.5, 1.5) : Tensor());
+  if (training) {
+    auto [m, r] = channel_stats(x, 1e-5);
+    c.add_in("save_mean", m);
+    c.add_in("save_rstd", r);
+  } else {  // frozen: running statistics, unrelated to this batch
+    c.add_in("save_mean", random_tensor({C}, st, seed + 3, -0.5, 0.5));
+    c.add_in("save_rstd", random_tensor({C}, st, seed + 4, 0.5, 2.0));
+  }
+  const bool want_dx = mode != 3, want_db = mode == 0 || mode == 2;
+  c.add_out("dx", want_dx ? poison_tensor(xs, t) : Tensor());
+  c.add_out("dgamma", affine ? random_tensor({C}, st, seed + 6, -1.0, 1.0) : Tensor());
+  c.add_out("dbeta", want_db ? random_tensor({C}, st, seed + 7, -1.0, 1.0) : Tensor());
+  c.params["training"] = training ? 1 : 0;
+  return c;
+}
+
+std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
+
+// Per-channel sums over up to ~10^6 values: float accumulation against cpu.ref's double.
+Tolerance batchnorm_tolerance(DType t, const TestShape&) {
+  if (t == DType::f16) return {4e-3, 4e-3};
+  if (t == DType::bf16) return {3e-2, 2e-2};
+  if (t == DType::f32) return {1e-4, 1e-4};
+  return default_tolerance(t);
+}
+
+bool simt_small(const TestShape& s) {
+  const Shape xs = case_x_shape(s);
+  return shape_numel(xs) <= 16384;
+}
+
+// keep(per_channel, mode): whether the mode suits a shape with that many values per channel.
+template <class Keep>
+std::vector<TestShape> test_shapes(int modes, Keep keep) {
+  // {N, C, H, W}: [N, C] (S = 1), odd sizes, one value per channel, channels of more values than
+  // cuda.channel's 512 threads with S = 1 and S = 7 (the walk's carry), a ResNet-like plane.
+  const std::vector<TestShape> sizes = {
+      {1, 3, 1, 1},   {4, 3, 0, 0},  {2, 5, 7, 0},   {3, 4, 5, 6},   {64, 33, 0, 0},
+      {600, 3, 0, 0}, {80, 4, 7, 0}, {5, 17, 9, 11}, {2, 3, 33, 35}, {16, 64, 28, 28}};
+  std::vector<TestShape> r;
+  for (const TestShape& z : sizes)
+    for (int64_t m = 0; m < modes; ++m) {
+      const int64_t per_channel = z[0] * std::max<int64_t>(z[2], 1) * std::max<int64_t>(z[3], 1);
+      if (!keep(per_channel, m)) continue;
+      if (z[0] * z[1] * std::max<int64_t>(z[2], 1) * std::max<int64_t>(z[3], 1) > 100000 && m != 0)
+        continue;  // the large shape once, in the main mode
+      r.push_back({z[0], z[1], z[2], z[3], m});
+    }
+  return r;
+}
+
+}  // namespace
+
+void batchnorm_fwd(const BatchNormFwdArgs& a) {
+  AIM_DISPATCH_OP(BatchNormFwdArgs, "batchnorm_fwd", a);
+}
+void batchnorm_bwd(const BatchNormBwdArgs& a) {
+  AIM_DISPATCH_OP(BatchNormBwdArgs, "batchnorm_bwd", a);
+}
+
+void register_batchnorm_cpu(Registry& r) {
+  auto& f = r.op<BatchNormFwdArgs>("batchnorm_fwd");
+  f.description = "batch normalisation over N and the trailing dims (F.batch_norm)";
+  f.add({"cpu.ref", Backend::CPU, Provider::Own, batchnorm_fwd_cpu_ref, float_dtypes()});
+  f.add({"cpu.omp", Backend::CPU, Provider::Own, batchnorm_fwd_cpu_omp, float_dtypes()});
+  f.set_default(Backend::CPU, "cpu.omp");
+  f.set_cost(batchnorm_fwd_cost);
+  f.set_bind([](const TestCase& c) {
+    BatchNormFwdArgs a;
+    a.x = c.in("x");
+    a.gamma = c.in("gamma");
+    a.beta = c.in("beta");
+    a.training = c.param("training") != 0;
+    a.running_mean = a.training ? c.out("running_mean_io") : c.in("running_mean");
+    a.running_var = a.training ? c.out("running_var_io") : c.in("running_var");
+    a.y = c.out("y");
+    a.save_mean = c.out("save_mean");
+    a.save_rstd = c.out("save_rstd");
+    a.momentum = c.param("momentum");
+    a.eps = c.param("eps");
+    return a;
+  });
+  f.make_case = make_fwd_case;
+  // Training with running statistics needs N*S > 1 (unbiased variance).
+  f.add_test_shapes(
+      test_shapes(4, [](int64_t per_channel, int64_t m) { return per_channel > 1 || m != 0; }));
+  f.tolerance = batchnorm_tolerance;
+  f.small_enough_for_simt = simt_small;
+
+  auto& b = r.op<BatchNormBwdArgs>("batchnorm_bwd");
+  b.description = "batch normalisation gradient: dx (=), dgamma and dbeta (+=); frozen BN too";
+  b.add({"cpu.ref", Backend::CPU, Provider::Own, batchnorm_bwd_cpu_ref, float_dtypes()});
+  b.add({"cpu.omp", Backend::CPU, Provider::Own, batchnorm_bwd_cpu_omp, float_dtypes()});
+  b.set_default(Backend::CPU, "cpu.omp");
+  b.set_cost(batchnorm_bwd_cost);
+  b.set_bind([](const TestCase& c) {
+    BatchNormBwdArgs a;
+    a.dy = c.in("dy");
+    a.x = c.in("x");
+    a.gamma = c.in("gamma");
+    a.save_mean = c.in("save_mean");
+    a.save_rstd = c.in("save_rstd");
+    a.dx = c.out("dx");
+    a.dgamma = c.out("dgamma");
+    a.dbeta = c.out("dbeta");
+    a.training = c.param("training") != 0;
+    return a;
+  });
+  b.make_case = make_bwd_case;
+  b.add_test_shapes(test_shapes(5, [](int64_t, int64_t) { return true; }));
+  b.tolerance = batchnorm_tolerance;
+  b.small_enough_for_simt = simt_small;
+}
+
+}  // namespace aim::kernels

@@ -1,0 +1,961 @@
+// cpu.ref: the oracle. Plain loops over every output (forward) or every window (backward
+// scatter), double accumulators, first maximum on ties, NaN propagates (as PyTorch).
+// cpu.omp: OpenMP over the N*C planes. Max and average pooling work one output row at a time:
+// the outputs whose windows lie inside the input columns form a run that the innermost loop
+// (over output columns) walks with a fixed stride, so it vectorises; compile-time instances of
+// that loop for 3x3/2 (max, average) and 2x2/2 (average), where they measured faster. The few
+// edge windows take a scalar path. Adaptive average to 1x1 (global pooling) is a plain plane sum
+// with independent partial sums. Backward scatters into a per-plane buffer (float; double for
+// f64) in output order: deterministic, no races (one plane per thread). Accumulation in float
+// (double for f64), 16-bit outputs rounded once.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernels/pool/pool2d.h"
+#include "kernels/registry.h"
+#include "kernels/testing.h"
+
+namespace aim::kernels {
+
+namespace {
+
+std::string params_str(const Pool2dParams& p) {
+  return str("kernel ", p.kernel_h, "x", p.kernel_w, " stride ", p.stride_h, "x", p.stride_w,
+             " padding (top ", p.pad_top, ", bottom ", p.pad_bottom, ", left ", p.pad_left,
+             ", right ", p.pad_right, ")");
+}
+
+std::string desc(const Tensor& t) {
+  return t.defined() ? to_string(t.sizes()) + " " + dtype_name(t.dtype()) : "undefined";
+}
+
+// x-like [N, C, H, W] and y-like [N, C, P, Q] tensors: rank, float dtype, same N, C and dtype,
+// contiguous, same device.
+void check_planes(const char* op, const char* xn, const Tensor& x, const char* yn,
+                  const Tensor& y) {
+  AIM_CHECK(x.defined() && x.dim() == 4, "[", op, "] ", xn, " must be [N, C, H, W], got ", desc(x));
+  AIM_CHECK(y.defined() && y.dim() == 4, "[", op, "] ", yn, " must be [N, C, P, Q], got ", desc(y));
+  AIM_CHECK(is_floating(x.dtype()), "[", op, "] ", xn, " must be f32, f64, f16 or bf16, got ",
+            dtype_name(x.dtype()));
+  AIM_CHECK(y.dtype() == x.dtype(), "[", op, "] ", yn, " must have ", xn, "'s dtype ",
+            dtype_name(x.dtype()), ", got ", dtype_name(y.dtype()));
+  AIM_CHECK(y.size(0) == x.size(0) && y.size(1) == x.size(1), "[", op, "] ", xn, " ",
+            to_string(x.sizes()), " and ", yn, " ", to_string(y.sizes()),
+            " must have the same N and C");
+  AIM_CHECK(x.size(2) >= 1 && x.size(3) >= 1 && y.size(2) >= 1 && y.size(3) >= 1, "[", op,
+            "] planes must not be empty, got ", xn, " ", to_string(x.sizes()), " and ", yn, " ",
+            to_string(y.sizes()));
+  AIM_CHECK(x.is_contiguous() && y.is_contiguous(), "[", op, "] ", xn, " and ", yn,
+            " must be contiguous");
+  AIM_CHECK(x.device() == y.device(), "[", op, "] ", xn, " is on ", x.device().str(), ", ", yn,
+            " on ", y.device().str());
+}
+
+// Kernel, stride and padding, and every window of the P x Q output covering at least one input
+// element (output row p covers rows [p*stride_h - pad_top, ... + kernel_h)).
+void check_windows(const char* op, const Pool2dParams& p, const Tensor& x, const Tensor& y) {
+  AIM_CHECK(p.kernel_h >= 1 && p.kernel_w >= 1 && p.stride_h >= 1 && p.stride_w >= 1, "[", op,
+            "] kernel and stride must be >= 1, got ", params_str(p));
+  AIM_CHECK(p.pad_top >= 0 && p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0, "[", op,
+            "] padding must be >= 0, got ", params_str(p));
+  const int64_t H = x.size(2), W = x.size(3), P = y.size(2), Q = y.size(3);
+  AIM_CHECK(p.pad_top < p.kernel_h && p.pad_left < p.kernel_w, "[", op,
+            "] the first window lies in the padding only: ", params_str(p));
+  AIM_CHECK((P - 1) * p.stride_h - p.pad_top < H && (Q - 1) * p.stride_w - p.pad_left < W, "[", op,
+            "] output ", to_string(y.sizes()), " is too large for input ", to_string(x.sizes()),
+            " with ", params_str(p), ": the last window must start inside the input (at most ",
+            (H + p.pad_top - 1) / p.stride_h + 1, "x", (W + p.pad_left - 1) / p.stride_w + 1,
+            " outputs)");
+}
+
+void check_indices(const char* op, const Tensor& idx, const Tensor& y, const Tensor& x) {
+  AIM_CHECK(idx.sizes() == y.sizes() && idx.dtype() == DType::i32 && idx.is_contiguous(), "[", op,
+            "] indices must be contiguous ", to_string(y.sizes()), " i32, got ", desc(idx));
+  AIM_CHECK(idx.device() == y.device(), "[", op, "] indices are on ", idx.device().str(),
+            ", the other tensors on ", y.device().str());
+  AIM_CHECK(x.size(2) * x.size(3) <= int64_t(std::numeric_limits<int32_t>::max()), "[", op,
+            "] i32 indices need H*W < 2^31, got ", to_string(x.sizes()));
+}
+
+}  // namespace
+
+void check_maxpool2d_fwd_args(const MaxPool2dFwdArgs& a) {
+  check_planes("maxpool2d_fwd", "x", a.x, "y", a.y);
+  check_windows("maxpool2d_fwd", a.p, a.x, a.y);
+  if (a.indices.defined()) check_indices("maxpool2d_fwd", a.indices, a.y, a.x);
+}
+
+void check_maxpool2d_bwd_args(const MaxPool2dBwdArgs& a) {
+  check_planes("maxpool2d_bwd", "dx", a.dx, "dy", a.dy);
+  check_windows("maxpool2d_bwd", a.p, a.dx, a.dy);
+  AIM_CHECK(a.indices.defined(), "[maxpool2d_bwd] needs the forward's indices");
+  check_indices("maxpool2d_bwd", a.indices, a.dy, a.dx);
+}
+
+void check_avgpool2d_fwd_args(const AvgPool2dFwdArgs& a) {
+  check_planes("avgpool2d_fwd", "x", a.x, "y", a.y);
+  check_windows("avgpool2d_fwd", a.p, a.x, a.y);
+}
+
+void check_avgpool2d_bwd_args(const AvgPool2dBwdArgs& a) {
+  check_planes("avgpool2d_bwd", "dx", a.dx, "dy", a.dy);
+  check_windows("avgpool2d_bwd", a.p, a.dx, a.dy);
+}
+
+void check_adaptive_avgpool2d_fwd_args(const AdaptiveAvgPool2dFwdArgs& a) {
+  check_planes("adaptive_avgpool2d_fwd", "x", a.x, "y", a.y);
+}
+
+void check_adaptive_avgpool2d_bwd_args(const AdaptiveAvgPool2dBwdArgs& a) {
+  check_planes("adaptive_avgpool2d_bwd", "dx", a.dx, "dy", a.dy);
+}
+
+namespace {
+
+template <class T>
+using AccOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// One axis of a window: [start, end) in input coordinates clipped to the input, and the
+// average's divisor extent (clipped to the padded extent when padding counts).
+struct Span {
+  int64_t start, end, count_padded;
+};
+inline Span window(int64_t o, int64_t k, int64_t stride, int64_t pad_before, int64_t pad_after,
+                   int64_t in) {
+  const int64_t s = o * stride - pad_before;
+  const int64_t e_padded = std::min(s + k, in + pad_after);
+  return {std::max<int64_t>(s, 0), std::min(s + k, in), e_padded - s};
+}
+
+// Adaptive window of output o over an axis of `in` elements: [floor(o*in/out), ceil((o+1)*in/out)).
+inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
+  return ((o + 1) * in + out - 1) / out;
+}
+
+inline bool takes(double v, double m) { return v > m || std::isnan(v); }
+
+// Throws unless `idx` lies in the window of output (p, q): indices and p come from one forward.
+void check_index_in_window(int64_t idx, int64_t plane, int64_t p, int64_t q, const Span& hs,
+                           const Span& ws, int64_t W) {
+  const int64_t h = idx / W, w = idx % W;
+  AIM_CHECK(idx >= 0 && h >= hs.start && h < hs.end && w >= ws.start && w < ws.end,
+            "[maxpool2d_bwd] index ", idx, " of plane ", plane, " output (", p, ", ", q,
+            ") is outside its window rows [", hs.start, ", ", hs.end, ") columns [", ws.start, ", ",
+            ws.end, ") of a ", W, "-wide plane: indices and p must come from the same forward");
+}
+
+// ---- cpu.ref --------------------------------------------------------------------------------
+
+template <class T>
+void maxpool_fwd_ref(const MaxPool2dFwdArgs& a) {
+  const Pool2dParams& pp = a.p;
+  const int64_t NC = a.x.size(0) * a.x.size(1), H = a.x.size(2), W = a.x.size(3);
+  const int64_t P = a.y.size(2), Q = a.y.size(3);
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  int32_t* ind = a.indices.defined() ? a.indices.data<int32_t>() : nullptr;
+  for (int64_t nc = 0; nc < NC; ++nc) {
+    for (int64_t p = 0; p < P; ++p) {
+      const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+      for (int64_t q = 0; q < Q; ++q) {
+        const Span ws = window(q, pp.kernel_w, pp.stride_w, pp.pad_left, pp.pad_right, W);
+        double m = -std::numeric_limits<double>::infinity();
+        int64_t at = hs.start * W + ws.start;
+        for (int64_t h = hs.start; h < hs.end; ++h)
+          for (int64_t w = ws.start; w < ws.end; ++w) {
+            const double v = double(x[(nc * H + h) * W + w]);
+            if (takes(v, m)) {
+              m = v;
+              at = h * W + w;
+            }
+          }
+        y[(nc * P + p) * Q + q] = T(m);
+        if (ind) ind[(nc * P + p) * Q + q] = int32_t(at);
+      }
+    }
+  }
+}
+
+template <class T>
+void maxpool_bwd_ref(const MaxPool2dBwdArgs& a) {
+  const Pool2dParams& pp = a.p;
+  const int64_t NC = a.dx.size(0) * a.dx.size(1), H = a.dx.size(2), W = a.dx.size(3);
+  const int64_t P = a.dy.size(2), Q = a.dy.size(3);
+  const T* dy = a.dy.data<T>();
+  const int32_t* ind = a.indices.data<int32_t>();
+  T* dx = a.dx.data<T>();
+  std::vector<double> acc(static_cast<size_t>(H * W));
+  for (int64_t nc = 0; nc < NC; ++nc) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t p = 0; p < P; ++p) {
+      const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+      for (int64_t q = 0; q < Q; ++q) {
+        const Span ws = window(q, pp.kernel_w, pp.stride_w, pp.pad_left, pp.pad_right, W);
+        const int64_t o = (nc * P + p) * Q + q;
+        check_index_in_window(ind[o], nc, p, q, hs, ws, W);
+        acc[size_t(ind[o])] += double(dy[o]);
+      }
+    }
+    for (int64_t i = 0; i < H * W; ++i) dx[nc * H * W + i] = T(acc[size_t(i)]);
+  }
+}
+
+template <class T>
+void avgpool_fwd_ref(const AvgPool2dFwdArgs& a) {
+  const Pool2dParams& pp = a.p;
+  const int64_t NC = a.x.size(0) * a.x.size(1), H = a.x.size(2), W = a.x.size(3);
+  const int64_t P = a.y.size(2), Q = a.y.size(3);
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  for (int64_t nc = 0; nc < NC; ++nc)
+    for (int64_t p = 0; p < P; ++p) {
+      const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+      for (int64_t q = 0; q < Q; ++q) {
+        const Span ws = window(q, pp.kernel_w, pp.stride_w, pp.pad_left, pp.pad_right, W);
+        double sum = 0.0;
+        for (int64_t h = hs.start; h < hs.end; ++h)
+          for (int64_t w = ws.start; w < ws.end; ++w) sum += double(x[(nc * H + h) * W + w]);
+        const int64_t count = pp.count_include_pad ? hs.count_padded * ws.count_padded
+                                                   : (hs.end - hs.start) * (ws.end - ws.start);
+        y[(nc * P + p) * Q + q] = T(sum / double(count));
+      }
+    }
+}
+
+template <class T>
+void avgpool_bwd_ref(const AvgPool2dBwdArgs& a) {
+  const Pool2dParams& pp = a.p;
+  const int64_t NC = a.dx.size(0) * a.dx.size(1), H = a.dx.size(2), W = a.dx.size(3);
+  const int64_t P = a.dy.size(2), Q = a.dy.size(3);
+  const T* dy = a.dy.data<T>();
+  T* dx = a.dx.data<T>();
+  std::vector<double> acc(static_cast<size_t>(H * W));
+  for (int64_t nc = 0; nc < NC; ++nc) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t p = 0; p < P; ++p) {
+      const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+      for (int64_t q = 0; q < Q; ++q) {
+        const Span ws = window(q, pp.kernel_w, pp.stride_w, pp.pad_left, pp.pad_right, W);
+        const int64_t count = pp.count_include_pad ? hs.count_padded * ws.count_padded
+                                                   : (hs.end - hs.start) * (ws.end - ws.start);
+        const double g = double(dy[(nc * P + p) * Q + q]) / double(count);
+        for (int64_t h = hs.start; h < hs.end; ++h)
+          for (int64_t w = ws.start; w < ws.end; ++w) acc[size_t(h * W + w)] += g;
+      }
+    }
+    for (int64_t i = 0; i < H * W; ++i) dx[nc * H * W + i] = T(acc[size_t(i)]);
+  }
+}
+
+template <class T>
+void adaptive_fwd_ref(const AdaptiveAvgPool2dFwdArgs& a) {
+  const int64_t NC = a.x.size(0) * a.x.size(1), H = a.x.size(2), W = a.x.size(3);
+  const int64_t P = a.y.size(2), Q = a.y.size(3);
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  for (int64_t nc = 0; nc < NC; ++nc)
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t h0 = adaptive_start(p, H, P), h1 = adaptive_end(p, H, P);
+      for (int64_t q = 0; q < Q; ++q) {
+        const int64_t w0 = adaptive_start(q, W, Q), w1 = adaptive_end(q, W, Q);
+        double sum = 0.0;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) sum += double(x[(nc * H + h) * W + w]);
+        y[(nc * P + p) * Q + q] = T(sum / double((h1 - h0) * (w1 - w0)));
+      }
+    }
+}
+
+template <class T>
+void adaptive_bwd_ref(const AdaptiveAvgPool2dBwdArgs& a) {
+  const int64_t NC = a.dx.size(0) * a.dx.size(1), H = a.dx.size(2), W = a.dx.size(3);
+  const int64_t P = a.dy.size(2), Q = a.dy.size(3);
+  const T* dy = a.dy.data<T>();
+  T* dx = a.dx.data<T>();
+  std::vector<double> acc(static_cast<size_t>(H * W));
+  for (int64_t nc = 0; nc < NC; ++nc) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t h0 = adaptive_start(p, H, P), h1 = adaptive_end(p, H, P);
+      for (int64_t q = 0; q < Q; ++q) {
+        const int64_t w0 = adaptive_start(q, W, Q), w1 = adaptive_end(q, W, Q);
+        const double g = double(dy[(nc * P + p) * Q + q]) / double((h1 - h0) * (w1 - w0));
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) acc[size_t(h * W + w)] += g;
+      }
+    }
+    for (int64_t i = 0; i < H * W; ++i) dx[nc * H * W + i] = T(acc[size_t(i)]);
+  }
+}
+
+void maxpool2d_fwd_cpu_ref(const MaxPool2dFwdArgs& a) {
+  check_maxpool2d_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { maxpool_fwd_ref<T>(a); });
+}
+void maxpool2d_bwd_cpu_ref(const MaxPool2dBwdArgs& a) {
+  check_maxpool2d_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { maxpool_bwd_ref<T>(a); });
+}
+void avgpool2d_fwd_cpu_ref(const AvgPool2dFwdArgs& a) {
+  check_avgpool2d_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { avgpool_fwd_ref<T>(a); });
+}
+void avgpool2d_bwd_cpu_ref(const AvgPool2dBwdArgs& a) {
+  check_avgpool2d_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { avgpool_bwd_ref<T>(a); });
+}
+void adaptive_avgpool2d_fwd_cpu_ref(const AdaptiveAvgPool2dFwdArgs& a) {
+  check_adaptive_avgpool2d_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { adaptive_fwd_ref<T>(a); });
+}
+void adaptive_avgpool2d_bwd_cpu_ref(const AdaptiveAvgPool2dBwdArgs& a) {
+  check_adaptive_avgpool2d_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { adaptive_bwd_ref<T>(a); });
+}
+
+// ---- cpu.omp --------------------------------------------------------------------------------
+
+// Work (elements touched) above which the plane loop is split over threads.
+constexpr int64_t kOmpMinWork = int64_t(1) << 15;
+
+// Output columns [q_lo, q_hi) whose windows lie inside the input columns (no clipping).
+struct Interior {
+  int64_t lo, hi;
+};
+Interior interior(int64_t Q, int64_t k, int64_t stride, int64_t pad_before, int64_t in) {
+  const int64_t lo = std::min(Q, (pad_before + stride - 1) / stride);
+  const int64_t last = in + pad_before - k;  // the last window start (+pad) that still fits
+  const int64_t hi = last < 0 ? 0 : std::min(Q, last / stride + 1);
+  return {lo, std::max(lo, hi)};
+}
+
+// One output row of max pooling: rows [h0, h1) of plane x (already float for 16-bit types via
+// A), output columns q in [0, Q). KW/SW > 0: compile-time kernel width / stride for the
+// interior run. Scan order per output is row-major over the window, strictly greater wins:
+// the first maximum, as cpu.ref.
+template <class T, int KW, int SW>
+void max_row(const T* x, int64_t W, int64_t h0, int64_t h1, const Pool2dParams& pp, int64_t Q,
+             const Interior& in, AccOf<T>* m, int32_t* at, T* y, int32_t* ind) {
+  using A = AccOf<T>;
+  const int64_t kw = KW > 0 ? KW : pp.kernel_w, sw = SW > 0 ? SW : pp.stride_w;
+  const int64_t pl = pp.pad_left;
+  for (int64_t q = 0; q < Q; ++q) {
+    m[q] = -std::numeric_limits<A>::infinity();
+    at[q] = int32_t(h0 * W + std::max<int64_t>(q * sw - pl, 0));
+  }
+  for (int64_t h = h0; h < h1; ++h) {
+    const T* xr = x + h * W;
+    // Edge windows [0, lo) and [hi, Q): clipped columns, scalar.
+    for (const auto& [q0, q1] : {std::pair{int64_t(0), in.lo}, std::pair{in.hi, Q}})
+      for (int64_t q = q0; q < q1; ++q) {
+        const Span ws = window(q, kw, sw, pl, pp.pad_right, W);
+        for (int64_t w = ws.start; w < ws.end; ++w) {
+          const A v = A(xr[w]);
+          if (v > m[q] || v != v) {
+            m[q] = v;
+            at[q] = int32_t(h * W + w);
+          }
+        }
+      }
+    // Interior run [lo, hi): whole windows; the q loop vectorises (strided loads, blends).
+    for (int64_t j = 0; j < kw; ++j) {
+      const int64_t off = j - pl;
+      const int32_t base = int32_t(h * W + off);
+      for (int64_t q = in.lo; q < in.hi; ++q) {
+        const A v = A(xr[q * sw + off]);
+        const bool take = v > m[q] || v != v;
+        m[q] = take ? v : m[q];
+        at[q] = take ? base + int32_t(q * sw) : at[q];
+      }
+    }
+  }
+  for (int64_t q = 0; q < Q; ++q) y[q] = T(m[q]);
+  if (ind)
+    for (int64_t q = 0; q < Q; ++q) ind[q] = at[q];
+}
+
+template <class T, int KW, int SW>
+void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
+  using A = AccOf<T>;
+  const Pool2dParams& pp = a.p;
+  const int64_t NC = a.x.size(0) * a.x.size(1), H = a.x.size(2), W = a.x.size(3);
+  const int64_t P = a.y.size(2), Q = a.y.size(3);
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  int32_t* ind = a.indices.defined() ? a.indices.data<int32_t>() : nullptr;
+  const Interior in = interior(Q, pp.kernel_w, pp.stride_w, pp.pad_left, W);
+  const int64_t work = NC * P * Q * pp.kernel_h * pp.kernel_w;
+#pragma omp parallel if (work > kOmpMinWork)
+  {
+    std::vector<A> m(static_cast<size_t>(Q));
+    std::vector<int32_t> at(static_cast<size_t>(Q));
+#pragma omp for schedule(static)
+    for (int64_t nc = 0; nc < NC; ++nc) {
+      for (int64_t p = 0; p < P; ++p) {
+        const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+        const int64_t o = (nc * P + p) * Q;
+        max_row<T, KW, SW>(x + nc * H * W, W, hs.start, hs.end, pp, Q, in, m.data(), at.data(),
+                           y + o, ind ? ind + o : nullptr);
+      }
+    }
+  }
+}
+
+// 3x3/2 as a compile-time instance: 1.3x faster than the runtime loop (8x64x112x112 f32, one
+// thread: 5.5 vs 7.0 ms); a 2x2/2 instance was slower than the runtime loop (3.1 vs 2.3 ms).
+template <class T>
+void maxpool_fwd_omp(const MaxPool2dFwdArgs& a) {
+  if (a.p.kernel_w == 3 && a.p.stride_w == 2)
+    maxpool_fwd_omp_impl<T, 3, 2>(a);
+  else
+    maxpool_fwd_omp_impl<T, 0, 0>(a);
+}
+
+template <class T>
+void maxpool_bwd_omp(const MaxPool2dBwdArgs& a) {
+  using A = AccOf<T>;
+  const Pool2dParams& pp = a.p;
+  const int64_t NC = a.dx.size(0) * a.dx.size(1), H = a.dx.size(2), W = a.dx.size(3);
+  const int64_t P = a.dy.size(2), Q = a.dy.size(3);
+  const T* dy = a.dy.data<T>();
+  const int32_t* ind = a.indices.data<int32_t>();
+  T* dx = a.dx.data<T>();
+  std::vector<Span> wspans(static_cast<size_t>(Q));
+  for (int64_t q = 0; q < Q; ++q)
+    wspans[size_t(q)] = window(q, pp.kernel_w, pp.stride_w, pp.pad_left, pp.pad_right, W);
+  const int64_t work = NC * (P * Q + H * W);
+  // An exception cannot leave an OpenMP region: note the first plane with an index outside its
+  // window, and throw from it (checked serially, naming the output) after the region.
+  int64_t bad_plane = NC;
+#pragma omp parallel if (work > kOmpMinWork)
+  {
+    std::vector<A> acc(static_cast<size_t>(H * W));
+#pragma omp for schedule(static)
+    for (int64_t nc = 0; nc < NC; ++nc) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      bool ok = true;
+      for (int64_t p = 0; p < P && ok; ++p) {
+        const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+        const int64_t o = (nc * P + p) * Q;
+        for (int64_t q = 0; q < Q; ++q) {
+          const int64_t i = ind[o + q];
+          const Span& ws = wspans[size_t(q)];
+          const int64_t h = i / W, w = i - h * W;
+          if (!(i >= 0 && h >= hs.start && h < hs.end && w >= ws.start && w < ws.end)) {
+            ok = false;
+            break;
+          }
+          acc[size_t(i)] += A(dy[o + q]);
+        }
+      }
+      if (!ok) {
+#pragma omp critical(aim_maxpool2d_bwd_bad_index)
+        bad_plane = std::min(bad_plane, nc);
+        continue;
+      }
+      T* d = dx + nc * H * W;
+      for (int64_t i = 0; i < H * W; ++i) d[i] = T(acc[size_t(i)]);
+    }
+  }
+  if (bad_plane < NC)
+    for (int64_t p = 0; p < P; ++p) {
+      const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+      for (int64_t q = 0; q < Q; ++q)
+        check_index_in_window(ind[(bad_plane * P + p) * Q + q], bad_plane, p, q, hs,
+                              wspans[size_t(q)], W);
+    }
+}
+
+// Divisor extents of one axis for every output position: padded (count_include_pad) or not.
+std::vector<int64_t> counts(int64_t O, int64_t k, int64_t stride, int64_t pb, int64_t pa,
+                            int64_t in, bool padded) {
+  std::vector<int64_t> c(static_cast<size_t>(O));
+  for (int64_t o = 0; o < O; ++o) {
+    const Span s = window(o, k, stride, pb, pa, in);
+    c[size_t(o)] = padded ? s.count_padded : s.end - s.start;
+  }
+  return c;
+}
+
+template <class T, int KW, int SW>
+void avgpool_fwd_omp_impl(const AvgPool2dFwdArgs& a) {
+  using A = AccOf<T>;
+  const Pool2dParams& pp = a.p;
+  const int64_t NC = a.x.size(0) * a.x.size(1), H = a.x.size(2), W = a.x.size(3);
+  const int64_t P = a.y.size(2), Q = a.y.size(3);
+  const int64_t kw = KW > 0 ? KW : pp.kernel_w, sw = SW > 0 ? SW : pp.stride_w;
+  const int64_t pl = pp.pad_left;
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  const Interior in = interior(Q, kw, sw, pl, W);
+  const std::vector<int64_t> ch =
+      counts(P, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H, pp.count_include_pad);
+  const std::vector<int64_t> cw = counts(Q, kw, sw, pl, pp.pad_right, W, pp.count_include_pad);
+  const int64_t work = NC * P * Q * pp.kernel_h * kw;
+#pragma omp parallel if (work > kOmpMinWork)
+  {
+    std::vector<A> s(static_cast<size_t>(Q));
+#pragma omp for schedule(static)
+    for (int64_t nc = 0; nc < NC; ++nc) {
+      const T* xp = x + nc * H * W;
+      for (int64_t p = 0; p < P; ++p) {
+        const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+        std::fill(s.begin(), s.end(), A(0));
+        for (int64_t h = hs.start; h < hs.end; ++h) {
+          const T* xr = xp + h * W;
+          for (const auto& [q0, q1] : {std::pair{int64_t(0), in.lo}, std::pair{in.hi, Q}})
+            for (int64_t q = q0; q < q1; ++q) {  // edge windows, scalar
+              const Span ws = window(q, kw, sw, pl, pp.pad_right, W);
+              for (int64_t w = ws.start; w < ws.end; ++w) s[size_t(q)] += A(xr[w]);
+            }
+          for (int64_t j = 0; j < kw; ++j) {  // interior run: vectorises over q
+            const int64_t off = j - pl;
+            for (int64_t q = in.lo; q < in.hi; ++q) s[size_t(q)] += A(xr[q * sw + off]);
+          }
+        }
+        T* yr = y + (nc * P + p) * Q;
+        for (int64_t q = 0; q < Q; ++q) yr[q] = T(s[size_t(q)] / A(ch[size_t(p)] * cw[size_t(q)]));
+      }
+    }
+  }
+}
+
+// Compile-time 3x3/2 and 2x2/2: 1.4x and 1.2x faster than the runtime loop (8x64x112x112 f32,
+// one thread: 2.65 vs 3.8 ms, 1.75 vs 2.15 ms).
+template <class T>
+void avgpool_fwd_omp(const AvgPool2dFwdArgs& a) {
+  if (a.p.kernel_w == 3 && a.p.stride_w == 2)
+    avgpool_fwd_omp_impl<T, 3, 2>(a);
+  else if (a.p.kernel_w == 2 && a.p.stride_w == 2)
+    avgpool_fwd_omp_impl<T, 2, 2>(a);
+  else
+    avgpool_fwd_omp_impl<T, 0, 0>(a);
+}
+
+template <class T>
+void avgpool_bwd_omp(const AvgPool2dBwdArgs& a) {
+  using A = AccOf<T>;
+  const Pool2dParams& pp = a.p;
+  const int64_t NC = a.dx.size(0) * a.dx.size(1), H = a.dx.size(2), W = a.dx.size(3);
+  const int64_t P = a.dy.size(2), Q = a.dy.size(3);
+  const int64_t kw = pp.kernel_w, sw = pp.stride_w, pl = pp.pad_left;
+  const T* dy = a.dy.data<T>();
+  T* dx = a.dx.data<T>();
+  const Interior in = interior(Q, kw, sw, pl, W);
+  const std::vector<int64_t> ch =
+      counts(P, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H, pp.count_include_pad);
+  const std::vector<int64_t> cw = counts(Q, kw, sw, pl, pp.pad_right, W, pp.count_include_pad);
+  const int64_t work = NC * (P * Q * pp.kernel_h * kw + H * W);
+#pragma omp parallel if (work > kOmpMinWork)
+  {
+    std::vector<A> acc(static_cast<size_t>(H * W)), g(static_cast<size_t>(Q));
+#pragma omp for schedule(static)
+    for (int64_t nc = 0; nc < NC; ++nc) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (int64_t p = 0; p < P; ++p) {
+        const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+        const T* dyr = dy + (nc * P + p) * Q;
+        for (int64_t q = 0; q < Q; ++q) g[size_t(q)] = A(dyr[q]) / A(ch[size_t(p)] * cw[size_t(q)]);
+        for (int64_t h = hs.start; h < hs.end; ++h) {
+          A* ar = acc.data() + h * W;
+          for (const auto& [q0, q1] : {std::pair{int64_t(0), in.lo}, std::pair{in.hi, Q}})
+            for (int64_t q = q0; q < q1; ++q) {  // edge windows, scalar
+              const Span ws = window(q, kw, sw, pl, pp.pad_right, W);
+              for (int64_t w = ws.start; w < ws.end; ++w) ar[w] += g[size_t(q)];
+            }
+          for (int64_t j = 0; j < kw; ++j) {  // interior run: vectorises over q
+            const int64_t off = j - pl;
+            for (int64_t q = in.lo; q < in.hi; ++q) ar[q * sw + off] += g[size_t(q)];
+          }
+        }
+      }
+      T* d = dx + nc * H * W;
+      for (int64_t i = 0; i < H * W; ++i) d[i] = T(acc[size_t(i)]);
+    }
+  }
+}
+
+// Global average pooling: one plane sum, 16 independent partial sums (vectorises).
+template <class T>
+void global_avg_fwd_omp(const AdaptiveAvgPool2dFwdArgs& a) {
+  using A = AccOf<T>;
+  const int64_t NC = a.x.size(0) * a.x.size(1), HW = a.x.size(2) * a.x.size(3);
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  constexpr int kLanes = 16;
+#pragma omp parallel for schedule(static) if (NC * HW > kOmpMinWork)
+  for (int64_t nc = 0; nc < NC; ++nc) {
+    const T* xp = x + nc * HW;
+    A part[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= HW; i += kLanes)
+      for (int l = 0; l < kLanes; ++l) part[l] += A(xp[i + l]);
+    A s = 0;
+    for (int l = 0; l < kLanes; ++l) s += part[l];
+    for (; i < HW; ++i) s += A(xp[i]);
+    y[nc] = T(s / A(HW));
+  }
+}
+
+template <class T>
+void adaptive_fwd_omp(const AdaptiveAvgPool2dFwdArgs& a) {
+  using A = AccOf<T>;
+  const int64_t NC = a.x.size(0) * a.x.size(1), H = a.x.size(2), W = a.x.size(3);
+  const int64_t P = a.y.size(2), Q = a.y.size(3);
+  if (P == 1 && Q == 1) return global_avg_fwd_omp<T>(a);
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+#pragma omp parallel for schedule(static) if (NC * (H * W + P * Q) > kOmpMinWork)
+  for (int64_t nc = 0; nc < NC; ++nc)
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t h0 = adaptive_start(p, H, P), h1 = adaptive_end(p, H, P);
+      for (int64_t q = 0; q < Q; ++q) {
+        const int64_t w0 = adaptive_start(q, W, Q), w1 = adaptive_end(q, W, Q);
+        A s = 0;
+        for (int64_t h = h0; h < h1; ++h) {
+          const T* xr = x + (nc * H + h) * W;
+          for (int64_t w = w0; w < w1; ++w) s += A(xr[w]);
+        }
+        y[(nc * P + p) * Q + q] = T(s / A((h1 - h0) * (w1 - w0)));
+      }
+    }
+}
+
+template <class T>
+void adaptive_bwd_omp(const AdaptiveAvgPool2dBwdArgs& a) {
+  using A = AccOf<T>;
+  const int64_t NC = a.dx.size(0) * a.dx.size(1), H = a.dx.size(2), W = a.dx.size(3);
+  const int64_t P = a.dy.size(2), Q = a.dy.size(3);
+  const T* dy = a.dy.data<T>();
+  T* dx = a.dx.data<T>();
+  if (P == 1 && Q == 1) {  // global: broadcast dy / (H*W)
+#pragma omp parallel for schedule(static) if (NC * H * W > kOmpMinWork)
+    for (int64_t nc = 0; nc < NC; ++nc) {
+      const T g = T(A(dy[nc]) / A(H * W));
+      T* d = dx + nc * H * W;
+      for (int64_t i = 0; i < H * W; ++i) d[i] = g;
+    }
+    return;
+  }
+#pragma omp parallel if (NC * (H * W + P * Q) > kOmpMinWork)
+  {
+    std::vector<A> acc(static_cast<size_t>(H * W));
+#pragma omp for schedule(static)
+    for (int64_t nc = 0; nc < NC; ++nc) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (int64_t p = 0; p < P; ++p) {
+        const int64_t h0 = adaptive_start(p, H, P), h1 = adaptive_end(p, H, P);
+        for (int64_t q = 0; q < Q; ++q) {
+          const int64_t w0 = adaptive_start(q, W, Q), w1 = adaptive_end(q, W, Q);
+          const A g = A(dy[(nc * P + p) * Q + q]) / A((h1 - h0) * (w1 - w0));
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) acc[size_t(h * W + w)] += g;
+        }
+      }
+      T* d = dx + nc * H * W;
+      for (int64_t i = 0; i < H * W; ++i) d[i] = T(acc[size_t(i)]);
+    }
+  }
+}
+
+void maxpool2d_fwd_cpu_omp(const MaxPool2dFwdArgs& a) {
+  check_maxpool2d_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { maxpool_fwd_omp<T>(a); });
+}
+void maxpool2d_bwd_cpu_omp(const MaxPool2dBwdArgs& a) {
+  check_maxpool2d_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { maxpool_bwd_omp<T>(a); });
+}
+void avgpool2d_fwd_cpu_omp(const AvgPool2dFwdArgs& a) {
+  check_avgpool2d_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { avgpool_fwd_omp<T>(a); });
+}
+void avgpool2d_bwd_cpu_omp(const AvgPool2dBwdArgs& a) {
+  check_avgpool2d_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { avgpool_bwd_omp<T>(a); });
+}
+void adaptive_avgpool2d_fwd_cpu_omp(const AdaptiveAvgPool2dFwdArgs& a) {
+  check_adaptive_avgpool2d_fwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { adaptive_fwd_omp<T>(a); });
+}
+void adaptive_avgpool2d_bwd_cpu_omp(const AdaptiveAvgPool2dBwdArgs& a) {
+  check_adaptive_avgpool2d_bwd_args(a);
+  AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { adaptive_bwd_omp<T>(a); });
+}
+
+// ---- test cases -----------------------------------------------------------------------------
+// Window shapes: {N, C, H, W, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_bottom,
+// pad_left, pad_right, ceil_mode, flag}; the output extent is pool2d_out_size of each axis.
+// flag: count_include_pad (average pooling), indices wanted (maxpool2d_fwd; the backward always
+// has them). Adaptive shapes: {N, C, H, W, P, Q}.
+
+enum WinField { kN, kC, kH, kW, kKh, kKw, kSh, kSw, kPt, kPb, kPl, kPr, kCeil, kFlag };
+
+Pool2dParams params_of(const TestShape& s) {
+  Pool2dParams p;
+  p.kernel_h = s[kKh];
+  p.kernel_w = s[kKw];
+  p.stride_h = s[kSh];
+  p.stride_w = s[kSw];
+  p.pad_top = s[kPt];
+  p.pad_bottom = s[kPb];
+  p.pad_left = s[kPl];
+  p.pad_right = s[kPr];
+  p.count_include_pad = s[kFlag] != 0;
+  return p;
+}
+Shape x_shape(const TestShape& s) { return {s[kN], s[kC], s[kH], s[kW]}; }
+Shape y_shape(const TestShape& s) {
+  return {s[kN], s[kC], pool2d_out_size(s[kH], s[kKh], s[kSh], s[kPt], s[kPb], s[kCeil] != 0),
+          pool2d_out_size(s[kW], s[kKw], s[kSw], s[kPl], s[kPr], s[kCeil] != 0)};
+}
+void put_params(TestCase& c, const Pool2dParams& p) {
+  c.params["kernel_h"] = double(p.kernel_h);
+  c.params["kernel_w"] = double(p.kernel_w);
+  c.params["stride_h"] = double(p.stride_h);
+  c.params["stride_w"] = double(p.stride_w);
+  c.params["pad_top"] = double(p.pad_top);
+  c.params["pad_bottom"] = double(p.pad_bottom);
+  c.params["pad_left"] = double(p.pad_left);
+  c.params["pad_right"] = double(p.pad_right);
+  c.params["count_include_pad"] = p.count_include_pad ? 1.0 : 0.0;
+}
+Pool2dParams get_params(const TestCase& c) {
+  Pool2dParams p;
+  p.kernel_h = int64_t(c.param("kernel_h"));
+  p.kernel_w = int64_t(c.param("kernel_w"));
+  p.stride_h = int64_t(c.param("stride_h"));
+  p.stride_w = int64_t(c.param("stride_w"));
+  p.pad_top = int64_t(c.param("pad_top"));
+  p.pad_bottom = int64_t(c.param("pad_bottom"));
+  p.pad_left = int64_t(c.param("pad_left"));
+  p.pad_right = int64_t(c.param("pad_right"));
+  p.count_include_pad = c.param("count_include_pad") != 0;
+  return p;
+}
+
+TestCase make_maxpool_fwd_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("x", random_tensor(x_shape(s), t, seed, -2.0, 2.0));
+  c.add_out("y", poison_tensor(y_shape(s), t));
+  c.add_out("indices", s[kFlag] ? poison_tensor(y_shape(s), DType::i32) : Tensor());
+  put_params(c, params_of(s));
+  return c;
+}
+
+// Indices from a real forward (cpu.ref on the random x), so the gradient case is realistic.
+TestCase make_maxpool_bwd_case(const TestShape& s, DType t, uint64_t seed) {
+  MaxPool2dFwdArgs f;
+  f.x = random_tensor(x_shape(s), t, seed, -2.0, 2.0);
+  f.y = Tensor::empty(y_shape(s), t);
+  f.indices = Tensor::empty(y_shape(s), DType::i32);
+  f.p = params_of(s);
+  maxpool2d_fwd_cpu_ref(f);
+  TestCase c;
+  c.add_in("dy", random_tensor(y_shape(s), t, seed + 1, -1.0, 1.0));
+  c.add_in("indices", f.indices);
+  c.add_out("dx", poison_tensor(x_shape(s), t));
+  put_params(c, f.p);
+  return c;
+}
+
+TestCase make_avgpool_fwd_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("x", random_tensor(x_shape(s), t, seed, -2.0, 2.0));
+  c.add_out("y", poison_tensor(y_shape(s), t));
+  put_params(c, params_of(s));
+  return c;
+}
+
+TestCase make_avgpool_bwd_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("dy", random_tensor(y_shape(s), t, seed, -1.0, 1.0));
+  c.add_out("dx", poison_tensor(x_shape(s), t));
+  put_params(c, params_of(s));
+  return c;
+}
+
+TestCase make_adaptive_fwd_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("x", random_tensor({s[0], s[1], s[2], s[3]}, t, seed, -2.0, 2.0));
+  c.add_out("y", poison_tensor({s[0], s[1], s[4], s[5]}, t));
+  return c;
+}
+
+TestCase make_adaptive_bwd_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("dy", random_tensor({s[0], s[1], s[4], s[5]}, t, seed, -1.0, 1.0));
+  c.add_out("dx", poison_tensor({s[0], s[1], s[2], s[3]}, t));
+  return c;
+}
+
+std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
+
+// The emulator runs one fiber per output (or input) element: keep its cases small.
+constexpr int64_t kSimtMaxElements = int64_t(1) << 16;
+
+}  // namespace
+
+void maxpool2d_fwd(const MaxPool2dFwdArgs& a) {
+  AIM_DISPATCH_OP(MaxPool2dFwdArgs, "maxpool2d_fwd", a);
+}
+void maxpool2d_bwd(const MaxPool2dBwdArgs& a) {
+  AIM_DISPATCH_OP(MaxPool2dBwdArgs, "maxpool2d_bwd", a);
+}
+void avgpool2d_fwd(const AvgPool2dFwdArgs& a) {
+  AIM_DISPATCH_OP(AvgPool2dFwdArgs, "avgpool2d_fwd", a);
+}
+void avgpool2d_bwd(const AvgPool2dBwdArgs& a) {
+  AIM_DISPATCH_OP(AvgPool2dBwdArgs, "avgpool2d_bwd", a);
+}
+void adaptive_avgpool2d_fwd(const AdaptiveAvgPool2dFwdArgs& a) {
+  AIM_DISPATCH_OP(AdaptiveAvgPool2dFwdArgs, "adaptive_avgpool2d_fwd", a);
+}
+void adaptive_avgpool2d_bwd(const AdaptiveAvgPool2dBwdArgs& a) {
+  AIM_DISPATCH_OP(AdaptiveAvgPool2dBwdArgs, "adaptive_avgpool2d_bwd", a);
+}
+
+void register_pool2d_cpu(Registry& r) {
+  // {N, C, H, W, kh, kw, sh, sw, pt, pb, pl, pr, ceil, flag}: see "test cases" above.
+  const std::vector<TestShape> win = {
+      {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1},      // 1x1 plane, 1x1 window
+      {2, 3, 1, 1, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1},      // 1x1 plane inside a padded 3x3 window
+      {2, 3, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1},      // ResNet stem pool on a small plane
+      {1, 5, 13, 13, 2, 2, 2, 2, 0, 0, 0, 0, 0, 1},    // 2x2/2, odd plane: last row dropped
+      {2, 3, 31, 33, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},    // 3x3/1 SAME (GoogLeNet inception branch)
+      {2, 3, 14, 32, 3, 3, 2, 2, 0, 1, 0, 1, 0, 0},    // TF SAME 3x3/2: pad 0 before, 1 after
+      {2, 4, 14, 16, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1},    // Caffe ceil_mode: last windows hang over
+      {1, 3, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},      // ceil_mode dropping a padding-only window
+      {3, 2, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},      // ceil + padding: window past the padding
+      {3, 2, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0},      // the same, padding not counted
+      {3, 2, 11, 17, 2, 3, 1, 2, 1, 0, 1, 1, 0, 0},    // non-square kernel, stride and padding
+      {1, 3, 31, 31, 5, 5, 3, 3, 2, 2, 2, 2, 1, 1},    // 5x5/3, ceil
+      {2, 7, 7, 7, 7, 7, 1, 1, 0, 0, 0, 0, 0, 1},      // window = whole plane
+      {2, 3, 33, 31, 2, 2, 2, 2, 0, 0, 0, 0, 1, 0},    // 2x2/2 ceil on odd sizes
+      {4, 64, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1}};  // ResNet-sized (too big for the emulator)
+  auto win_simt = [](const TestShape& s) {
+    return s[kN] * s[kC] * s[kH] * s[kW] <= kSimtMaxElements;
+  };
+  // {N, C, H, W, P, Q}
+  const std::vector<TestShape> adaptive = {
+      {1, 1, 1, 1, 1, 1},    {2, 3, 7, 7, 1, 1},   {8, 64, 7, 7, 1, 1},  {2, 3, 13, 13, 7, 7},
+      {1, 2, 3, 5, 7, 11},   {2, 5, 31, 33, 3, 4}, {1, 3, 33, 31, 5, 5}, {3, 2, 1, 1, 2, 3},
+      {4, 64, 56, 56, 7, 7}, {4, 64, 56, 56, 1, 1}};
+  auto adaptive_simt = [](const TestShape& s) {
+    return s[0] * s[1] * std::max(s[2] * s[3], s[4] * s[5]) <= kSimtMaxElements;
+  };
+
+  auto& mf = r.op<MaxPool2dFwdArgs>("maxpool2d_fwd");
+  mf.description = "2-D max pooling with argmax indices (F.max_pool2d, return_indices)";
+  mf.add({"cpu.ref", Backend::CPU, Provider::Own, maxpool2d_fwd_cpu_ref, float_dtypes()});
+  mf.add({"cpu.omp", Backend::CPU, Provider::Own, maxpool2d_fwd_cpu_omp, float_dtypes()});
+  mf.set_default(Backend::CPU, "cpu.omp");
+  mf.set_cost(maxpool2d_fwd_cost);
+  mf.set_bind([](const TestCase& c) {
+    MaxPool2dFwdArgs a;
+    a.x = c.in("x");
+    a.y = c.out("y");
+    a.indices = c.out("indices");
+    a.p = get_params(c);
+    return a;
+  });
+  mf.make_case = make_maxpool_fwd_case;
+  mf.add_test_shapes(win);
+  {
+    TestShape s = win[4];  // inference: no indices
+    s[kFlag] = 0;
+    mf.add_test_shapes({s});
+  }
+  mf.small_enough_for_simt = win_simt;
+
+  auto& mb = r.op<MaxPool2dBwdArgs>("maxpool2d_bwd");
+  mb.description = "2-D max pooling gradient: dx = 0, dx[indices] += dy";
+  mb.add({"cpu.ref", Backend::CPU, Provider::Own, maxpool2d_bwd_cpu_ref, float_dtypes()});
+  mb.add({"cpu.omp", Backend::CPU, Provider::Own, maxpool2d_bwd_cpu_omp, float_dtypes()});
+  mb.set_default(Backend::CPU, "cpu.omp");
+  mb.set_cost(maxpool2d_bwd_cost);
+  mb.set_bind([](const TestCase& c) {
+    MaxPool2dBwdArgs a;
+    a.dy = c.in("dy");
+    a.indices = c.in("indices");
+    a.dx = c.out("dx");
+    a.p = get_params(c);
+    return a;
+  });
+  mb.make_case = make_maxpool_bwd_case;
+  mb.add_test_shapes(win);
+  mb.small_enough_for_simt = win_simt;
+
+  auto& af = r.op<AvgPool2dFwdArgs>("avgpool2d_fwd");
+  af.description = "2-D average pooling (F.avg_pool2d: ceil_mode, count_include_pad)";
+  af.add({"cpu.ref", Backend::CPU, Provider::Own, avgpool2d_fwd_cpu_ref, float_dtypes()});
+  af.add({"cpu.omp", Backend::CPU, Provider::Own, avgpool2d_fwd_cpu_omp, float_dtypes()});
+  af.set_default(Backend::CPU, "cpu.omp");
+  af.set_cost(avgpool2d_fwd_cost);
+  af.set_bind([](const TestCase& c) {
+    AvgPool2dFwdArgs a;
+    a.x = c.in("x");
+    a.y = c.out("y");
+    a.p = get_params(c);
+    return a;
+  });
+  af.make_case = make_avgpool_fwd_case;
+  af.add_test_shapes(win);
+  af.small_enough_for_simt = win_simt;
+
+  auto& ab = r.op<AvgPool2dBwdArgs>("avgpool2d_bwd");
+  ab.description = "2-D average pooling gradient";
+  ab.add({"cpu.ref", Backend::CPU, Provider::Own, avgpool2d_bwd_cpu_ref, float_dtypes()});
+  ab.add({"cpu.omp", Backend::CPU, Provider::Own, avgpool2d_bwd_cpu_omp, float_dtypes()});
+  ab.set_default(Backend::CPU, "cpu.omp");
+  ab.set_cost(avgpool2d_bwd_cost);
+  ab.set_bind([](const TestCase& c) {
+    AvgPool2dBwdArgs a;
+    a.dy = c.in("dy");
+    a.dx = c.out("dx");
+    a.p = get_params(c);
+    return a;
+  });
+  ab.make_case = make_avgpool_bwd_case;
+  ab.add_test_shapes(win);
+  ab.small_enough_for_simt = win_simt;
+
+  auto& df = r.op<AdaptiveAvgPool2dFwdArgs>("adaptive_avgpool2d_fwd");
+  df.description = "adaptive 2-D average pooling (F.adaptive_avg_pool2d; 1x1 = global)";
+  df.add({"cpu.ref", Backend::CPU, Provider::Own, adaptive_avgpool2d_fwd_cpu_ref, float_dtypes()});
+  df.add({"cpu.omp", Backend::CPU, Provider::Own, adaptive_avgpool2d_fwd_cpu_omp, float_dtypes()});
+  df.set_default(Backend::CPU, "cpu.omp");
+  df.set_cost(adaptive_avgpool2d_fwd_cost);
+  df.set_bind([](const TestCase& c) {
+    AdaptiveAvgPool2dFwdArgs a;
+    a.x = c.in("x");
+    a.y = c.out("y");
+    return a;
+  });
+  df.make_case = make_adaptive_fwd_case;
+  df.add_test_shapes(adaptive);
+  df.small_enough_for_simt = adaptive_simt;
+
+  auto& db = r.op<AdaptiveAvgPool2dBwdArgs>("adaptive_avgpool2d_bwd");
+  db.description = "adaptive 2-D average pooling gradient";
+  db.add({"cpu.ref", Backend::CPU, Provider::Own, adaptive_avgpool2d_bwd_cpu_ref, float_dtypes()});
+  db.add({"cpu.omp", Backend::CPU, Provider::Own, adaptive_avgpool2d_bwd_cpu_omp, float_dtypes()});
+  db.set_default(Backend::CPU, "cpu.omp");
+  db.set_cost(adaptive_avgpool2d_bwd_cost);
+  db.set_bind([](const TestCase& c) {
+    AdaptiveAvgPool2dBwdArgs a;
+    a.dy = c.in("dy");
+    a.dx = c.out("dx");
+    return a;
+  });
+  db.make_case = make_adaptive_bwd_case;
+  db.add_test_shapes(adaptive);
+  db.small_enough_for_simt = adaptive_simt;
+}
+
+}  // namespace aim::kernels
