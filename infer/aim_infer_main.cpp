@@ -15,6 +15,7 @@
 #include "cli/common.h"
 #include "cli/model_command.h"
 #include "infer/session.h"
+#include "kernels/cudnn_util.h"
 #include "models/registry.h"
 #include "profiler/profiler.h"
 #include "profiler/run_info.h"
@@ -118,6 +119,8 @@ int main(int argc, char** argv) {
       j["achieved_gflops"] =
           r.latency_p50_ms > 0 ? r.forward_flops / (r.latency_p50_ms * 1e6) : 0.0;
       j["variants_used"] = aim::cli::variants_since(before);
+      if (const std::string algos = aim::kernels::cudnn_conv_algorithms_summary(); !algos.empty())
+        j["cudnn_conv_algorithms"] = algos;
       j["substitutions"] = aim::cli::substitutions_json();
       j["env"] = aim::profiler::environment_json();
       j["git_commit"] = aim::profiler::git_commit();

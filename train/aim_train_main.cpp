@@ -17,6 +17,7 @@
 
 #include "cli/common.h"
 #include "cli/model_command.h"
+#include "kernels/cudnn_util.h"
 #include "models/registry.h"
 #include "profiler/profiler.h"
 #include "profiler/run_info.h"
@@ -230,6 +231,8 @@ int main(int argc, char** argv) {
       j["evaluations"] = evals;
       j["wall_s"] = r.wall_s;
       j["variants_used"] = aim::cli::variants_since(before);
+      if (const std::string algos = aim::kernels::cudnn_conv_algorithms_summary(); !algos.empty())
+        j["cudnn_conv_algorithms"] = algos;
       j["substitutions"] = aim::cli::substitutions_json();
       j["env"] = aim::profiler::environment_json();
       j["git_commit"] = aim::profiler::git_commit();
