@@ -116,7 +116,10 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   const bool profiling = opt.profile || !opt.trace.empty() || !opt.roofline.empty();
   for (int64_t i = 0; i < opt.warmup + opt.iters; ++i) {
     if (i == opt.warmup) t_timed = Clock::now();
-    if (i == opt.warmup && profiling) profiler::start();
+    if (i == opt.warmup && profiling) {
+      profiler::set_record_args(!opt.trace.empty());
+      profiler::start();
+    }
     std::optional<profiler::Scope> step_scope;
     if (i >= opt.warmup && (profiling || profiler::nvtx_enabled()))
       step_scope.emplace("step/" + std::to_string(i - opt.warmup + 1), profiler::ScopeKind::Step);

@@ -177,7 +177,8 @@ thread_local std::vector<std::string> t_names;
 }  // namespace
 
 void dispatch_begin(const std::string& op, const std::string& range_name,
-                    const std::string& variant, Backend b, const std::function<Cost()>& cost) {
+                    const std::string& variant, Backend b, const std::function<Cost()>& cost,
+                    const std::function<std::string()>& describe) {
 #ifdef AIM_CUDA
   if (b == Backend::CUDA) nvtxRangePushA(range_name.c_str());
 #endif
@@ -200,7 +201,7 @@ void dispatch_begin(const std::string& op, const std::string& range_name,
     t_starts.push_back(std::chrono::steady_clock::now());
     t_names.push_back(range_name);
   }
-  if (g_observer) g_observer->begin(op, variant, b, cost());
+  if (g_observer) g_observer->begin(op, variant, b, cost(), describe);
 }
 
 void dispatch_end(Backend b) {

@@ -22,6 +22,7 @@
 #include <typeindex>
 #include <vector>
 
+#include "kernels/describe.h"
 #include "kernels/op.h"
 
 namespace aim::kernels {
@@ -117,8 +118,10 @@ struct Variant {
 class OpObserver {
  public:
   virtual ~OpObserver() = default;
-  virtual void begin(const std::string& op, const std::string& variant, Backend b,
-                     const Cost& cost) = 0;
+  // describe(): the arguments' shapes and dtypes (describe_args); costs a string, call it only
+  // when the record keeps it.
+  virtual void begin(const std::string& op, const std::string& variant, Backend b, const Cost& cost,
+                     const std::function<std::string()>& describe) = 0;
   virtual void end() = 0;
 };
 void set_op_observer(OpObserver* o);
@@ -156,7 +159,8 @@ const std::string* variant_override(const std::string& op);
 int debug_level();  // AIM_DEBUG
 // Called around every dispatched call: NVTX range, debug printing, observer.
 void dispatch_begin(const std::string& op, const std::string& range_name,
-                    const std::string& variant, Backend b, const std::function<Cost()>& cost);
+                    const std::string& variant, Backend b, const std::function<Cost()>& cost,
+                    const std::function<std::string()>& describe);
 void dispatch_end(Backend b);
 
 [[noreturn]] void no_such_variant(const std::string& op, const std::string& variant, Device d,
@@ -188,8 +192,9 @@ class Op final : public OpBase {
   void operator()(const Args& a) {
     const Variant<Args>& v = select(a);
     v.calls->fetch_add(1, std::memory_order_relaxed);
-    dispatch_begin(name_, v.range_name, v.name, v.backend,
-                   [&] { return cost_ ? cost_(a) : Cost{}; });
+    dispatch_begin(
+        name_, v.range_name, v.name, v.backend, [&] { return cost_ ? cost_(a) : Cost{}; },
+        [&] { return describe_args(a); });
     v.run(a);
     dispatch_end(v.backend);
   }

@@ -29,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_on{false};
 std::atomic<bool> g_nvtx{false};
 std::atomic<bool> g_cuda_op_events{false};
+std::atomic<bool> g_record_args{false};
 std::mutex g_mu;
 std::vector<Event> g_events;
 Clock::time_point g_t0;
@@ -228,13 +229,14 @@ void pop() {
 class Observer final : public kernels::OpObserver {
  public:
   void begin(const std::string& op, const std::string& variant, kernels::Backend b,
-             const kernels::Cost& cost) override {
+             const kernels::Cost& cost, const std::function<std::string()>& describe) override {
     if (!g_on) return;
     Event e;
     e.name = op;
     e.variant = variant;
     e.kind = ScopeKind::Op;
     e.cost = cost;
+    if (g_record_args) e.args = describe();
     // A CUDA op is timed on the device only with per-op events; else its record keeps the host
     // launch time, marked so that the tables do not take it for the op's duration.
     const bool cuda = b == kernels::Backend::CUDA;
@@ -342,6 +344,8 @@ double overhead_seconds() { return g_overhead_s; }
 
 void set_cuda_op_events(bool on) { g_cuda_op_events = on; }
 bool cuda_op_events() { return g_cuda_op_events; }
+void set_record_args(bool on) { g_record_args = on; }
+bool record_args() { return g_record_args; }
 
 namespace {
 #ifdef AIM_CUDA
@@ -561,6 +565,7 @@ void write_trace(const std::string& path, const std::vector<Event>& ev) {
                    {"bytes", e.cost.bytes()},
                    {"bytes_read", e.cost.bytes_read},
                    {"bytes_written", e.cost.bytes_written}};
+      if (!e.args.empty()) j["args"]["shapes"] = e.args;
       if (e.gpu_untimed) j["args"]["clock"] = "host: CUDA launch only (--profile-ops times it)";
     }
     if (e.gpu_timed) {

@@ -39,6 +39,7 @@ struct Event {
   double ts_us = 0;    // start, microseconds since start()
   double dur_us = 0;   // duration
   kernels::Cost cost;  // ops only
+  std::string args;    // ops, with set_record_args(true): "x=[2,3] f32 y=[2,3] f32"
   // CUDA timing. gpu_timed: ts_us/dur_us are the GPU's times (CUDA events on `stream`, placed on
   // the host timeline through a reference event) and host_ts_us/host_dur_us the host's (enqueue)
   // times. gpu_untimed: a CUDA op that was not timed on the device (per-op events off): its times
@@ -65,6 +66,11 @@ double overhead_seconds();
 // Irrelevant to CPU runs.
 void set_cuda_op_events(bool on);
 bool cuda_op_events();
+
+// Record each op's argument shapes and dtypes (Event::args, the trace's args.shapes): a string
+// per op, so on only when a trace will be written (aim-train/aim-infer --trace).
+void set_record_args(bool on);
+bool record_args();
 
 // NVTX3 ranges (domain "aim") around every scope: step/N, fwd, bwd, opt, fwd/<layer>,
 // bwd/<layer>, for Nsight Systems. Independent of start()/stop(); a no-op without CUDA.

@@ -308,7 +308,10 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
 
   while (step < r.total_steps) {
     const bool profile_step = profiling && step + 1 >= prof_a && step + 1 <= prof_b;
-    if (profile_step && !profiler::enabled()) profiler::start();
+    if (profile_step && !profiler::enabled()) {
+      profiler::set_record_args(!opt.trace.empty());
+      profiler::start();
+    }
     std::optional<profiler::Scope> step_scope;
     if (profile_step || profiler::nvtx_enabled())
       step_scope.emplace("step/" + std::to_string(step + 1), profiler::ScopeKind::Step);
@@ -382,13 +385,13 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
                                                           : profiler::Ceilings{};
     if (opt.profile) profiler::print_tables(log, profiler::events(), int(profiled_steps), ceil);
     if (!opt.roofline.empty()) {
-      profiler::write_roofline_svg(
-          opt.roofline, profiler::events(),
-          !opt.ceilings.empty() ? profiler::ceiling_roofs(ceil)
-                                : profiler::default_roofs(dev.str()),
-          entry.name + " training step, batch " + std::to_string(opt.batch_size) + ", " +
-              dev.str() + " (steps " + std::to_string(prof_a) + ".." + std::to_string(prof_b) +
-              ")");
+      profiler::write_roofline_svg(opt.roofline, profiler::events(),
+                                   !opt.ceilings.empty() ? profiler::ceiling_roofs(ceil)
+                                                         : profiler::default_roofs(dev.str()),
+                                   entry.name + " training step, batch " +
+                                       std::to_string(opt.batch_size) + ", " + dev.str() +
+                                       " (steps " + std::to_string(prof_a) + ".." +
+                                       std::to_string(prof_b) + ")");
       log << "wrote roofline to " << opt.roofline << "\n";
     }
     if (!opt.trace.empty()) {

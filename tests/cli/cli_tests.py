@@ -10,6 +10,7 @@ sweep writes one results line per size with the documented fields; training on a
 from a fake dataset.pkl by tools/din_pickle_export.py reports AUC and GAUC.
 """
 import json
+import re
 import os
 import subprocess
 import sys
@@ -160,6 +161,9 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
         tr = json.load(f)["traceEvents"]
     check(sum(1 for e in tr if e["cat"] == "step") == 4, "trace: expected 4 step events")
     check(any(e["cat"] == "op" and e["args"]["variant"] for e in tr), "trace: no op events")
+    check(any(e["cat"] == "op" and e["name"].startswith("matmul/") and
+              re.search(r"\ba=\[\d+, \d+\] f32 b=\[\d+, \d+\] f32", e["args"].get("shapes", ""))
+              for e in tr), "trace: a matmul op without its argument shapes in args.shapes")
     run([TRAIN, "din"] + TINY + ["--profile-steps", "3:2", "--profile"], 2, "--profile-steps")
     svg = os.path.join(tmp, "r.svg")
     run([TRAIN, "din"] + TINY + ["--steps", "4", "--batch-size", "32", "--roofline", svg], 0,
