@@ -185,6 +185,7 @@ void push(Event ev) {
   ev.id = g_next_id++;
   ev.parent = s.stack.empty() ? -1 : s.stack.back().ev.id;
   if (ev.kind == ScopeKind::Op) {
+    ev.inner = !s.stack.empty() && s.stack.back().ev.kind == ScopeKind::Op;
     ev.layer = s.layers.empty() ? "" : s.layers.back();
     ev.phase = s.phases.empty() ? "" : s.phases.back();
   } else if (ev.kind == ScopeKind::Layer) {
@@ -477,7 +478,7 @@ void print_tables(std::ostream& os, const std::vector<Event>& ev, int steps, con
   for (const Event& e : ev) {
     if (e.kind == ScopeKind::Step) step_us += e.dur_us;
     if (e.kind == ScopeKind::Phase && e.name == "fwd") fwd_us += e.dur_us;
-    if (e.kind != ScopeKind::Op || e.phase == "eval") continue;
+    if (e.kind != ScopeKind::Op || e.inner || e.phase == "eval") continue;
     by_op[e.name + "/" + e.variant].add(e);
     const std::string layer =
         (e.phase.empty() ? std::string("-") : e.phase) + "/" + (e.layer.empty() ? "-" : e.layer);

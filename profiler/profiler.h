@@ -40,6 +40,9 @@ struct Event {
   double dur_us = 0;   // duration
   kernels::Cost cost;  // ops only
   std::string args;    // ops, with set_record_args(true): "x=[2,3] f32 y=[2,3] f32"
+  // An op dispatched inside another op (cpu.fast rnn's GEMMs): in the trace, but not counted in
+  // the tables, the roofline or FLOP totals, which its enclosing op already covers.
+  bool inner = false;
   // CUDA timing. gpu_timed: ts_us/dur_us are the GPU's times (CUDA events on `stream`, placed on
   // the host timeline through a reference event) and host_ts_us/host_dur_us the host's (enqueue)
   // times. gpu_untimed: a CUDA op that was not timed on the device (per-op events off): its times

@@ -87,14 +87,13 @@ std::vector<Roof> ceiling_roofs(const Ceilings& c) {
   return r;
 }
 
-
 void write_roofline_svg(const std::string& path, const std::vector<Event>& ev,
                         const std::vector<Roof>& roofs, const std::string& title) {
   AIM_CHECK(!roofs.empty(), "roofline: no ceilings");
   std::map<std::string, OpPoint> ops;  // op name (all variants): one point per op type
   double total_us = 0;
   for (const Event& e : ev) {
-    if (e.kind != ScopeKind::Op || e.phase == "eval") continue;
+    if (e.kind != ScopeKind::Op || e.inner || e.phase == "eval") continue;
     OpPoint& p = ops[e.name];
     p.us += e.dur_us;
     p.cost += e.cost;

@@ -704,6 +704,7 @@ void register_conv2d_cpu(Registry& r) {
       {2, 31, 9, 9, 33, 3, 3, 1, 1, 1, 1, 1},     // channels around 32
       {1, 16, 79, 79, 4, 3, 3, 2, 1, 1, 1, 1},    // stride 2 over several column chunks
       {1, 16, 45, 47, 3, 3, 3, 1, 0, 1, 1, 0},    // unpadded (Q != W) over several chunks
+      {1, 136, 5, 5, 140, 1, 1, 1, 0, 1, 1, 1},   // 136/140 channels: several GPU row tiles
       {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1}};  // ResNet-like (too big for the emulator)
 
   auto configure = [&](auto& op) {

@@ -543,6 +543,8 @@ void conv2d_bias_grad(const Tensor& dy, const Tensor& dbias) {
 }
 #endif  // !AIM_SIMT
 
+void register_conv2d_tc_cuda(Registry& r);  // conv2d_cuda_tc.cu: cuda.implicit_gemm_tc
+
 void register_conv2d_cuda(Registry& r) {
   auto& f = r.op<Conv2dFwdArgs>("conv2d_fwd");
   f.add({"cuda.implicit_gemm", AIM_CUDA_BACKEND, Provider::Own, conv2d_fwd_cuda_implicit_gemm,
@@ -556,6 +558,7 @@ void register_conv2d_cuda(Registry& r) {
   bf.add({"cuda.implicit_gemm", AIM_CUDA_BACKEND, Provider::Own,
           conv2d_bwd_filter_cuda_implicit_gemm, kFloatTypes, implicit_gemm_supports_bwd_filter});
   bf.set_default(AIM_CUDA_BACKEND, "cuda.implicit_gemm");
+  register_conv2d_tc_cuda(r);
 }
 
 }  // namespace aim::kernels::AIM_CUDA_NS

@@ -10,6 +10,7 @@
 #include "kernels/conv/conv2d.h"
 #include "kernels/registry.h"
 #include "kernels/testing.h"
+#include "kernels/variant_check.h"
 
 namespace aim::kernels {
 namespace {
@@ -291,6 +292,33 @@ TEST(Conv2d, ErrorsNameShapesAndParameters) {
     EXPECT_NE(e.find("[conv2d_bwd_filter] dbias must be [6], got [6, 1]"), std::string::npos) << e;
     a.dbias = Tensor();  // not wanted: fine
     EXPECT_NO_THROW(conv2d_bwd_filter(a));
+  }
+}
+
+// cuda.implicit_gemm_tc beyond the registry's shapes, which all fit one 128-row tile: several row
+// tiles per group (K, C, K/G, C/G > 128), long reductions, many bwd_filter k-splits, f16 and bf16
+// against cpu.ref. On a GPU this checks the mma.sync path; the SIMT emulator (aim_simt_tests) runs
+// the variant's scalar fallback on the registry's shapes only.
+TEST(Conv2d, ImplicitGemmTcSeveralTilesOnGpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();
+  // {N, C, H, W, K, R, S, stride, pad (-1: TF SAME), dil, groups, bias}
+  const std::vector<TestShape> shapes = {
+      {2, 136, 7, 9, 144, 3, 3, 1, 1, 1, 1, 1},   // 2 row tiles; reductions 1224 and 1296
+      {4, 40, 20, 20, 260, 1, 1, 2, 0, 1, 1, 1},  // 3 row tiles, 1x1 stride 2
+      {1, 264, 9, 9, 264, 3, 3, 1, 1, 1, 2, 1},   // groups 2, 132 rows per group
+      {8, 16, 32, 32, 32, 3, 3, 1, 1, 1, 1, 0},   // bwd_filter reduction 8192: several splits
+      {2, 130, 6, 5, 3, 2, 3, 2, -1, 2, 1, 1},    // TF SAME, dilation 2, 130 input channels
+      {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1}};  // ResNet-like
+  for (const char* name : {"conv2d_fwd", "conv2d_bwd_data", "conv2d_bwd_filter"}) {
+    OpBase* op = registry().find(name);
+    ASSERT_NE(op, nullptr) << name;
+    for (DType t : {DType::f16, DType::bf16})
+      for (const TestShape& s : shapes) {
+        SCOPED_TRACE(std::string(name) + " " + dtype_name(t) + " {" + shape_str(s) + "}");
+        const CheckResult r =
+            check_variant(*op, "cuda.implicit_gemm_tc", Backend::CUDA, s, t, /*seed=*/99);
+        EXPECT_EQ(r.status, CheckStatus::Pass) << r.message;
+      }
   }
 }
 

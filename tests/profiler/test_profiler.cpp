@@ -54,6 +54,30 @@ TEST(Profiler, RecordsOpsInScopesWithCost) {
 }
 
 // Trace: valid JSON; on each thread every event lies inside the enclosing open one.
+// An op dispatched inside another op (an rnn variant's GEMMs) is marked inner: the tables and
+// FLOP totals count only the enclosing op.
+TEST(Profiler, OpInsideAnOpIsInner) {
+  start();
+  kernels::OpObserver* obs = kernels::op_observer();  // installed by start()
+  ASSERT_NE(obs, nullptr);
+  obs->begin("rnn_fwd", "cpu.fast", kernels::Backend::CPU, kernels::Cost{100, 10, 10},
+             [] { return std::string(); });
+  obs->begin("matmul", "cpu.avx512", kernels::Backend::CPU, kernels::Cost{60, 5, 5},
+             [] { return std::string(); });
+  obs->end();
+  obs->end();
+  stop();
+  ASSERT_EQ(events().size(), 2u);
+  int inner = 0;
+  for (const Event& e : events()) inner += e.inner && e.name == "matmul";
+  EXPECT_EQ(inner, 1);
+  for (const Event& e : events())
+    if (e.name == "rnn_fwd") EXPECT_FALSE(e.inner);
+  std::ostringstream os;
+  print_tables(os, events(), 1, default_cpu_ceilings());
+  EXPECT_EQ(os.str().find("matmul/cpu.avx512"), std::string::npos) << os.str();
+}
+
 TEST(Profiler, TraceIsNestedJson) {
   autograd::Variable a(kernels::random_tensor({16, 8}, DType::f32, 1), true);
   start();
@@ -303,7 +327,7 @@ TEST(Profiler, ModelForwardFlopsMatchAnalyticCount) {
       stop();
       double flops = 0;
       for (const Event& ev : events())
-        if (ev.kind == ScopeKind::Op) flops += ev.cost.flops;
+        if (ev.kind == ScopeKind::Op && !ev.inner) flops += ev.cost.flops;
       const double analytic = model->forward_flops(batch);
       std::printf("[%s] forward FLOPs: profiler %.6g, analytic %.6g (%+.3f%%)\n", label.c_str(),
                   flops, analytic, 100.0 * (flops - analytic) / analytic);
