@@ -14,6 +14,7 @@
 #include "kernels/norm/batchnorm.h"
 #include "kernels/pool/pool2d.h"
 #include "kernels/registry.h"
+#include "kernels/rnn/rnn.h"
 #include "kernels/softmax/softmax.h"
 #include "kernels/testing.h"
 #include "kernels/variant_check.h"
@@ -835,14 +836,41 @@ void layers_suite(SuiteRunner& r, DType dt) {
     });
   }
   // RNN cells (rnn_ops.py, cudnn_rnn_ops.py): batch {16,32} x seq {32,64} x input 64 x hidden
-  // 256..2560 step 256, per cell type. aim has no recurrent ops yet.
-  for (const char* op : {"lstm_fwd", "gru_fwd", "rnn_fwd"})
+  // 256..2560 step 256, per cell type: one direction of one layer, forward, all lengths = seq.
+  // The plain tanh RNN cell is not an aim op.
+  const std::pair<const char*, RnnCell> cells[] = {{"lstm", RnnCell::LSTM}, {"gru", RnnCell::GRU}};
+  for (const auto& [cname, cell_kind] : cells)
     for (int64_t batch : {16, 32})
       for (int64_t seq : {32, 64})
-        for (int64_t hidden = 256; hidden <= 2560; hidden += 256)
-          r.unavailable("rnn", op,
-                        "batch " + std::to_string(batch) + " seq " + std::to_string(seq) +
-                            " input 64 hidden " + std::to_string(hidden));
+        for (int64_t hidden = 256; hidden <= 2560; hidden += 256) {
+          const RnnCell cell = cell_kind;
+          const int64_t G = rnn_gates(cell), B = batch, T = seq, H = hidden, I = 64;
+          const std::string shape = std::string(cname) + " T=" + std::to_string(T) +
+                                    " B=" + std::to_string(B) + " I=64 H=" + std::to_string(H);
+          const double gflop = 2.0 * double(T * B * G * H * (I + H)) / 1e9;
+          r.run("rnn", "rnn_fwd", shape, gflop, [&](OpBase* op) {
+            return args_case<RnnFwdArgs>(
+                op, shape, dt,
+                [=](Device d, DType t, bool fill) {
+                  RnnFwdArgs a;
+                  a.cell = cell;
+                  a.x = filled({T, B, I}, t, d, fill, 1);
+                  a.w_ih = filled({G * H, I}, t, d, fill, 2);
+                  a.w_hh = filled({G * H, H}, t, d, fill, 3);
+                  a.b_ih = filled({G * H}, t, d, fill, 4);
+                  a.b_hh = filled({G * H}, t, d, fill, 5);
+                  a.y = Tensor::empty({T, B, H}, t, fill ? d : kCPU);
+                  return a;
+                },
+                rnn_fwd_cost);
+          });
+        }
+  for (int64_t batch : {16, 32})
+    for (int64_t seq : {32, 64})
+      for (int64_t hidden = 256; hidden <= 2560; hidden += 256)
+        r.unavailable("rnn", "rnn_tanh_fwd",
+                      "batch " + std::to_string(batch) + " seq " + std::to_string(seq) +
+                          " input 64 hidden " + std::to_string(hidden));
 }
 
 }  // namespace
