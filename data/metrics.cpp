@@ -1,6 +1,7 @@
 #include "data/metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <unordered_map>
 
@@ -77,6 +78,69 @@ double gauc(const std::vector<double>& scores, const std::vector<int64_t>& label
   AIM_CHECK(weight > 0, "gauc: no group has both a positive and a negative (", members.size(),
             " groups, ", groups.size(), " samples)");
   return weighted / double(weight);
+}
+
+namespace {
+
+// 0-based rank of each group's positive (see metrics.h: ties count against the positive).
+std::vector<int64_t> positive_ranks(const char* fn, const std::vector<double>& scores,
+                                    const std::vector<int64_t>& labels, int64_t group, int64_t k) {
+  AIM_CHECK(scores.size() == labels.size(), fn, ": ", scores.size(), " scores but ", labels.size(),
+            " labels");
+  AIM_CHECK(group >= 1 && k >= 1, fn, ": group size and k must be >= 1, got group ", group, ", k ",
+            k);
+  const int64_t n = int64_t(scores.size());
+  AIM_CHECK(n > 0 && n % group == 0, fn, ": ", n, " scores is not a positive multiple of the ",
+            "group size ", group);
+  std::vector<int64_t> ranks(size_t(n / group));
+  for (int64_t g = 0; g < n / group; ++g) {
+    const int64_t lo = g * group;
+    int64_t pos = -1;
+    for (int64_t i = lo; i < lo + group; ++i) {
+      AIM_CHECK(!std::isnan(scores[size_t(i)]), fn, ": score ", i, " (group ", g, ") is NaN");
+      const int64_t l = labels[size_t(i)];
+      AIM_CHECK(l == 0 || l == 1, fn, ": label ", l, " at index ", i, " is not 0/1");
+      if (l == 1) {
+        AIM_CHECK(pos < 0, fn, ": group ", g, " (rows ", lo, "..", lo + group - 1,
+                  ") has more than one positive (rows ", pos, " and ", i, ")");
+        pos = i;
+      }
+    }
+    AIM_CHECK(pos >= 0, fn, ": group ", g, " (rows ", lo, "..", lo + group - 1,
+              ") has no positive (label 1)");
+    int64_t rank = 0;
+    for (int64_t i = lo; i < lo + group; ++i)
+      rank += i != pos && scores[size_t(i)] >= scores[size_t(pos)];
+    ranks[size_t(g)] = rank;
+  }
+  return ranks;
+}
+
+template <class PerGroup>
+double mean_over_groups(const std::vector<int64_t>& ranks, int64_t k, PerGroup f) {
+  double s = 0;
+  for (int64_t r : ranks) s += r < k ? f(r) : 0.0;
+  return s / double(ranks.size());
+}
+
+}  // namespace
+
+double hr_at_k(const std::vector<double>& scores, const std::vector<int64_t>& labels, int64_t group,
+               int64_t k) {
+  return mean_over_groups(positive_ranks("hr_at_k", scores, labels, group, k), k,
+                          [](int64_t) { return 1.0; });
+}
+
+double ndcg_at_k(const std::vector<double>& scores, const std::vector<int64_t>& labels,
+                 int64_t group, int64_t k) {
+  return mean_over_groups(positive_ranks("ndcg_at_k", scores, labels, group, k), k,
+                          [](int64_t r) { return 1.0 / std::log2(double(r) + 2.0); });
+}
+
+double mrr_at_k(const std::vector<double>& scores, const std::vector<int64_t>& labels,
+                int64_t group, int64_t k) {
+  return mean_over_groups(positive_ranks("mrr_at_k", scores, labels, group, k), k,
+                          [](int64_t r) { return 1.0 / (double(r) + 1.0); });
 }
 
 }  // namespace aim::data

@@ -104,6 +104,7 @@ std::vector<ModelEntry> make_registry() {
   din.source = din_source;
   din.evaluate = din_evaluate;
   r.push_back(std::move(din));
+  add_ncf_model(r);
   add_vision_models(r);
   return r;
 }
