@@ -9,6 +9,7 @@
 #include "layers/activation.h"
 #include "layers/init.h"
 #include "layers/pooling.h"
+#include "profiler/profiler.h"
 
 namespace aim::models {
 
@@ -180,7 +181,9 @@ DenseNet::DenseNet(const ImageModelConfig& c) : ImageClassifier(c) {
 }
 
 Variable DenseNet::forward(const Variable& x) {
-  Variable y = pool_->forward(ag::relu(features_->forward(x)));
+  Variable y = forward_children_in_layers("features", *features_, x);
+  profiler::Scope head("head", profiler::ScopeKind::Layer);
+  y = pool_->forward(ag::relu(y));
   return classifier_->forward(ag::reshape(y, {y.size(0), y.size(1)}));
 }
 

@@ -3,6 +3,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
 #include "autograd/functions/shape.h"
+#include "profiler/profiler.h"
 
 namespace aim::models {
 
@@ -103,14 +104,25 @@ GoogLeNet::GoogLeNet(const ImageModelConfig& c) : ImageClassifier(c) {
 }
 
 Variable GoogLeNet::forward(const Variable& x) {
-  Variable y = maxpool1_->forward(conv_relu(*conv1_, x));
-  y = maxpool2_->forward(conv_relu(*conv3_, conv_relu(*conv2_, y)));
-  y = inception3b_->forward(inception3a_->forward(y));
-  y = maxpool3_->forward(y);
-  for (const auto& m : {inception4a_, inception4b_, inception4c_, inception4d_, inception4e_})
-    y = m->forward(y);
-  y = maxpool4_->forward(y);
-  y = avgpool_->forward(inception5b_->forward(inception5a_->forward(y)));
+  Variable y;
+  {
+    profiler::Scope stem("stem", profiler::ScopeKind::Layer);
+    y = maxpool1_->forward(conv_relu(*conv1_, x));
+    y = maxpool2_->forward(conv_relu(*conv3_, conv_relu(*conv2_, y)));
+  }
+  y = forward_in_layer("inception3a", *inception3a_, y);
+  y = forward_in_layer("inception3b", *inception3b_, y);
+  y = forward_in_layer("maxpool3", *maxpool3_, y);
+  const char* names4[] = {"inception4a", "inception4b", "inception4c", "inception4d",
+                          "inception4e"};
+  const std::shared_ptr<InceptionV1> stage4[] = {inception4a_, inception4b_, inception4c_,
+                                                 inception4d_, inception4e_};
+  for (int i = 0; i < 5; ++i) y = forward_in_layer(names4[i], *stage4[i], y);
+  y = forward_in_layer("maxpool4", *maxpool4_, y);
+  y = forward_in_layer("inception5a", *inception5a_, y);
+  y = forward_in_layer("inception5b", *inception5b_, y);
+  profiler::Scope head("head", profiler::ScopeKind::Layer);
+  y = avgpool_->forward(y);
   return fc_->forward(ag::reshape(y, {y.size(0), y.size(1)}));
 }
 

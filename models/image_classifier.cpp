@@ -5,6 +5,7 @@
 #include "autograd/functions/nn.h"
 #include "kernels/random/random.h"
 #include "layers/init.h"
+#include "profiler/profiler.h"
 
 namespace aim::models {
 
@@ -105,6 +106,19 @@ void init_glorot_uniform(layers::Module& m, uint64_t seed) {
     fill(s.w, layers::uniform_init(s.w.sizes(), -bound, bound, gen));
     if (s.b.defined()) s.b.data().fill_(0.0);
   }
+}
+
+Variable forward_in_layer(const std::string& name, layers::Module& m, const Variable& x) {
+  profiler::Scope scope(name, profiler::ScopeKind::Layer);
+  return m.forward(x);
+}
+
+Variable forward_children_in_layers(const std::string& prefix, const layers::Module& chain,
+                                    const Variable& x) {
+  Variable y = x;
+  for (const auto& [name, child] : chain.children())
+    y = forward_in_layer(prefix + "." + name, *child, y);
+  return y;
 }
 
 }  // namespace aim::models

@@ -46,6 +46,13 @@ class ImageClassifier : public Model {
   ImageModelConfig cfg_;
 };
 
+// Profiler layer scopes for the CNNs (the per-layer tables, the trace, NVTX fwd/<layer>): m's
+// forward inside a layer scope `name`; and each child of a chain in its own scope
+// "<prefix>.<child name>" (features.denseblock1, features.0), matching the parameter names.
+Variable forward_in_layer(const std::string& name, layers::Module& m, const Variable& x);
+Variable forward_children_in_layers(const std::string& prefix, const layers::Module& chain,
+                                    const Variable& x);
+
 // The initialisers the references use, applied to a built network (layers/init.h draws).
 // torchvision ResNet/DenseNet: conv weights kaiming_normal(fan_out, relu), BN weight 1 bias 0.
 void init_kaiming_normal_fan_out(layers::Module& m, uint64_t seed);

@@ -30,12 +30,12 @@ PlainCnn::PlainCnn(const ImageModelConfig& c, std::string type,
 }
 
 Variable PlainCnn::forward(const Variable& x) {
-  Variable y = features_->forward(x);
+  Variable y = forward_children_in_layers("features", *features_, x);
   if (avgpool_) {
-    y = avgpool_->forward(y);
+    y = forward_in_layer("avgpool", *avgpool_, y);
     y = ag::reshape(y, {y.size(0), y.numel() / y.size(0)});
   }
-  y = classifier_->forward(y);
+  y = forward_children_in_layers("classifier", *classifier_, y);
   return flatten_last_ ? ag::reshape(y, {y.size(0), y.numel() / y.size(0)}) : y;
 }
 

@@ -3,6 +3,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/shape.h"
 #include "layers/activation.h"
+#include "profiler/profiler.h"
 
 namespace aim::models {
 
@@ -77,8 +78,14 @@ ResNet::ResNet(const ImageModelConfig& c, const std::vector<int64_t>& blocks) : 
 }
 
 Variable ResNet::forward(const Variable& x) {
-  Variable y = maxpool_->forward(ag::relu(bn1_->forward(conv1_->forward(x))));
-  for (const auto& s : stages_) y = s->forward(y);
+  Variable y;
+  {
+    profiler::Scope stem("stem", profiler::ScopeKind::Layer);
+    y = maxpool_->forward(ag::relu(bn1_->forward(conv1_->forward(x))));
+  }
+  for (size_t i = 0; i < stages_.size(); ++i)
+    y = forward_in_layer("layer" + std::to_string(i + 1), *stages_[i], y);
+  profiler::Scope head("head", profiler::ScopeKind::Layer);
   y = avgpool_->forward(y);
   return fc_->forward(ag::reshape(y, {y.size(0), y.size(1)}));
 }

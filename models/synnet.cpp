@@ -3,6 +3,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/shape.h"
 #include "layers/pooling.h"
+#include "profiler/profiler.h"
 
 namespace aim::models {
 
@@ -112,7 +113,9 @@ SynNet::SynNet(const ImageModelConfig& c) : ImageClassifier(c) {
 
 Variable SynNet::forward(const Variable& x) {
   Variable y = x;
-  for (const auto& g : groups_) y = g->forward(y);
+  for (size_t i = 0; i < groups_.size(); ++i)
+    y = forward_in_layer("group" + std::to_string(i + 1), *groups_[i], y);
+  profiler::Scope head("fc", profiler::ScopeKind::Layer);
   return fc_->forward(ag::reshape(y, {y.size(0), y.numel() / y.size(0)}));
 }
 
