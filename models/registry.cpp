@@ -105,6 +105,7 @@ std::vector<ModelEntry> make_registry() {
   din.evaluate = din_evaluate;
   r.push_back(std::move(din));
   add_ncf_model(r);
+  add_dien_model(r);
   add_vision_models(r);
   return r;
 }

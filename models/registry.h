@@ -52,6 +52,7 @@ const std::vector<ModelEntry>& model_registry();
 // The CNN classifiers' entries (models/vision_registry.cpp), appended after the rec models.
 void add_vision_models(std::vector<ModelEntry>& r);
 void add_ncf_model(std::vector<ModelEntry>& r);  // models/ncf_registry.cpp
+void add_dien_model(std::vector<ModelEntry>& r);
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 
