@@ -106,6 +106,7 @@ std::vector<ModelEntry> make_registry() {
   r.push_back(std::move(din));
   add_ncf_model(r);
   add_dien_model(r);
+  add_wide_deep_model(r);
   add_vision_models(r);
   return r;
 }

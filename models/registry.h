@@ -53,6 +53,7 @@ const std::vector<ModelEntry>& model_registry();
 void add_vision_models(std::vector<ModelEntry>& r);
 void add_ncf_model(std::vector<ModelEntry>& r);  // models/ncf_registry.cpp
 void add_dien_model(std::vector<ModelEntry>& r);
+void add_wide_deep_model(std::vector<ModelEntry>& r);  // models/wide_deep_registry.cpp
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 

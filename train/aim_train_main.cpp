@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     ("epochs", po::value<double>(&to.epochs)->default_value(0),
      "train this many epochs of the data instead of --steps (> 0)")
     ("optimizer", po::value<std::string>(&to.optim.name)->default_value("adam"),
-     "sgd | adam | adamw | adagrad")
+     "sgd | adam | adamw | adagrad | wide_deep (FTRL for wide.*, Adagrad for the rest)")
     ("lr", po::value<double>(&to.optim.lr)->default_value(0.01), "learning rate (> 0)")
     ("lr-batch", po::value<double>(&to.optim.lr_batch)->default_value(0),
      "> 0: --lr is per this many samples (lr used = lr * batch / lr-batch)")
@@ -139,10 +139,10 @@ int main(int argc, char** argv) {
     require(to.prefetch >= 0, "--prefetch", ">= 0", to.prefetch);
     require(to.checkpoint_every >= 0, "--checkpoint-every", ">= 0", to.checkpoint_every);
     require(to.clip_norm >= 0, "--clip-norm", ">= 0", to.clip_norm);
-    const std::vector<std::string> optimizers = {"sgd", "adam", "adamw", "adagrad"};
+    const std::vector<std::string> optimizers = {"sgd", "adam", "adamw", "adagrad", "wide_deep"};
     if (std::find(optimizers.begin(), optimizers.end(), to.optim.name) == optimizers.end())
       throw UsageError("--optimizer '" + to.optim.name +
-                       "' is not allowed (allowed: sgd, adam, adamw, adagrad)");
+                       "' is not allowed (allowed: sgd, adam, adamw, adagrad, wide_deep)");
     const std::vector<std::string> schedules = {"constant", "step", "poly", "warmup_linear",
                                                 "warmup_cosine"};
     if (std::find(schedules.begin(), schedules.end(), to.schedule) == schedules.end())

@@ -225,6 +225,120 @@ void Adagrad::step() {
   }
 }
 
+// ---- Ftrl ------------------------------------------------------------------------------------
+
+Ftrl::Ftrl(NamedParameters params, double lr, double learning_rate_power,
+           double initial_accumulator_value, double l1, double l2)
+    : Optimizer(std::move(params), lr),
+      power_(learning_rate_power),
+      initial_accumulator_value_(initial_accumulator_value),
+      l1_(l1),
+      l2_(l2) {
+  AIM_CHECK(lr > 0, "Ftrl: learning rate must be > 0, got ", lr);
+  AIM_CHECK(learning_rate_power <= 0, "Ftrl: learning_rate_power must be <= 0, got ",
+            learning_rate_power);
+  AIM_CHECK(initial_accumulator_value > 0, "Ftrl: initial_accumulator_value must be > 0, got ",
+            initial_accumulator_value);
+  AIM_CHECK(l1 >= 0 && l2 >= 0, "Ftrl: l1 and l2 must be >= 0, got ", l1, " and ", l2);
+  declare_state({"accum", "linear"}, true);
+}
+
+void Ftrl::step() {
+  autograd::NoGradGuard no_grad;
+  AIM_CHECK(lr_ > 0, "Ftrl: learning rate must be > 0, got ", lr_);
+  for (Slot& s : slots()) {
+    if (!s.param.grad().defined()) continue;
+    const DType sdt = kernels::optim_state_dtype(s.param.dtype());
+    Tensor& accum = raw_state(s, "accum");
+    if (!accum.defined())
+      accum = Tensor::full(s.param.sizes(), initial_accumulator_value_, sdt, s.param.device());
+    Tensor& linear = state(s, "linear");
+    std::vector<double> w = s.param.data().to(kCPU).contiguous().to_vector<double>();
+    const std::vector<double> g = s.param.grad().to(kCPU).contiguous().to_vector<double>();
+    std::vector<double> n = accum.to(kCPU).contiguous().to_vector<double>();
+    std::vector<double> z = linear.to(kCPU).contiguous().to_vector<double>();
+    AIM_CHECK(g.size() == w.size(), "Ftrl: gradient of ", s.name, " has ", g.size(),
+              " elements, the parameter ", w.size());
+    const double mp = -power_;
+    for (size_t i = 0; i < w.size(); ++i) {
+      const double n1 = n[i] + g[i] * g[i];
+      const double s1 = std::pow(n1, mp), s0 = std::pow(n[i], mp);
+      z[i] += g[i] - (s1 - s0) / lr_ * w[i];
+      const double quad = s1 / lr_ + 2 * l2_;
+      w[i] = std::abs(z[i]) > l1_ ? ((z[i] > 0 ? l1_ : -l1_) - z[i]) / quad : 0.0;
+      n[i] = n1;
+    }
+    const Shape& sz = s.param.sizes();
+    s.param.data().copy_(
+        Tensor::from_vector<double>(w, sz).to(s.param.dtype()).to(s.param.device()));
+    accum.copy_(Tensor::from_vector<double>(n, sz).to(sdt).to(accum.device()));
+    linear.copy_(Tensor::from_vector<double>(z, sz).to(sdt).to(linear.device()));
+    ++s.step;
+  }
+}
+
+// ---- GroupedOptimizer ------------------------------------------------------------------------
+
+GroupedOptimizer::GroupedOptimizer(NamedParameters params, double lr, std::vector<Group> groups)
+    : Optimizer(params, lr), lr0_(lr) {
+  AIM_CHECK(lr > 0, "GroupedOptimizer: reference learning rate must be > 0, got ", lr);
+  AIM_CHECK(!groups.empty(), "GroupedOptimizer: no groups");
+  std::vector<NamedParameters> parts(groups.size());
+  for (auto& [name, p] : params) {
+    size_t g = 0;
+    while (g < groups.size() && name.rfind(groups[g].prefix, 0) != 0) ++g;
+    AIM_CHECK(g < groups.size(), "GroupedOptimizer: parameter ", name, " matches no group prefix");
+    parts[g].push_back({name, p});
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (parts[g].empty()) {
+      subs_.push_back(nullptr);
+      sub_lr0_.push_back(0);
+      continue;
+    }
+    AIM_CHECK(groups[g].make, "GroupedOptimizer: group '", groups[g].prefix, "' has no factory");
+    subs_.push_back(groups[g].make(std::move(parts[g])));
+    sub_lr0_.push_back(subs_.back()->lr());
+  }
+}
+
+void GroupedOptimizer::step() {
+  for (auto& o : subs_)
+    if (o) o->step();
+}
+
+void GroupedOptimizer::set_lr(double lr) {
+  lr_ = lr;
+  for (size_t g = 0; g < subs_.size(); ++g)
+    if (subs_[g]) subs_[g]->set_lr(sub_lr0_[g] * lr / lr0_);
+}
+
+OptimizerState GroupedOptimizer::state_dict() const {
+  OptimizerState r;
+  for (const auto& o : subs_)
+    if (o)
+      for (auto& kv : o->state_dict()) r.push_back(std::move(kv));
+  return r;
+}
+
+void GroupedOptimizer::load_state_dict(const OptimizerState& sd) {
+  std::map<std::string, size_t> owner;
+  for (size_t g = 0; g < subs_.size(); ++g)
+    if (subs_[g])
+      for (const auto& [name, p] : subs_[g]->parameters()) owner[name] = g;
+  std::vector<OptimizerState> parts(subs_.size());
+  for (const auto& [key, t] : sd) {
+    const size_t dot = key.rfind('.');
+    auto it = dot == std::string::npos ? owner.end() : owner.find(key.substr(0, dot));
+    AIM_CHECK(it != owner.end(), "optimizer load_state_dict: unexpected key ", key);
+    parts[it->second].push_back({key, t});
+  }
+  // Every key has an owner here; each group then checks its part's shapes and dtypes before it
+  // writes that part.
+  for (size_t g = 0; g < subs_.size(); ++g)
+    if (subs_[g] && !parts[g].empty()) subs_[g]->load_state_dict(parts[g]);
+}
+
 // ---- clipping --------------------------------------------------------------------------------
 
 double clip_grad_norm(const NamedParameters& params, double max_norm) {

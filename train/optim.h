@@ -5,10 +5,12 @@
 //
 // State for checkpoints: state_dict() lists per-parameter tensors named
 // "<parameter name>.<state>" (SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq, step; Adagrad:
-// sum, step), step as a 0-d i64 tensor. load_state_dict() copies them back (onto the parameter's
-// device) and continues identically.
+// sum, step; Ftrl: accum, linear, step), step as a 0-d i64 tensor. load_state_dict() copies them
+// back (onto the parameter's device) and continues identically.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,14 +32,14 @@ class Optimizer {
   virtual void step() = 0;  // one update of every parameter that has a gradient
   void zero_grad();         // zeroes every parameter's gradient (kept allocated)
   double lr() const { return lr_; }
-  void set_lr(double lr) { lr_ = lr; }  // e.g. from an LRSchedule before each step()
+  virtual void set_lr(double lr) { lr_ = lr; }  // e.g. from an LRSchedule before each step()
   const NamedParameters& parameters() const { return params_; }
 
   // "<param>.<state>" -> tensor, in parameter order; tensors share storage with the optimizer.
-  OptimizerState state_dict() const;
+  virtual OptimizerState state_dict() const;
   // Copies every entry into the optimizer's state (allocating it where absent). Unknown names,
   // or shapes/dtypes that do not match, are errors naming the key; nothing is written then.
-  void load_state_dict(const OptimizerState& sd);
+  virtual void load_state_dict(const OptimizerState& sd);
 
  protected:
   struct Slot {
@@ -99,6 +101,55 @@ class Adagrad : public Optimizer {
 
  private:
   double lr_decay_, weight_decay_, eps_, initial_accumulator_value_;
+};
+
+// tf.compat.v1.train.FtrlOptimizer (FTRL-Proximal, McMahan et al. 2013) with l2_shrinkage 0.
+// Per element, with n the accumulator (state "accum", initially initial_accumulator_value),
+// z the linear term (state "linear", initially 0), p = learning_rate_power (-0.5: square root):
+//   n' = n + g^2
+//   z += g - (n'^(-p) - n^(-p)) / lr * w
+//   w  = |z| > l1 ? (sign(z) * l1 - z) / (n'^(-p) / lr + 2 * l2) : 0
+//   n  = n'
+// TF's defaults: learning_rate_power -0.5, initial_accumulator_value 0.1, l1 = l2 = 0. The
+// update runs on the host in double (the parameter and its state are copied to the CPU and back):
+// correct on every device, but not a fused device kernel.
+class Ftrl : public Optimizer {
+ public:
+  Ftrl(NamedParameters params, double lr, double learning_rate_power = -0.5,
+       double initial_accumulator_value = 0.1, double l1 = 0, double l2 = 0);
+  void step() override;
+
+ private:
+  double power_, initial_accumulator_value_, l1_, l2_;
+};
+
+// Routes parameters by name prefix to sub-optimizers: each parameter goes to the first group
+// whose prefix its name starts with ("" matches every name, so put it last). Every parameter
+// must match a group. step() steps every group; set_lr(x) sets each group's learning rate to
+// its own initial rate * x / lr0, where lr0 = the `lr` given here (so a constant schedule at lr0
+// keeps each group's rate; other schedules scale every group alike). state_dict() is the union
+// of the groups' (parameter names are unique); load_state_dict() routes each key to the group
+// owning its parameter: an unknown key fails before anything is written; a shape or dtype
+// mismatch fails in its group before that group writes (earlier groups are then loaded).
+class GroupedOptimizer : public Optimizer {
+ public:
+  using Make = std::function<std::unique_ptr<Optimizer>(NamedParameters)>;
+  struct Group {
+    std::string prefix;
+    Make make;  // builds the group's optimizer over its parameters (not called when it has none)
+  };
+  GroupedOptimizer(NamedParameters params, double lr, std::vector<Group> groups);
+  void step() override;
+  void set_lr(double lr) override;
+  OptimizerState state_dict() const override;
+  void load_state_dict(const OptimizerState& sd) override;
+  // The optimizer of group i (nullptr when no parameter fell into it).
+  Optimizer* group(size_t i) const { return subs_[i].get(); }
+
+ private:
+  double lr0_;
+  std::vector<std::unique_ptr<Optimizer>> subs_;
+  std::vector<double> sub_lr0_;
 };
 
 // torch.nn.utils.clip_grad_norm_ (L2): total = sqrt(sum over all gradients of ||g||^2); when

@@ -59,7 +59,25 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParame
     return std::make_unique<AdamW>(std::move(params), o.lr, 0.9, 0.999, 1e-8,
                                    wd_set ? o.weight_decay : 0.01);
   if (o.name == "adagrad") return std::make_unique<Adagrad>(std::move(params), o.lr, 0.0, wd);
-  AIM_FAIL("unknown optimizer '", o.name, "' (allowed: sgd, adam, adamw, adagrad)");
+  if (o.name == "wide_deep") {
+    // The census Wide&Deep recipe (MODELS.md §4.4, models/wide_deep.h): parameters under "wide."
+    // FTRL (TF defaults, lr min(0.2, 1/sqrt(8 wide columns)) = 0.2), the others TF's Adagrad
+    // (lr 0.05, initial accumulator 0.1). --lr is the reference for both: each group's rate is
+    // its own * lr / 0.05.
+    AIM_CHECK(!wd_set || o.weight_decay == 0, "optimizer wide_deep: weight decay is not supported");
+    constexpr double kRef = 0.05;
+    std::vector<GroupedOptimizer::Group> groups;
+    groups.push_back({"wide.", [](NamedParameters p) {
+                        return std::make_unique<Ftrl>(std::move(p), 0.2, -0.5, 0.1, 0.0, 0.0);
+                      }});
+    groups.push_back({"", [](NamedParameters p) {
+                        return std::make_unique<Adagrad>(std::move(p), 0.05, 0.0, 0.0, 1e-10, 0.1);
+                      }});
+    auto g = std::make_unique<GroupedOptimizer>(std::move(params), kRef, std::move(groups));
+    g->set_lr(o.lr);
+    return g;
+  }
+  AIM_FAIL("unknown optimizer '", o.name, "' (allowed: sgd, adam, adamw, adagrad, wide_deep)");
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParameters params,

@@ -24,7 +24,7 @@
 namespace aim::train {
 
 struct OptimizerOptions {
-  std::string name = "adam";  // sgd | adam | adamw | adagrad
+  std::string name = "adam";  // sgd | adam | adamw | adagrad | wide_deep (FTRL + Adagrad)
   double lr = 1e-2;
   // > 0: lr is per lr_batch samples, the optimizer uses lr * batch_size / lr_batch (linear
   // scaling, as the AI Matrix CNN recipe's "1.0 * B / 1024").
