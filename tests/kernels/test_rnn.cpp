@@ -17,16 +17,12 @@
 #include "kernels/rnn/rnn.h"
 #include "kernels/testing.h"
 #include "tensor/safetensors.h"
+#include "tests/support/common.h"
 
 namespace aim::kernels {
 namespace {
 
-std::string source_root() {
-  if (const char* r = std::getenv("AIM_SOURCE_DIR")) return r;
-  std::string f = __FILE__;  // <root>/tests/kernels/test_rnn.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f;
-}
+using ::aim::testing::source_root;
 
 bool have_torch() {
   if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0) return true;

@@ -38,6 +38,7 @@
 #include "layers/rnn.h"
 #include "profiler/profiler.h"
 #include "tensor/safetensors.h"
+#include "tests/support/common.h"
 
 namespace aim::layers {
 namespace {
@@ -45,12 +46,7 @@ namespace {
 using autograd::Variable;
 using kernels::RnnCell;
 
-std::string source_root() {
-  if (const char* r = std::getenv("AIM_SOURCE_DIR")) return r;
-  std::string f = __FILE__;  // <root>/tests/layers/test_rnn_layers.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f;
-}
+using ::aim::testing::source_root;
 
 std::string error_of(const std::function<void()>& f) {
   try {

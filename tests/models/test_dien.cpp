@@ -19,17 +19,13 @@
 #include "models/registry.h"
 #include "profiler/profiler.h"
 #include "tensor/safetensors.h"
+#include "tests/support/common.h"
 #include "train/optim.h"
 
 namespace aim::models {
 namespace {
 
-std::string source_root() {
-  if (const char* r = std::getenv("AIM_SOURCE_DIR")) return r;
-  std::string f = __FILE__;  // <root>/tests/models/test_dien.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f;
-}
+using ::aim::testing::source_root;
 
 using V = std::vector<int64_t>;
 

@@ -29,6 +29,7 @@
 #include "models/registry.h"
 #include "tensor/check.h"
 #include "tensor/safetensors.h"
+#include "tests/support/common.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 
@@ -37,53 +38,14 @@ namespace {
 
 using data::kNcfGroup;
 
-std::string source_root() {
-  if (const char* r = std::getenv("AIM_SOURCE_DIR")) return r;
-  std::string f = __FILE__;  // <root>/tests/models/test_ncf.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f;
-}
+using ::aim::testing::kPython;
+using ::aim::testing::make_temp_dir;
+using ::aim::testing::run_command;
+using ::aim::testing::source_root;
+#define REQUIRE_PYTHON_MODULE AIM_REQUIRE_PYTHON_MODULE
 
-std::string make_temp_dir() {
-  char tmpl[] = "/tmp/aim_ncf_test_XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  if (!d) throw Error("mkdtemp failed");
-  return d;
-}
-
-// Runs cmd through the shell; returns its exit status (-1 when it did not run).
-int run(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-const char* kPython = "/usr/bin/python3";
-
-// Skipped when the module is missing, but a CI machine (CI set) must have it.
-#define REQUIRE_PYTHON_MODULE(mod)                                                        \
-  do {                                                                                    \
-    if (run(std::string(kPython) + " -c 'import " mod "' >/dev/null 2>&1") != 0) {        \
-      if (std::getenv("CI")) FAIL() << kPython << " cannot import " mod " but CI is set"; \
-      GTEST_SKIP() << kPython << " cannot import " mod;                                   \
-    }                                                                                     \
-  } while (0)
-
-// The message of the aim::Error fn() throws ("" when it does not throw).
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR(stmt, substr)                                                             \
-  do {                                                                                         \
-    const std::string msg_ = error_of([&] { stmt; });                                          \
-    EXPECT_NE(msg_.find(substr), std::string::npos)                                            \
-        << "expected an aim::Error containing \"" << (substr) << "\", got \"" << msg_ << "\""; \
-  } while (0)
+using ::aim::testing::error_of;
+#define EXPECT_ERROR AIM_EXPECT_ERROR
 
 // ---- the model --------------------------------------------------------------------------------
 
@@ -222,7 +184,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 TEST(NcfModel, ParityTorchForwardGradientsAdamStep) {
   REQUIRE_PYTHON_MODULE("torch");
-  const std::string dir = make_temp_dir();
+  const std::string dir = make_temp_dir("aim_ncf_test");
   Ncf m(NcfConfig::tiny());
   randomize(m, 11);
   const data::NcfRows rows = tiny_rows(250);
@@ -233,7 +195,7 @@ TEST(NcfModel, ParityTorchForwardGradientsAdamStep) {
   const std::string cmd = std::string(kPython) + " " + source_root() +
                           "/tests/peers/ncf.py --weights " + dir + "/w.safetensors --batch " + dir +
                           "/b.safetensors --out " + dir + "/o.safetensors --lr 0.001";
-  ASSERT_EQ(run(cmd), 0) << cmd;
+  ASSERT_EQ(run_command(cmd), 0) << cmd;
   const SafetensorsFile o = load_safetensors(dir + "/o.safetensors");
 
   const Variable logits = m.forward(b.at("user"), b.at("item"));
@@ -434,7 +396,7 @@ std::vector<int32_t> test_rows() {
 }
 
 TEST(NcfFiles, ReadValidFilesAndSource) {
-  const std::string dir = make_temp_dir();
+  const std::string dir = make_temp_dir("aim_ncf_test");
   const std::vector<int32_t> train = {0, 5, 1, 0, 7, 0, 3, 149, 1, 3, 0, 0, 1, 2, 1, 1, 9, 0};
   write(dir + "/train.bin", ncf_bytes(0, 4, 150, train));
   write(dir + "/test.bin", ncf_bytes(1, 4, 150, test_rows()));
@@ -468,7 +430,7 @@ TEST(NcfFiles, ReadValidFilesAndSource) {
 }
 
 TEST(NcfFiles, ReaderErrors) {
-  const std::string dir = make_temp_dir();
+  const std::string dir = make_temp_dir("aim_ncf_test");
   const std::string p = dir + "/f.bin";
   using data::NcfSplit;
   auto expect = [&](const std::string& bytes, NcfSplit split, const std::string& msg) {
@@ -525,7 +487,7 @@ TEST(NcfFiles, ReaderErrors) {
 // Python integers mixed as pandas/tolist() leave them), read back through the source.
 TEST(NcfFiles, NpyExportEndToEnd) {
   REQUIRE_PYTHON_MODULE("numpy");
-  const std::string dir = make_temp_dir(), root = source_root();
+  const std::string dir = make_temp_dir("aim_ncf_test"), root = source_root();
   const std::string make = dir + "/make.py";
   std::ofstream(make) << R"(import sys
 import numpy as np
@@ -554,9 +516,10 @@ np.save(d + "/train_data.npy", {"user": tu, "item": ti, "label": tl})
 np.save(d + "/test_data.npy", {"user": eu, "item": ei, "label": el})
 )";
   auto convert = [&](const std::string& bad, const std::string& out) {
-    EXPECT_EQ(run(str(kPython, " ", make, " ", dir, " ", bad)), 0);
-    return run(str(kPython, " ", root, "/tools/ncf_npy_export.py --users 4 --items 150 ", dir,
-                   "/train_data.npy ", dir, "/test_data.npy ", out, " > ", dir, "/log.txt 2>&1"));
+    EXPECT_EQ(run_command(str(kPython, " ", make, " ", dir, " ", bad)), 0);
+    return run_command(str(kPython, " ", root, "/tools/ncf_npy_export.py --users 4 --items 150 ",
+                           dir, "/train_data.npy ", dir, "/test_data.npy ", out, " > ", dir,
+                           "/log.txt 2>&1"));
   };
   auto log = [&] {
     std::ifstream in(dir + "/log.txt");

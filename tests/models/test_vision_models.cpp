@@ -14,17 +14,13 @@
 #include "layers/dropout.h"
 #include "models/registry.h"
 #include "tensor/safetensors.h"
+#include "tests/support/common.h"
 #include "train/trainer.h"
 
 namespace aim::models {
 namespace {
 
-std::string source_root() {
-  if (const char* r = std::getenv("AIM_SOURCE_DIR")) return r;
-  std::string f = __FILE__;  // <root>/tests/models/test_vision_models.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f;
-}
+using ::aim::testing::source_root;
 
 bool have_torchvision() {
   if (std::system("/usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1") == 0) return true;

@@ -26,56 +26,21 @@
 #include "models/wide_deep.h"
 #include "tensor/check.h"
 #include "tensor/safetensors.h"
+#include "tests/support/common.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 
 namespace aim::models {
 namespace {
 
-std::string source_root() {
-  if (const char* r = std::getenv("AIM_SOURCE_DIR")) return r;
-  std::string f = __FILE__;  // <root>/tests/models/test_wide_deep.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f;
-}
+using ::aim::testing::kPython;
+using ::aim::testing::make_temp_dir;
+using ::aim::testing::run_command;
+using ::aim::testing::source_root;
+#define REQUIRE_PYTHON_MODULE AIM_REQUIRE_PYTHON_MODULE
 
-std::string make_temp_dir() {
-  char tmpl[] = "/tmp/aim_wd_test_XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  if (!d) throw Error("mkdtemp failed");
-  return d;
-}
-
-int run(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-const char* kPython = "/usr/bin/python3";
-
-#define REQUIRE_PYTHON_MODULE(mod)                                                        \
-  do {                                                                                    \
-    if (run(std::string(kPython) + " -c 'import " mod "' >/dev/null 2>&1") != 0) {        \
-      if (std::getenv("CI")) FAIL() << kPython << " cannot import " mod " but CI is set"; \
-      GTEST_SKIP() << kPython << " cannot import " mod;                                   \
-    }                                                                                     \
-  } while (0)
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR(stmt, substr)                                                             \
-  do {                                                                                         \
-    const std::string msg_ = error_of([&] { stmt; });                                          \
-    EXPECT_NE(msg_.find(substr), std::string::npos)                                            \
-        << "expected an aim::Error containing \"" << (substr) << "\", got \"" << msg_ << "\""; \
-  } while (0)
+using ::aim::testing::error_of;
+#define EXPECT_ERROR AIM_EXPECT_ERROR
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);
@@ -102,7 +67,7 @@ TEST(CensusCsv, CleaningRules) {
 }
 
 TEST(CensusCsv, ParsesRowsAndLabels) {
-  const std::string dir = make_temp_dir();
+  const std::string dir = make_temp_dir("aim_wd_test");
   write_file(dir + "/a.csv", std::string("|1x3 Cross validator\n") + kRow1 + "\n\n" + kRow2 + "\n");
   const std::vector<data::CensusRow> rows = data::read_census_csv(dir + "/a.csv");
   ASSERT_EQ(rows.size(), 2u);
@@ -121,7 +86,7 @@ TEST(CensusCsv, ParsesRowsAndLabels) {
 }
 
 TEST(CensusCsv, ErrorsNameFileAndLine) {
-  const std::string dir = make_temp_dir();
+  const std::string dir = make_temp_dir("aim_wd_test");
   const std::string p = dir + "/bad.csv";
   write_file(p, std::string(kRow1) + "\n39, State-gov, 77516\n");
   EXPECT_ERROR(data::read_census_csv(p), p + ":2: 3 fields, expected 15");
@@ -275,7 +240,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 TEST(WideDeepModel, ParityTorchForwardGradientsOptimizerStep) {
   REQUIRE_PYTHON_MODULE("torch");
-  const std::string dir = make_temp_dir();
+  const std::string dir = make_temp_dir("aim_wd_test");
   WideDeep m(WideDeepConfig::tiny());
   // Nonzero wide weights (a trained model's) so the linear part contributes to the logits.
   {
@@ -304,7 +269,7 @@ TEST(WideDeepModel, ParityTorchForwardGradientsOptimizerStep) {
   const std::string cmd = std::string(kPython) + " " + source_root() +
                           "/tests/peers/wide_deep.py --weights " + dir + "/w.safetensors --batch " +
                           dir + "/b.safetensors --out " + dir + "/o.safetensors";
-  ASSERT_EQ(run(cmd), 0) << cmd;
+  ASSERT_EQ(run_command(cmd), 0) << cmd;
   const SafetensorsFile o = load_safetensors(dir + "/o.safetensors");
   const Variable logits = m.forward(b.at("wide"), b.at("dense"), b.at("occupation"));
   const Variable loss = WideDeep::loss(logits, b.at("label"));
@@ -346,7 +311,7 @@ TEST(WideDeepModel, ParityTorchForwardGradientsOptimizerStep) {
 // ---- files ------------------------------------------------------------------------------------
 
 TEST(CensusFiles, FileSourceAndRegistryErrors) {
-  const std::string dir = make_temp_dir();
+  const std::string dir = make_temp_dir("aim_wd_test");
   std::string train;
   for (int i = 0; i < 10; ++i) train += std::string(i % 2 ? kRow1 : kRow2) + "\n";
   write_file(dir + "/adult.data", train);
