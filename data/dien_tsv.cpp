@@ -78,6 +78,11 @@ DienTsvReader::DienTsvReader(const std::string& path, Vocab uid, Vocab mid, Voca
   read(path);
 }
 
+DienTsvReader::DienTsvReader(const std::string& path, const DienTsvReader& like)
+    : uid_(like.uid_), mid_(like.mid_), cat_(like.cat_), max_hist_len_(like.max_hist_len_) {
+  read(path);
+}
+
 void DienTsvReader::read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, 0, "cannot open sample file for reading");
@@ -112,6 +117,7 @@ void DienTsvReader::read(const std::string& path) {
       e.hist_cate.push_back(cat_.id(cats[k]));
     }
     examples_.push_back(std::move(e));
+    file_len_.push_back(int64_t(mids.size()));
   }
   if (in.bad()) bad(path, n, "read error");
 }

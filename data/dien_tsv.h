@@ -42,9 +42,14 @@ class DienTsvReader {
   DienTsvReader(const std::string& path, const DienTsvOptions& opt);
   DienTsvReader(const std::string& path, Vocab uid, Vocab mid, Vocab cat,
                 int64_t max_hist_len = 100);
+  // Another file read with `like`'s vocabularies and history limit (e.g. the test file).
+  DienTsvReader(const std::string& path, const DienTsvReader& like);
 
   int64_t size() const { return int64_t(examples_.size()); }
   const std::vector<RecExample>& examples() const { return examples_; }
+  // History length of sample i in the file, before truncation to max_hist_len.
+  int64_t file_hist_len(int64_t i) const { return file_len_[size_t(i)]; }
+  int64_t max_hist_len() const { return max_hist_len_; }
   const Vocab& uid_vocab() const { return uid_; }
   const Vocab& mid_vocab() const { return mid_; }
   const Vocab& cat_vocab() const { return cat_; }
@@ -62,6 +67,7 @@ class DienTsvReader {
   Vocab uid_, mid_, cat_;
   int64_t max_hist_len_;
   std::vector<RecExample> examples_;
+  std::vector<int64_t> file_len_;
   int64_t pos_ = 0;
 };
 

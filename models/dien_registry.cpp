@@ -1,10 +1,12 @@
 // The DIEN registry entry (MODELS.md §4.2): GRU + auxiliary loss + attention + AUGRU + Dice head
-// on DIEN's synthetic click data (data/dien_synthetic.h, docs/dien-data.md), evaluated by AUC,
-// GAUC and accuracy; Adam 1e-3 as the reference's train.py.
+// on DIEN's synthetic click data (data/dien_synthetic.h) or the reference's files
+// (data/dien_files.h; docs/dien-data.md), evaluated by AUC, GAUC and accuracy; Adam 1e-3 as the
+// reference's train.py.
 #include <algorithm>
 #include <map>
 
 #include "autograd/variable.h"
+#include "data/dien_files.h"
 #include "data/dien_synthetic.h"
 #include "data/metrics.h"
 #include "models/dien.h"
@@ -20,10 +22,20 @@ DienConfig dien_config(const ModelConfig& c) {
 
 std::unique_ptr<data::BatchSource> dien_source(const ModelConfig& c, const std::string& data,
                                                uint64_t seed) {
-  AIM_CHECK(data == "synthetic", "--data '", data,
-            "': dien reads only 'synthetic' so far (docs/dien-data.md); the reference's TSV "
-            "files are not wired to aim-train yet");
   const DienConfig m = dien_config(c);
+  if (data != "synthetic") {
+    auto src = std::make_unique<data::DienFileSource>(data, seed);
+    const data::DienTsvReader& r = src->train();
+    const std::pair<const char*, std::pair<int64_t, int64_t>> sizes[] = {
+        {"uid_voc.txt (users)", {r.uid_vocab().size(), m.n_uid}},
+        {"mid_voc.txt (items)", {r.mid_vocab().size(), m.n_mid}},
+        {"cat_voc.txt (categories)", {r.cat_vocab().size(), m.n_cat}}};
+    for (const auto& [what, n] : sizes)
+      AIM_CHECK(n.first <= n.second, "--data ", data, ": ", what, " has ", n.first,
+                " entries, more than the model's table of ", n.second,
+                " (--config size=", c.at("size"), ")");
+    return src;
+  }
   data::DienSyntheticConfig d = c.at("size") == "tiny" ? data::DienSyntheticConfig::tiny(seed)
                                                        : data::DienSyntheticConfig::full(seed);
   AIM_CHECK(d.base.n_users <= m.n_uid && d.base.n_items <= m.n_mid && d.base.n_cates <= m.n_cat,
@@ -80,7 +92,10 @@ void add_dien_model(std::vector<ModelEntry>& r) {
                "full",
                {"full", "tiny"},
                "full: Amazon Books vocabularies, emb 18+18, hidden 36; tiny: 200/300/20, emb 4"}};
-  e.data_doc = "only 'synthetic' so far (docs/dien-data.md)";
+  e.data_doc =
+      "'synthetic', or a directory with the reference's local_train_splitByUser, "
+      "local_test_splitByUser, item-info, reviews-info and uid/mid/cat_voc.txt "
+      "(docs/dien-data.md)";
   e.metrics = {"auc", "gauc", "accuracy"};
   // MODELS.md §4.2: Adam, learning rate 1e-3 (reference train.py).
   e.train_defaults = {"--optimizer=adam", "--lr=0.001"};
