@@ -286,4 +286,9 @@ double Dien::flops_per_sample(const DienConfig& cfg, int64_t T, bool with_aux) {
   return f;
 }
 
+std::vector<Model::Fp32Params> Dien::amp_fp32_params() const {
+  return {{"^(uid|mid|cat)_emb\\.",
+           "embedding tables: rows are gathered, not multiplied; f32 keeps Adam's small updates"}};
+}
+
 }  // namespace aim::models

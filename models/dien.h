@@ -117,6 +117,7 @@ class Dien : public Model {
   std::vector<TensorSpec> input_specs() const override;
   std::vector<TensorSpec> label_specs() const override;
   std::vector<TensorSpec> output_specs() const override;
+  std::vector<Fp32Params> amp_fp32_params() const override;
   TensorMap infer(const TensorMap& batch) override;
   Variable training_loss(const TensorMap& batch) override;
   // infer()'s FLOPs; in training mode also the auxiliary net of training_loss().

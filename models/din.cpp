@@ -174,4 +174,9 @@ double Din::flops_per_sample(const DinConfig& cfg, int64_t T, bool training) {
   return f + 1;                                       // + item bias
 }
 
+std::vector<Model::Fp32Params> Din::amp_fp32_params() const {
+  return {{"^(item|cate)_emb\\.",
+           "embedding tables: rows are gathered, not multiplied; f32 keeps Adam's small updates"}};
+}
+
 }  // namespace aim::models

@@ -121,4 +121,11 @@ Variable forward_children_in_layers(const std::string& prefix, const layers::Mod
   return y;
 }
 
+std::vector<Model::Fp32Params> ImageClassifier::amp_fp32_params() const {
+  // Every convolution and linear layer runs in 16 bits; batch-norm statistics and affine
+  // parameters are f32 by the op policy (batch_norm is native: 16-bit activations, f32
+  // statistics), softmax and the loss too. Nothing else needs declaring.
+  return {};
+}
+
 }  // namespace aim::models

@@ -32,6 +32,7 @@ class ImageClassifier : public Model {
   std::vector<TensorSpec> input_specs() const override;
   std::vector<TensorSpec> label_specs() const override;
   std::vector<TensorSpec> output_specs() const override;
+  std::vector<Fp32Params> amp_fp32_params() const override;
   TensorMap infer(const TensorMap& batch) override;
   Variable training_loss(const TensorMap& batch) override;
   // count_flops of the network on [B, 3, H, W] in the current mode (the loss is not counted).

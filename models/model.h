@@ -45,6 +45,15 @@ class Model : public layers::Module {
   // model knows better.
   virtual double train_flops(const TensorMap& batch) const { return 3 * forward_flops(batch); }
 
+  // Mixed precision (autograd/amp.h, --precision fp16|bf16): the parameters that stay f32 even in
+  // the low-precision ops (matmul, linear, conv, rnn), as regular expressions over parameter
+  // names with the reason. Softmax, losses, reductions and normalisation statistics are f32 for
+  // every model by the op policy (amp::policy()); this is each model's own list, in one place.
+  struct Fp32Params {
+    std::string pattern, why;
+  };
+  virtual std::vector<Fp32Params> amp_fp32_params() const = 0;
+
   // Checks that `batch` has every tensor of `specs` with the right dtype, rank and fixed sizes,
   // and that letters bind to one size throughout; errors name the tensor, the expected and the
   // found shape ("<where>: hist_item has shape [4, 7], expected [B, T] with B = 5").

@@ -125,4 +125,9 @@ double Ncf::flops_per_sample(const NcfConfig& cfg) {
   return f + 2 * (E + in);  // predict FC -> 1
 }
 
+std::vector<Model::Fp32Params> Ncf::amp_fp32_params() const {
+  return {{"^(user|item)_(gmf|mlp)\\.",
+           "the one-hot dense 'embeddings' are tables read by row (embedding + bias + ReLU)"}};
+}
+
 }  // namespace aim::models

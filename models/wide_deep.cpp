@@ -143,4 +143,9 @@ double WideDeep::flops_per_sample() const {
   return f + 1;  // wide + deep
 }
 
+std::vector<Model::Fp32Params> WideDeep::amp_fp32_params() const {
+  return {{"^wide\\.", "the wide part: FTRL over sparse crossed features, a sum of a few weights"},
+          {"^deep\\.embedding\\.", "the occupation embedding table"}};
+}
+
 }  // namespace aim::models

@@ -77,6 +77,7 @@ class WideDeep : public Model {
   std::vector<TensorSpec> input_specs() const override;
   std::vector<TensorSpec> label_specs() const override;
   std::vector<TensorSpec> output_specs() const override;
+  std::vector<Fp32Params> amp_fp32_params() const override;
   TensorMap infer(const TensorMap& batch) override;
   Variable training_loss(const TensorMap& batch) override;
   double forward_flops(const TensorMap& batch) const override;

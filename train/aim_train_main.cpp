@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/amp.h"
 #include "cli/common.h"
 #include "cli/model_command.h"
 #include "kernels/cudnn_util.h"
@@ -42,7 +43,7 @@ void require(bool ok, const std::string& flag, const std::string& what, const T&
 
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
-      profile_steps;
+      profile_steps, precision, inject_overflow;
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0;
@@ -54,6 +55,17 @@ int main(int argc, char** argv) {
     ("list", "list the models with their --config keys, data and metrics")
     ("device", po::value<std::string>(&device),
      "cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)")
+    ("precision", po::value<std::string>(&precision)->default_value("fp32"),
+     "fp32 | fp16 | bf16: 16-bit GEMM/conv/rnn with f32 master weights (mixed precision); "
+     "fp16 adds dynamic loss scaling (--list-amp prints the op policy)")
+    ("loss-scale", po::value<double>(&to.loss_scaler.init_scale)->default_value(65536),
+     "fp16: initial loss scale")
+    ("loss-scale-growth-interval",
+     po::value<int64_t>(&to.loss_scaler.growth_interval)->default_value(2000),
+     "fp16: double the scale after this many steps without overflow")
+    ("inject-overflow", po::value<std::string>(&inject_overflow),
+     "testing the scaler: STEP[,STEP...] get an Inf gradient (1-based)")
+    ("list-amp", "print the mixed-precision op policy and each model's f32 parameters")
     ("batch-size", po::value<std::string>(&batch_list)->default_value("128"),
      "samples per step; a comma-separated list runs once per size (a sweep)")
     ("steps", po::value<int64_t>(&to.steps)->default_value(1000), "training steps (> 0)")
@@ -119,6 +131,18 @@ int main(int argc, char** argv) {
   try {
     aim::cli::ModelCommand mc = aim::cli::parse_model_command(argc, argv, opts, config, true);
     if (!mc.entry) return 0;  // --help or --list
+    if (mc.vm.count("list-amp")) {
+      std::cout << "mixed precision (--precision fp16|bf16), the op policy (autograd/amp.h):\n";
+      for (const auto& e : aim::autograd::amp::policy())
+        std::cout << "  " << e.cls << std::string(8 - std::string(e.cls).size(), ' ') << e.op
+                  << "  -- " << e.why << "\n";
+      std::cout << mc.entry->name << ": parameters kept in f32 (Model::amp_fp32_params):\n";
+      const auto model = mc.entry->build(mc.cfg, 1);
+      const auto fp32 = model->amp_fp32_params();
+      if (fp32.empty()) std::cout << "  none beyond the op policy\n";
+      for (const auto& f : fp32) std::cout << "  " << f.pattern << "  -- " << f.why << "\n";
+      return 0;
+    }
     const po::variables_map& vm = mc.vm;
     const aim::models::ModelEntry* entry = mc.entry;
     const aim::models::ModelConfig cfg = mc.cfg;
@@ -155,6 +179,14 @@ int main(int argc, char** argv) {
       throw UsageError("--nesterov needs --optimizer sgd and --momentum > 0");
     if (to.optim.momentum > 0 && to.optim.name != "sgd")
       throw UsageError("--momentum applies to --optimizer sgd only");
+    to.precision = aim::autograd::amp::parse_precision(precision, "--precision");
+    if (!(to.loss_scaler.init_scale > 0))
+      throw UsageError("--loss-scale must be > 0, got " +
+                       std::to_string(to.loss_scaler.init_scale));
+    if (to.loss_scaler.growth_interval <= 0)
+      throw UsageError("--loss-scale-growth-interval must be > 0");
+    if (!inject_overflow.empty())
+      to.inject_overflow_at = aim::cli::parse_positive_list("--inject-overflow", inject_overflow);
     to.resume = vm.count("resume") > 0;
     to.profile = vm.count("profile") > 0;
     aim::profiler::set_nvtx(vm.count("nvtx") > 0);
@@ -207,7 +239,11 @@ int main(int argc, char** argv) {
       j["mode"] = "train";
       j["device"] = dev.str();
       j["devices"] = 1;
-      j["precision"] = "fp32";
+      j["precision"] = aim::autograd::amp::precision_name(to.precision);
+      if (to.precision == aim::DType::f16) {
+        j["loss_scale"] = r.loss_scale;
+        j["skipped_steps"] = r.skipped_steps;
+      }
       j["batch"] = batch;
       j["config"] = cfg;
       j["data"] = r.data_description;

@@ -8,6 +8,8 @@
 #include <optional>
 #include <sstream>
 
+#include "autograd/amp.h"
+#include "autograd/functions/elementwise.h"
 #include "autograd/variable.h"
 #include "data/prefetch.h"
 #include "profiler/profiler.h"
@@ -152,6 +154,18 @@ CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Op
 
 namespace {
 
+// Testing the loss scaler: an Inf in the first gradient, as an fp16 overflow would leave it.
+void inject_inf(const NamedParameters& params) {
+  for (const auto& [name, p] : params)
+    if (p.grad().defined() && p.grad().numel() > 0) {
+      p.grad().view({-1}).slice(0, 0, 1).copy_(
+          Tensor::from_vector(std::vector<float>{INFINITY}, {1})
+              .to(p.grad().dtype())
+              .to(p.grad().device()));
+      return;
+    }
+}
+
 // The first parameter (data, then gradient) holding a NaN or Inf, for the NaN/Inf stop message.
 std::string first_non_finite(const layers::Module& m) {
   auto bad = [](const Tensor& t) {
@@ -261,7 +275,35 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   const LRSchedule sched =
       make_schedule(opt.schedule, oo.lr, opt.warmup_steps, r.total_steps, opt.poly_power);
 
-  const std::map<std::string, std::string> meta = {
+  // Mixed precision: the model's f32 parameters and their low-precision copies (one cast per step).
+  const bool amp_on = opt.precision != DType::f32;
+  std::vector<std::string> fp32_patterns;
+  for (const models::Model::Fp32Params& f : model->amp_fp32_params())
+    fp32_patterns.push_back(f.pattern);
+  autograd::amp::ParamCache amp_cache;
+  if (amp_on) amp_cache = autograd::amp::ParamCache(model->named_parameters(), fp32_patterns);
+  std::optional<LossScaler> scaler;
+  if (opt.precision == DType::f16) scaler.emplace(opt.loss_scaler);
+  if (amp_on) {
+    log << "precision " << autograd::amp::precision_name(opt.precision)
+        << " (mixed): 16-bit GEMM/conv/rnn, f32 master weights, optimizer state, softmax, losses, "
+           "reductions and normalisation statistics";
+    for (const models::Model::Fp32Params& f : model->amp_fp32_params())
+      log << "; f32 parameters " << f.pattern << " (" << f.why << ")";
+    if (scaler) log << "; dynamic loss scale " << scaler->scale();
+    log << "\n";
+  }
+  auto evaluate = [&]() {
+    std::optional<autograd::amp::Autocast> ac;
+    if (amp_on) ac.emplace(opt.precision, &amp_cache);
+    amp_cache.clear();
+    models::Metrics m = entry.evaluate(*model, *source, n_eval, dev);
+    amp_cache.clear();
+    return m;
+  };
+
+  std::map<std::string, std::string> meta = {
+      {"precision", autograd::amp::precision_name(opt.precision)},
       {"model", entry.name},
       {"config", models::ModelEntry::config_string(cfg)},
       {"optimizer", opt.optim.name},
@@ -272,7 +314,9 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   if (opt.resume) {
     const CheckpointInfo ci = load_checkpoint(opt.checkpoint_dir, *model, *optim);
     const std::string path = checkpoint_path(opt.checkpoint_dir);
+    if (scaler) scaler->load_state(ci.metadata, path);
     for (const auto& [k, v] : meta) {
+      if (k.compare(0, 4, "amp_") == 0) continue;
       auto it = ci.metadata.find(k);
       AIM_CHECK(it != ci.metadata.end() && it->second == v, "checkpoint ", path, ": ", k, " '",
                 it == ci.metadata.end() ? std::string("(missing)") : it->second,
@@ -341,18 +385,41 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
     const TensorMap batch = to_device(f->batch, dev);
     optim->set_lr(sched.lr(step));
     std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
-    autograd::Variable loss = model->training_loss(batch);
+    autograd::Variable loss;
+    {
+      std::optional<autograd::amp::Autocast> ac;
+      if (amp_on) ac.emplace(opt.precision, &amp_cache);
+      loss = model->training_loss(batch);
+    }
     phase.emplace("bwd", profiler::ScopeKind::Phase);
-    loss.backward();
-    if (opt.clip_norm > 0) clip_grad_norm(optim->parameters(), opt.clip_norm);
+    if (scaler)
+      autograd::mul(loss, scaler->scale()).backward();
+    else
+      loss.backward();
+    amp_cache.clear();
+    bool overflow = false;
+    if (std::find(opt.inject_overflow_at.begin(), opt.inject_overflow_at.end(), step + 1) !=
+        opt.inject_overflow_at.end())
+      inject_inf(optim->parameters());
+    if (scaler) {
+      phase.emplace("opt", profiler::ScopeKind::Phase);
+      overflow = scaler->unscale(optim->parameters());
+    }
+    if (opt.clip_norm > 0 && !overflow) clip_grad_norm(optim->parameters(), opt.clip_norm);
     phase.emplace("opt", profiler::ScopeKind::Phase);
-    optim->step();
-    const double l = double(loss.data().to_vector<float>()[0]);  // synchronises the device
+    if (!overflow) optim->step();
+    if (scaler) {
+      scaler->update(overflow);
+      if (overflow)
+        log << "step " << step + 1 << ": gradient overflow (Inf/NaN), step skipped; loss scale -> "
+            << scaler->scale() << "\n";
+    }
+    const double l = double(loss.data().to(DType::f32).to_vector<float>()[0]);  // syncs the device
     phase.reset();
     const double dt = seconds_since(t0);
     loop_s += seconds_since(t_fetch);
     ++step;
-    if (!std::isfinite(l)) {
+    if (!std::isfinite(l) && !overflow) {  // fp16: an overflowed loss is a skipped step
       const std::string where = first_non_finite(*model);
       AIM_FAIL("train: loss is ", l, " at step ", step, " (", entry.name, ", lr ", optim->lr(),
                ", optimizer ", opt.optim.name, ")",
@@ -377,23 +444,33 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
 
     if ((opt.eval_every > 0 && step % opt.eval_every == 0) || step == r.total_steps) {
       profiler::Scope eval_scope("eval", profiler::ScopeKind::Phase);
-      const models::Metrics m = entry.evaluate(*model, *source, n_eval, dev);
+      const models::Metrics m = evaluate();
       r.evals.emplace_back(step, m);
       last_metrics = metrics_str(m);
     }
     if (step % log_every == 0 || step == r.total_steps || opt.progress_bar) {
       const double eta = device_s / double(step - r.first_step) * double(r.total_steps - step);
+      std::string extra = last_metrics;
+      if (scaler) {
+        char sb[96];
+        std::snprintf(sb, sizeof sb, "  loss_scale %g  skipped %lld", scaler->scale(),
+                      static_cast<long long>(scaler->skipped_steps()));
+        extra += sb;
+      }
       progress.update(step, interval_loss / double(interval_n),
-                      double(interval_n * opt.batch_size) / std::max(interval_s, 1e-12),
-                      last_metrics, eta);
+                      double(interval_n * opt.batch_size) / std::max(interval_s, 1e-12), extra,
+                      eta);
       if (step % log_every == 0 || step == r.total_steps) {
         interval_loss = interval_s = 0;
         interval_n = 0;
       }
     }
     if (!opt.checkpoint_dir.empty() && opt.checkpoint_every > 0 &&
-        step % opt.checkpoint_every == 0 && step < r.total_steps)
+        step % opt.checkpoint_every == 0 && step < r.total_steps) {
+      if (scaler)
+        for (const auto& [k, v] : scaler->state()) meta[k] = v;
       save_checkpoint(opt.checkpoint_dir, step, *model, *optim, data_position, meta);
+    }
   }
   progress.finish();
   if (profiler::enabled()) profiler::stop();
@@ -420,7 +497,12 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   if (prefetcher) r.data_wait_s = prefetcher->wait_seconds();
   prefetcher.reset();
 
-  if (r.evals.empty()) r.evals.emplace_back(step, entry.evaluate(*model, *source, n_eval, dev));
+  if (r.evals.empty()) r.evals.emplace_back(step, evaluate());
+  if (scaler) {
+    r.loss_scale = scaler->scale();
+    r.skipped_steps = scaler->skipped_steps();
+    for (const auto& [k, v] : scaler->state()) meta[k] = v;
+  }
   r.final_metrics = r.evals.back().second;
   if (r.final_metrics.count("auc")) r.final_auc = r.final_metrics.at("auc");
   if (!opt.checkpoint_dir.empty() && step > r.first_step)
@@ -448,8 +530,11 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
                 r.step_p50_ms, r.step_p90_ms, r.step_p99_ms,
                 r.step_p50_ms > 0 ? r.train_flops_per_step / (r.step_p50_ms * 1e6) : 0.0,
                 r.data_wait_s, r.wall_s);
-  log << "final" << metrics_str(r.final_metrics) << " (" << n_eval << " evaluation samples)\n"
-      << buf << std::flush;
+  log << "final" << metrics_str(r.final_metrics) << " (" << n_eval << " evaluation samples)\n";
+  if (scaler)
+    log << "loss scale " << r.loss_scale << " at the end, " << r.skipped_steps
+        << " steps skipped on overflow\n";
+  log << buf << std::flush;
   return r;
 }
 

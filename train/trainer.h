@@ -19,6 +19,7 @@
 
 #include "layers/module.h"
 #include "models/registry.h"
+#include "train/amp.h"
 #include "train/optim.h"
 
 namespace aim::train {
@@ -56,6 +57,12 @@ struct TrainOptions {
   std::string weights;                // load these weights (safetensors state dict) first
   std::string save_weights;           // write the final weights (safetensors state dict)
   std::string device = "cpu";         // cpu | cuda | cuda:N
+  // Mixed precision (train/amp.h): f32, or f16 / bf16 for low-precision compute with f32 master
+  // weights and optimizer state; f16 adds the dynamic loss scaler. Evaluation runs in the same
+  // precision.
+  DType precision = DType::f32;
+  LossScalerOptions loss_scaler;
+  std::vector<int64_t> inject_overflow_at;  // testing: steps (1-based) whose gradients get an Inf
   // Profiling (profiler/profiler.h): tables after the run for steps [profile_from, profile_to]
   // (1-based, inclusive; 0 = from step 2 / to the last step), and a Chrome trace of them.
   bool profile = false;
@@ -79,8 +86,10 @@ struct TrainResult {
   double samples_per_s = 0, device_samples_per_s = 0;
   double step_p50_ms = 0, step_p90_ms = 0, step_p99_ms = 0;  // device step time percentiles
   double data_wait_s = 0;                                    // time the loop waited for the loader
-  double train_flops_per_step = 0;                           // analytic, mean over the steps run
-  double wall_s = 0;                                         // whole call, evaluations included
+  double loss_scale = 0;            // fp16: the loss scale after the last step (0 otherwise)
+  int64_t skipped_steps = 0;        // fp16: steps skipped on a gradient overflow
+  double train_flops_per_step = 0;  // analytic, mean over the steps run
+  double wall_s = 0;                // whole call, evaluations included
   std::string data_description;
 };
 

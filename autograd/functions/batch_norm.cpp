@@ -1,6 +1,7 @@
 // batch_norm and local_response_norm on the fused kernels (kernels/norm/batchnorm.h, lrn.h).
 #include "autograd/functions/batch_norm.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "kernels/norm/batchnorm.h"
 
@@ -88,6 +89,7 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
 }
 
 Variable local_response_norm(const Variable& x, const kernels::LrnParams& p) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return local_response_norm((*c)[0], p);
   AIM_CHECK(x.defined() && x.dim() >= 2, "local_response_norm: x must be [N, C, ...], got ",
             x.defined() ? to_string(x.sizes()) : std::string("undefined"));
   const Tensor xc = x.data().contiguous();

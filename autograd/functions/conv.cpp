@@ -5,6 +5,7 @@
 // one of them is wanted, the other goes to a scratch tensor.
 #include "autograd/functions/conv.h"
 
+#include "autograd/amp.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/shape.h"
 #include "autograd/node.h"
@@ -81,6 +82,8 @@ struct ConvTranspose2dNode final : Node {
 
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
                 const Conv2dParams& p) {
+  if (auto c = amp::autocast(amp::OpClass::lowp, {&x, &weight, &bias}))
+    return conv2d((*c)[0], (*c)[1], (*c)[2], p);
   check_conv_inputs("conv2d", x, weight, bias);
   const Tensor xc = x.data().contiguous(), wc = weight.data().contiguous();
   const int64_t N = xc.size(0), H = xc.size(2), W = xc.size(3);
@@ -107,6 +110,8 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
 
 Variable conv_transpose2d(const Variable& x, const Variable& weight, const Variable& bias,
                           const Conv2dParams& p, int64_t out_pad_h, int64_t out_pad_w) {
+  if (auto c = amp::autocast(amp::OpClass::lowp, {&x, &weight, &bias}))
+    return conv_transpose2d((*c)[0], (*c)[1], (*c)[2], p, out_pad_h, out_pad_w);
   check_conv_inputs("conv_transpose2d", x, weight, bias);
   const Tensor xc = x.data().contiguous(), wc = weight.data().contiguous();
   AIM_CHECK(xc.size(1) == wc.size(0), "conv_transpose2d: x has ", xc.size(1), " channels, weight ",

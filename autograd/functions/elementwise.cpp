@@ -3,6 +3,7 @@
 // Each node saves only what the gradients of the inputs that require grad read.
 #include "autograd/functions/elementwise.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
 #include "kernels/elementwise/binary.h"
@@ -319,10 +320,17 @@ Variable max_min(const Variable& a, const Variable& b, bool is_max) {
 }
 }  // namespace
 
-Variable add(const Variable& a, const Variable& b) { return add_sub(a, b, false); }
-Variable sub(const Variable& a, const Variable& b) { return add_sub(a, b, true); }
+Variable add(const Variable& a, const Variable& b) {
+  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return add((*c)[0], (*c)[1]);
+  return add_sub(a, b, false);
+}
+Variable sub(const Variable& a, const Variable& b) {
+  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return sub((*c)[0], (*c)[1]);
+  return add_sub(a, b, true);
+}
 
 Variable mul(const Variable& a, const Variable& b) {
+  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return mul((*c)[0], (*c)[1]);
   check_pair("mul", a, b);
   const Tensor y = bin(a.data(), b.data(), BinaryKind::mul);
   if (!needs_grad({&a, &b})) return Variable(y);
@@ -333,6 +341,7 @@ Variable mul(const Variable& a, const Variable& b) {
 }
 
 Variable div(const Variable& a, const Variable& b) {
+  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return div((*c)[0], (*c)[1]);
   check_pair("div", a, b);
   const Tensor y = bin(a.data(), b.data(), BinaryKind::div);
   if (!needs_grad({&a, &b})) return Variable(y);
@@ -343,6 +352,7 @@ Variable div(const Variable& a, const Variable& b) {
 }
 
 Variable pow(const Variable& a, const Variable& b) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&a, &b})) return pow((*c)[0], (*c)[1]);
   check_pair("pow", a, b);
   const Tensor y = bin(a.data(), b.data(), BinaryKind::pow);
   if (!needs_grad({&a, &b})) return Variable(y);
@@ -353,8 +363,14 @@ Variable pow(const Variable& a, const Variable& b) {
   return attach1(n, {a, b}, y);
 }
 
-Variable maximum(const Variable& a, const Variable& b) { return max_min(a, b, true); }
-Variable minimum(const Variable& a, const Variable& b) { return max_min(a, b, false); }
+Variable maximum(const Variable& a, const Variable& b) {
+  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return maximum((*c)[0], (*c)[1]);
+  return max_min(a, b, true);
+}
+Variable minimum(const Variable& a, const Variable& b) {
+  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return minimum((*c)[0], (*c)[1]);
+  return max_min(a, b, false);
+}
 
 // ---- scalar ---------------------------------------------------------------------------------
 
@@ -375,6 +391,7 @@ Variable mul(const Variable& a, double s) {
 }
 
 Variable pow(const Variable& a, double e) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&a})) return pow((*c)[0], e);
   // Exact special forms (as PyTorch): their own kernels and gradients.
   if (e == 2) return unary_fn(a, UnaryKind::square, "PowScalar");
   if (e == 0.5) return unary_fn(a, UnaryKind::sqrt, "PowScalar");
@@ -390,10 +407,22 @@ Variable pow(const Variable& a, double e) {
 // ---- unary ----------------------------------------------------------------------------------
 
 Variable neg(const Variable& x) { return unary_fn(x, UnaryKind::neg, "Neg"); }
-Variable exp(const Variable& x) { return unary_fn(x, UnaryKind::exp, "Exp"); }
-Variable log(const Variable& x) { return unary_fn(x, UnaryKind::log, "Log"); }
-Variable sqrt(const Variable& x) { return unary_fn(x, UnaryKind::sqrt, "Sqrt"); }
-Variable rsqrt(const Variable& x) { return unary_fn(x, UnaryKind::rsqrt, "Rsqrt"); }
+Variable exp(const Variable& x) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return exp((*c)[0]);
+  return unary_fn(x, UnaryKind::exp, "Exp");
+}
+Variable log(const Variable& x) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return log((*c)[0]);
+  return unary_fn(x, UnaryKind::log, "Log");
+}
+Variable sqrt(const Variable& x) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return sqrt((*c)[0]);
+  return unary_fn(x, UnaryKind::sqrt, "Sqrt");
+}
+Variable rsqrt(const Variable& x) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return rsqrt((*c)[0]);
+  return unary_fn(x, UnaryKind::rsqrt, "Rsqrt");
+}
 Variable abs(const Variable& x) { return unary_fn(x, UnaryKind::abs, "Abs"); }
 Variable relu(const Variable& x) { return unary_fn(x, UnaryKind::relu, "Relu"); }
 Variable gelu(const Variable& x, bool tanh_approximation) {
@@ -412,6 +441,7 @@ Variable clamp(const Variable& x, double lo, double hi) {
 // ---- prelu, where ---------------------------------------------------------------------------
 
 Variable prelu(const Variable& x, const Variable& weight) {
+  if (auto c = amp::autocast(amp::OpClass::promote, {&x, &weight})) return prelu((*c)[0], (*c)[1]);
   check_pair("prelu", x, weight);
   const int64_t c = weight.numel();
   Shape wshape(size_t(x.dim()), 1);
@@ -433,6 +463,7 @@ Variable prelu(const Variable& x, const Variable& weight) {
 }
 
 Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
+  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return where(cond, (*c)[0], (*c)[1]);
   check_pair("where", a, b);
   const Tensor y = sel(cond, a.data(), b.data());
   if (!needs_grad({&a, &b})) return Variable(y);

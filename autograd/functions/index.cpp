@@ -5,6 +5,7 @@
 // the leaf's .grad (Grads::accum), like an embedding's.
 #include "autograd/functions/index.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
 #include "kernels/index/index.h"
@@ -162,6 +163,19 @@ struct DropoutNode final : Node {
 }  // namespace
 
 Variable concat(const std::vector<Variable>& xs, int64_t dim) {
+  if (amp::active()) {
+    // promote: concat of mixed 16-bit/f32 parts runs in f32.
+    bool mixed = false;
+    for (const Variable& x : xs) mixed |= x.defined() && x.dtype() != xs[0].dtype();
+    if (mixed) {
+      std::vector<Variable> ys;
+      for (const Variable& x : xs) {
+        auto c = amp::autocast(amp::OpClass::fp32, {&x});
+        ys.push_back(c ? (*c)[0] : x);
+      }
+      return concat(ys, dim);
+    }
+  }
   AIM_CHECK(!xs.empty(), "[concat] needs at least one input, got none");
   for (size_t k = 0; k < xs.size(); ++k)
     AIM_CHECK(xs[k].defined(), "[concat] input ", k, " is undefined");
@@ -220,6 +234,8 @@ Variable gather(const Variable& x, int64_t dim, const Tensor& index) {
 }
 
 Variable scatter_add(const Variable& base, int64_t dim, const Tensor& index, const Variable& src) {
+  if (auto c = amp::autocast(amp::OpClass::promote, {&base, &src}))
+    return scatter_add((*c)[0], dim, index, (*c)[1]);
   const Tensor idx = prepare_index("scatter_add", index, base.data());
   const int64_t d = base.data().wrap_dim(dim);
   kernels::ScatterAddArgs a;

@@ -8,6 +8,7 @@
 // db += column sum of dy (reduce kernel, then added into g.accum).
 #include "autograd/functions/matmul.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
 #include "kernels/matmul/matmul.h"
@@ -114,6 +115,8 @@ struct LinearNode final : Node {
 }  // namespace
 
 Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
+  if (auto c = amp::autocast(amp::OpClass::lowp, {&a, &b}))
+    return matmul((*c)[0], (*c)[1], trans_a, trans_b);
   AIM_CHECK(a.defined() && b.defined(), "matmul: undefined operand");
   AIM_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3),
             "matmul: operands must be 2-D or 3-D, got ", to_string(a.sizes()), " and ",
@@ -131,6 +134,8 @@ Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b
 }
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  if (auto c = amp::autocast(amp::OpClass::lowp, {&x, &weight, &bias}))
+    return linear((*c)[0], (*c)[1], (*c)[2]);
   AIM_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
   AIM_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", to_string(weight.sizes()));
   AIM_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: x ", to_string(x.sizes()),

@@ -5,6 +5,7 @@
 // writes it unconditionally.
 #include "autograd/functions/nn.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
 #include "kernels/embedding/embedding.h"
@@ -167,6 +168,8 @@ Variable record_pointwise(kernels::PointwiseKind kind, const Variable& input, co
 }  // namespace
 
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x, &weight, &bias}))
+    return layer_norm((*c)[0], (*c)[1], (*c)[2], eps);
   AIM_CHECK(x.defined() && x.dim() >= 1, "layer_norm: x must have at least one dim");
   const int64_t C = x.size(-1);
   const int64_t N = C ? x.numel() / C : 0;
@@ -220,6 +223,8 @@ Variable embedding(const Variable& weight, const Tensor& indices, int64_t paddin
 
 Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction r,
                        int64_t ignore_index, double label_smoothing) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&logits}))
+    return cross_entropy((*c)[0], target, r, ignore_index, label_smoothing);
   AIM_CHECK(logits.defined() && logits.dim() == 2, "cross_entropy: logits must be [N, V], got ",
             logits.defined() ? to_string(logits.sizes()) : std::string("undefined"));
   kernels::CrossEntropyFwdArgs a;
@@ -246,6 +251,8 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction r
 
 Variable bce_with_logits(const Variable& logits, const Tensor& target, Reduction r,
                          const Tensor& pos_weight) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&logits}))
+    return bce_with_logits((*c)[0], target, r, pos_weight);
   AIM_CHECK(logits.defined(), "bce_with_logits: undefined logits");
   kernels::BceWithLogitsFwdArgs a;
   a.logits = logits.data().contiguous();
@@ -260,6 +267,7 @@ Variable bce_with_logits(const Variable& logits, const Tensor& target, Reduction
 }
 
 Variable mse_loss(const Variable& input, const Tensor& target, Reduction r) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&input})) return mse_loss((*c)[0], target, r);
   AIM_CHECK(input.defined(), "mse_loss: undefined input");
   kernels::MseFwdArgs a;
   a.input = input.data().contiguous();
@@ -273,6 +281,8 @@ Variable mse_loss(const Variable& input, const Tensor& target, Reduction r) {
 }
 
 Variable smooth_l1_loss(const Variable& input, const Tensor& target, double beta, Reduction r) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&input}))
+    return smooth_l1_loss((*c)[0], target, beta, r);
   AIM_CHECK(input.defined(), "smooth_l1_loss: undefined input");
   kernels::SmoothL1FwdArgs a;
   a.input = input.data().contiguous();

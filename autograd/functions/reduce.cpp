@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
 #include "kernels/elementwise/binary.h"
@@ -277,10 +278,12 @@ Variable softmax_impl(const Variable& x, int64_t dim, const Tensor& mask, bool l
 }  // namespace
 
 Variable sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return sum((*c)[0], dims, keepdim);
   return sum_or_mean(x, dims, keepdim, /*mean=*/false);
 }
 
 Variable mean(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return mean((*c)[0], dims, keepdim);
   return sum_or_mean(x, dims, keepdim, /*mean=*/true);
 }
 
@@ -293,14 +296,19 @@ std::pair<Variable, Tensor> min(const Variable& x, int64_t dim, bool keepdim) {
 }
 
 Variable var(const Variable& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x}))
+    return var((*c)[0], dims, correction, keepdim);
   return var_or_std(x, dims, correction, keepdim, /*is_std=*/false);
 }
 
 Variable std(const Variable& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x}))
+    return std((*c)[0], dims, correction, keepdim);
   return var_or_std(x, dims, correction, keepdim, /*is_std=*/true);
 }
 
 Variable norm(const Variable& x, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return norm((*c)[0], p, dims, keepdim);
   const std::vector<int64_t> rd = kernels::normalize_reduce_dims(x.sizes(), dims);
   const Tensor y = reduce_keep(x.data(), ReduceKind::norm, rd, 1, p);
   const Tensor out = y.reshape(output_shape(x.sizes(), rd, keepdim));
@@ -315,10 +323,12 @@ Variable norm(const Variable& x, double p, const std::vector<int64_t>& dims, boo
 }
 
 Variable softmax(const Variable& x, int64_t dim, const Tensor& mask) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return softmax((*c)[0], dim, mask);
   return softmax_impl(x, dim, mask, /*log=*/false);
 }
 
 Variable log_softmax(const Variable& x, int64_t dim, const Tensor& mask) {
+  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return log_softmax((*c)[0], dim, mask);
   return softmax_impl(x, dim, mask, /*log=*/true);
 }
 

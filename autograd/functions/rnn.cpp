@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 
 namespace aim::autograd {
@@ -78,6 +79,13 @@ struct RnnNode final : Node {
 }  // namespace
 
 RnnResult rnn(const RnnArgs& r) {
+  if (auto c = amp::autocast(amp::OpClass::lowp,
+                             {&r.x, &r.h0, &r.c0, &r.w_ih, &r.w_hh, &r.b_ih, &r.b_hh, &r.att})) {
+    RnnArgs q = r;
+    q.x = (*c)[0], q.h0 = (*c)[1], q.c0 = (*c)[2], q.w_ih = (*c)[3], q.w_hh = (*c)[4];
+    q.b_ih = (*c)[5], q.b_hh = (*c)[6], q.att = (*c)[7];
+    return rnn(q);
+  }
   const char* cell = kernels::rnn_cell_name(r.cell);
   AIM_CHECK(r.x.defined() && r.x.dim() == 3, "rnn(", cell, "): x must be [T, B, I], got ",
             shape_of(r.x));

@@ -2,6 +2,8 @@
 // cpu.ref: the oracle. Direct loops over every output (fwd, bwd_filter) or a scatter of every
 //   dy element into a double image (bwd_data); double accumulation, one rounding at the output;
 //   f32 f64 f16 bf16 (gradcheck runs it in f64).
+// cpu.widen (default for f16/bf16): 16-bit tensors widened to f32 for cpu.im2col, outputs rounded
+//   once (the rounding points of a tensor-core convolution with f32 accumulation).
 // cpu.im2col (default for f32): per image and group, lower the convolution to one GEMM through a
 //   column matrix col [C/G*R*S, P*Q] (row (c, r, s), column (p, q)):
 //     fwd         y_g [K/G, P*Q]       = w_g [K/G, C/G*R*S] . col
@@ -550,6 +552,43 @@ void conv2d_bwd_filter_cpu_im2col(const Conv2dBwdFilterArgs& a) {
   }
 }
 
+// ---- cpu.widen --------------------------------------------------------------------------------
+// f16/bf16: every tensor widened to f32, cpu.im2col, the outputs rounded once to 16 bits (dw and
+// dbias accumulate in f32 before their rounding): the rounding points of a tensor-core
+// convolution with f32 accumulation, at the f32 path's speed.
+
+Tensor widened(const Tensor& t) { return t.defined() ? t.to(DType::f32) : Tensor(); }
+
+void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
+  Conv2dFwdArgs w = a;
+  w.x = widened(a.x);
+  w.w = widened(a.w);
+  w.bias = widened(a.bias);
+  w.y = Tensor::empty(a.y.sizes(), DType::f32);
+  conv2d_fwd_cpu_im2col(w);
+  a.y.copy_(w.y);
+}
+
+void conv2d_bwd_data_cpu_widen(const Conv2dBwdDataArgs& a) {
+  Conv2dBwdDataArgs w = a;
+  w.dy = widened(a.dy);
+  w.w = widened(a.w);
+  w.dx = Tensor::empty(a.dx.sizes(), DType::f32);
+  conv2d_bwd_data_cpu_im2col(w);
+  a.dx.copy_(w.dx);
+}
+
+void conv2d_bwd_filter_cpu_widen(const Conv2dBwdFilterArgs& a) {
+  Conv2dBwdFilterArgs w = a;
+  w.dy = widened(a.dy);
+  w.x = widened(a.x);
+  w.dw = widened(a.dw);
+  w.dbias = widened(a.dbias);
+  conv2d_bwd_filter_cpu_im2col(w);
+  a.dw.copy_(w.dw);
+  if (a.dbias.defined()) a.dbias.copy_(w.dbias);
+}
+
 std::string im2col_supports_dims(const Dims& d) {
   if (!have_fast_gemm()) return "needs AVX-512 or an OpenBLAS build for its GEMM";
   (void)d;
@@ -724,8 +763,15 @@ void register_conv2d_cpu(Registry& r) {
          conv2d_fwd_cpu_im2col,
          {DType::f32},
          [=](const Conv2dFwdArgs& a) { return im2col_supports(dims_fwd(a)); }});
+  f.add({"cpu.widen",
+         Backend::CPU,
+         Provider::Own,
+         conv2d_fwd_cpu_widen,
+         {DType::f16, DType::bf16},
+         [=](const Conv2dFwdArgs& a) { return im2col_supports(dims_fwd(a)); }});
   f.set_default(Backend::CPU, "cpu.ref");
   if (fast) f.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  if (fast) f.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
   f.set_cost(conv2d_fwd_cost);
   f.set_bind([](const TestCase& c) {
     Conv2dFwdArgs a;
@@ -748,8 +794,15 @@ void register_conv2d_cpu(Registry& r) {
           conv2d_bwd_data_cpu_im2col,
           {DType::f32},
           [=](const Conv2dBwdDataArgs& a) { return im2col_supports(dims_bwd_data(a)); }});
+  bd.add({"cpu.widen",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_data_cpu_widen,
+          {DType::f16, DType::bf16},
+          [=](const Conv2dBwdDataArgs& a) { return im2col_supports(dims_bwd_data(a)); }});
   bd.set_default(Backend::CPU, "cpu.ref");
   if (fast) bd.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  if (fast) bd.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
   bd.set_cost(conv2d_bwd_data_cost);
   bd.set_bind([](const TestCase& c) {
     Conv2dBwdDataArgs a;
@@ -771,8 +824,15 @@ void register_conv2d_cpu(Registry& r) {
           conv2d_bwd_filter_cpu_im2col,
           {DType::f32},
           [=](const Conv2dBwdFilterArgs& a) { return im2col_supports(dims_bwd_filter(a)); }});
+  bf.add({"cpu.widen",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_filter_cpu_widen,
+          {DType::f16, DType::bf16},
+          [=](const Conv2dBwdFilterArgs& a) { return im2col_supports(dims_bwd_filter(a)); }});
   bf.set_default(Backend::CPU, "cpu.ref");
   if (fast) bf.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  if (fast) bf.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
   bf.set_cost(conv2d_bwd_filter_cost);
   bf.set_bind([](const TestCase& c) {
     Conv2dBwdFilterArgs a;

@@ -4,6 +4,7 @@
 // cpu.blas: OpenBLAS cblas_sgemm/cblas_dgemm per batch element (OpenBLAS 0.3.21 has no
 //   cblas_sgemm_batch). Runs OpenBLAS's AVX2 kernels in the standard environment (MACHINE.md).
 // cpu.avx512: the own packed AVX-512 SGEMM (gemm_avx512.h) per batch element; f32.
+// cpu.widen: f16/bf16 widened to f32 for cpu.avx512 (or cpu.blas), one rounding of C.
 // Both fast variants add the bias by pre-filling C (C = beta*C + bias, or bias when beta == 0)
 // and running the GEMM with beta = 1: one extra pass over C, only when there is a bias.
 #include <cblas.h>
@@ -210,6 +211,47 @@ void matmul_cpu_avx512(const MatmulArgs& a) {
   });
 }
 
+// cpu.widen -------------------------------------------------------------------------------------
+// f16/bf16: operands widened to f32, the f32 fast GEMM, C rounded once to 16 bits — the rounding
+// points of a tensor-core GEMM with f32 accumulation, at the speed of the f32 path (the widening
+// is O(MK + KN + MN) against the GEMM's O(MNK)).
+
+bool widen_supports_any() {
+#ifdef AIM_HAVE_OPENBLAS
+  return true;
+#else
+  return cpu_has_avx512();
+#endif
+}
+
+std::string widen_supports(const MatmulArgs& a) {
+  matmul_check(a);
+#ifdef AIM_HAVE_OPENBLAS
+  return "";
+#else
+  return cpu_has_avx512() ? "" : "needs AVX-512 or an OpenBLAS build for its f32 GEMM";
+#endif
+}
+
+void matmul_cpu_widen(const MatmulArgs& a) {
+  matmul_check(a);
+  auto f32 = [](const Tensor& t) { return t.defined() ? t.to(DType::f32) : Tensor(); };
+  MatmulArgs w = a;
+  w.a = f32(a.a);
+  w.b = f32(a.b);
+  w.bias = f32(a.bias);
+  w.c = a.beta != 0 ? f32(a.c) : Tensor::empty(a.c.sizes(), DType::f32);
+#ifdef AIM_HAVE_OPENBLAS
+  if (!cpu_has_avx512()) {
+    matmul_cpu_blas(w);
+    a.c.copy_(w.c);
+    return;
+  }
+#endif
+  matmul_cpu_avx512(w);
+  a.c.copy_(w.c);
+}
+
 // Tests -----------------------------------------------------------------------------------------
 
 // TestShape: {Bt, M, N, K, trans_a, trans_b, with_beta, with_bias, shared}.
@@ -294,9 +336,15 @@ void register_matmul_cpu(Registry& r) {
           matmul_cpu_avx512,
           {DType::f32},
           avx512_supports});
+  op.add({"cpu.widen",
+          Backend::CPU,
+          Provider::Own,
+          matmul_cpu_widen,
+          {DType::f16, DType::bf16},
+          widen_supports});
   // OpenBLAS runs its AVX2 kernels in the standard environment (MACHINE.md, lesson 3): the own
   // AVX-512 SGEMM is the fast path wherever the CPU has AVX-512.
-  // Per dtype: f64 through OpenBLAS; 16-bit has no fast CPU GEMM yet, so the reference runs.
+  // Per dtype: f64 through OpenBLAS; 16-bit widened to the f32 path (cpu.widen).
 #ifdef AIM_HAVE_OPENBLAS
   op.set_default(Backend::CPU, cpu_has_avx512() ? "cpu.avx512" : "cpu.blas", {DType::f32});
   op.set_default(Backend::CPU, "cpu.blas", {DType::f64});
@@ -304,7 +352,8 @@ void register_matmul_cpu(Registry& r) {
   op.set_default(Backend::CPU, cpu_has_avx512() ? "cpu.avx512" : "cpu.ref", {DType::f32});
   op.set_default(Backend::CPU, "cpu.ref", {DType::f64});
 #endif
-  op.set_default(Backend::CPU, "cpu.ref", {DType::f16, DType::bf16});
+  op.set_default(Backend::CPU, widen_supports_any() ? "cpu.widen" : "cpu.ref",
+                 {DType::f16, DType::bf16});
   op.set_cost(matmul_cost);
   op.set_bind(bind_matmul_case);
   op.make_case = make_matmul_case;

@@ -47,6 +47,17 @@ struct AdagradUpdateArgs {
   DType dtype() const { return param.dtype(); }
 };
 
+// Mixed-precision loss scaling (train/amp.h): grad *= inv_scale in place, and found_inf[0] = 1
+// when any element of grad (before scaling) is Inf or NaN; found_inf is never reset here, so one
+// flag collects a whole set of gradients (torch._amp_foreach_non_finite_check_and_unscale_).
+struct AmpUnscaleArgs {
+  Tensor grad;       // [n] any float dtype, contiguous, updated in place
+  Tensor found_inf;  // [1] optim_state_dtype(grad) (f32; f64 for f64) on grad's device: set to 1
+  double inv_scale = 1;
+  Device device() const { return grad.device(); }
+  DType dtype() const { return grad.dtype(); }
+};
+
 // Bytes: param and grad read, param written, each state tensor read and written.
 inline Cost optim_cost(const Tensor& param, int states, double flops_per_elem) {
   const double n = double(param.numel());
@@ -59,15 +70,21 @@ inline Cost sgd_update_cost(const SgdUpdateArgs& a) {
 }
 inline Cost adam_update_cost(const AdamUpdateArgs& a) { return optim_cost(a.param, 2, 14); }
 inline Cost adagrad_update_cost(const AdagradUpdateArgs& a) { return optim_cost(a.param, 1, 8); }
+inline Cost amp_unscale_cost(const AmpUnscaleArgs& a) {
+  const double n = double(a.grad.numel()), e = double(dtype_size(a.grad.dtype()));
+  return Cost{2 * n, n * e, n * e};
+}
 
 void sgd_update(const SgdUpdateArgs& a);
 void adam_update(const AdamUpdateArgs& a);
 void adagrad_update(const AdagradUpdateArgs& a);
+void amp_unscale(const AmpUnscaleArgs& a);
 
 // Argument checks shared by every variant ("" when fine, else the reason, prefixed by the op).
 std::string check_sgd_update(const SgdUpdateArgs& a);
 std::string check_adam_update(const AdamUpdateArgs& a);
 std::string check_adagrad_update(const AdagradUpdateArgs& a);
+std::string check_amp_unscale(const AmpUnscaleArgs& a);
 
 // Host-side scalars of one Adam step (in double), shared by every variant.
 struct AdamScalars {

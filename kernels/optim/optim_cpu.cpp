@@ -123,6 +123,28 @@ void adagrad_loop(const AdagradUpdateArgs& a) {
   }
 }
 
+template <class A, class P, bool kParallel>
+void unscale_loop(const AmpUnscaleArgs& a) {
+  P* g = static_cast<P*>(a.grad.raw_data());
+  const int64_t n = a.grad.numel();
+  const A s = A(a.inv_scale);
+  int bad = 0;
+#pragma omp parallel for simd schedule(static) \
+    reduction(|                                \
+              : bad) if (kParallel && n > (int64_t(1) << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    const A v = load<A>(g[i]);
+    bad |= !std::isfinite(v);
+    g[i] = store<P>(v * s);
+  }
+  if (bad) {
+    if (a.found_inf.dtype() == DType::f64)
+      static_cast<double*>(a.found_inf.raw_data())[0] = 1.0;
+    else
+      static_cast<float*>(a.found_inf.raw_data())[0] = 1.0f;
+  }
+}
+
 // State element type for a parameter element type.
 template <class P>
 using StateT = std::conditional_t<std::is_same_v<P, double>, double, float>;
@@ -148,6 +170,14 @@ void adam_cpu_omp(const AdamUpdateArgs& a) {
 void adagrad_cpu_ref(const AdagradUpdateArgs& a) {
   if (auto why = check_adagrad_update(a); !why.empty()) AIM_FAIL(why);
   AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { adagrad_loop<double, P, StateT<P>, false>(a); });
+}
+void unscale_cpu_ref(const AmpUnscaleArgs& a) {
+  if (auto why = check_amp_unscale(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.grad.dtype(), P, { unscale_loop<double, P, false>(a); });
+}
+void unscale_cpu_omp(const AmpUnscaleArgs& a) {
+  if (auto why = check_amp_unscale(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.grad.dtype(), P, { unscale_loop<AccT<P>, P, true>(a); });
 }
 void adagrad_cpu_omp(const AdagradUpdateArgs& a) {
   if (auto why = check_adagrad_update(a); !why.empty()) AIM_FAIL(why);
@@ -216,6 +246,22 @@ TestCase make_adagrad_case(const TestShape& s, DType t, uint64_t seed) {
   return c;
 }
 
+// mode 0: all finite; 1: an Inf in the middle; 2: a NaN at the end. found_inf starts at 0.
+TestCase make_unscale_case(const TestShape& s, DType t, uint64_t seed) {
+  const int64_t n = s[0];
+  const int mode = int(s[1]);
+  TestCase c;
+  Tensor g = random_tensor({n}, t, seed, -1000.0, 1000.0);
+  if (mode > 0) {
+    Tensor bad = Tensor::from_vector(std::vector<float>{mode == 1 ? INFINITY : NAN}, {1}).to(t);
+    g.slice(0, mode == 1 ? n / 2 : n - 1, (mode == 1 ? n / 2 : n - 1) + 1).copy_(bad);
+  }
+  c.add_out("grad", g);
+  c.add_out("found_inf", Tensor::zeros({1}, optim_state_dtype(t)));
+  c.params = {{"inv_scale", 1.0 / 1024}};
+  return c;
+}
+
 std::vector<TestShape> shapes(int modes) {
   std::vector<TestShape> r;
   for (int64_t n : {1, 31, 32, 33, 97, 100003})
@@ -228,6 +274,18 @@ bool simt_size(const TestShape& s) { return s[0] < 10000; }
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
 }  // namespace
+
+std::string check_amp_unscale(const AmpUnscaleArgs& a) {
+  if (!a.grad.defined() || !is_floating(a.grad.dtype()) || !a.grad.is_contiguous())
+    return "[amp_unscale] grad must be a contiguous float tensor";
+  const DType ft = optim_state_dtype(a.grad.dtype());
+  if (!a.found_inf.defined() || a.found_inf.numel() != 1 || a.found_inf.dtype() != ft ||
+      a.found_inf.device() != a.grad.device())
+    return str("[amp_unscale] found_inf must be one ", dtype_name(ft), " element on ",
+               a.grad.device().str());
+  if (!(a.inv_scale > 0)) return str("[amp_unscale] inv_scale must be > 0, got ", a.inv_scale);
+  return "";
+}
 
 std::string check_sgd_update(const SgdUpdateArgs& a) {
   if (a.momentum != 0.0) {
@@ -256,6 +314,7 @@ AdamScalars adam_scalars(const AdamUpdateArgs& a) {
 
 void sgd_update(const SgdUpdateArgs& a) { AIM_DISPATCH_OP(SgdUpdateArgs, "sgd_update", a); }
 void adam_update(const AdamUpdateArgs& a) { AIM_DISPATCH_OP(AdamUpdateArgs, "adam_update", a); }
+void amp_unscale(const AmpUnscaleArgs& a) { AIM_DISPATCH_OP(AmpUnscaleArgs, "amp_unscale", a); }
 void adagrad_update(const AdagradUpdateArgs& a) {
   AIM_DISPATCH_OP(AdagradUpdateArgs, "adagrad_update", a);
 }
@@ -308,6 +367,24 @@ void register_optim_cpu(Registry& r) {
   ad.make_case = make_adam_case;
   ad.add_test_shapes(shapes(3));
   ad.small_enough_for_simt = simt_size;
+
+  auto& un = r.op<AmpUnscaleArgs>("amp_unscale");
+  un.description = "loss-scaler unscale: grad *= inv_scale, flag non-finite elements";
+  un.add({"cpu.ref", Backend::CPU, Provider::Own, unscale_cpu_ref, float_dtypes()});
+  un.add(
+      {"cpu.omp", Backend::CPU, Provider::Own, unscale_cpu_omp, float_dtypes(), check_amp_unscale});
+  un.set_default(Backend::CPU, "cpu.omp");
+  un.set_cost(amp_unscale_cost);
+  un.set_bind([](const TestCase& tc) {
+    AmpUnscaleArgs a;
+    a.grad = tc.out("grad");
+    a.found_inf = tc.out("found_inf");
+    a.inv_scale = tc.param("inv_scale");
+    return a;
+  });
+  un.make_case = make_unscale_case;
+  un.add_test_shapes(shapes(3));
+  un.small_enough_for_simt = simt_size;
 
   auto& ag = r.op<AdagradUpdateArgs>("adagrad_update");
   ag.description = "fused in-place Adagrad step";

@@ -82,6 +82,32 @@ __global__ void adagrad_kernel(P* p, const P* g, StateOf<P>* sum, int64_t n, Ada
   }
 }
 
+// Non-finite check and unscale: a thread that sees Inf/NaN stores 1 into the flag (a plain
+// store: every writer writes the same value, no atomics needed).
+template <class P, class A>
+__global__ void unscale_kernel(P* g, StateOf<P>* found_inf, int64_t n, A s) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const A v = to_acc<A>(g[i]);
+    if (!isfinite(v)) *found_inf = StateOf<P>(1);
+    g[i] = from_acc<P>(v * s);
+  }
+}
+
+void unscale_cuda(const AmpUnscaleArgs& a) {
+  if (auto why = check_amp_unscale(a); !why.empty()) AIM_FAIL(why);
+  const int64_t n = a.grad.numel();
+  if (n == 0) return;
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.grad.dtype(), P, {
+    using A = typename Acc<P>::type;
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.grad.device()),
+               unscale_kernel<P, A>)
+    (static_cast<P*>(a.grad.raw_data()), static_cast<StateOf<P>*>(a.found_inf.raw_data()), n,
+     A(a.inv_scale));
+  });
+  AIM_CHECK_LAUNCH();
+}
+
 void sgd_cuda(const SgdUpdateArgs& a) {
   if (auto why = check_sgd_update(a); !why.empty()) AIM_FAIL(why);
   const int64_t n = a.param.numel();
@@ -150,6 +176,10 @@ void register_optim_cuda(Registry& r) {
   ag.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, adagrad_cuda, float_dtypes(),
           check_adagrad_update});
   ag.set_default(AIM_CUDA_BACKEND, "cuda.fused");
+  auto& un = r.op<AmpUnscaleArgs>("amp_unscale");
+  un.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, unscale_cuda, float_dtypes(),
+          check_amp_unscale});
+  un.set_default(AIM_CUDA_BACKEND, "cuda.fused");
 }
 
 }  // namespace aim::kernels::AIM_CUDA_NS

@@ -2,6 +2,7 @@
 // naming the reason unless fallback is allowed, and then the substitution is recorded.
 #include <gtest/gtest.h>
 
+#include "kernels/matmul/gemm_avx512.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/registry.h"
 #include "kernels/testing.h"
@@ -28,8 +29,13 @@ TEST(Registry, OverrideSelectsAndCounts) {
     ScopedVariant all("*", "cpu.ref");
     EXPECT_EQ(op.select(a).name, "cpu.ref");
   }
-  // Per-dtype defaults: f16 on the CPU runs the reference, f64 through BLAS when built with it.
-  EXPECT_EQ(op.select(small_matmul(DType::f16)).name, "cpu.ref");
+  // Per-dtype defaults: f16 on the CPU widens to the f32 GEMM (AVX-512 or OpenBLAS), else the
+  // reference.
+  bool fast = cpu_has_avx512();
+#ifdef AIM_HAVE_OPENBLAS
+  fast = true;
+#endif
+  EXPECT_EQ(op.select(small_matmul(DType::f16)).name, fast ? "cpu.widen" : "cpu.ref");
 }
 
 TEST(Registry, UnsupportedChoiceNamesTheReason) {

@@ -1,0 +1,72 @@
+#include "train/amp.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "kernels/optim/optim.h"
+#include "tensor/check.h"
+
+namespace aim::train {
+
+LossScaler::LossScaler(const LossScalerOptions& o) : o_(o), scale_(o.init_scale) {
+  AIM_CHECK(o.init_scale > 0 && std::isfinite(o.init_scale) && o.growth_factor > 1 &&
+                o.backoff_factor > 0 && o.backoff_factor < 1 && o.growth_interval > 0,
+            "LossScaler: need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, "
+            "growth_interval > 0");
+}
+
+bool LossScaler::unscale(const NamedParameters& params) {
+  // One flag per (device, flag dtype): read back once, after every gradient is queued.
+  std::map<std::pair<std::string, DType>, Tensor> flags;
+  for (const auto& [name, p] : params) {
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    const DType fd = kernels::optim_state_dtype(g.dtype());
+    Tensor& flag = flags[{g.device().str(), fd}];
+    if (!flag.defined()) flag = Tensor::zeros({1}, fd, g.device());
+    kernels::AmpUnscaleArgs a;
+    a.grad = g;
+    a.found_inf = flag;
+    a.inv_scale = 1.0 / scale_;
+    kernels::amp_unscale(a);
+  }
+  bool found = false;
+  for (const auto& [k, f] : flags) found |= f.to(kCPU).to(DType::f64).to_vector<double>()[0] != 0;
+  return found;
+}
+
+void LossScaler::update(bool found_inf) {
+  if (found_inf) {
+    scale_ *= o_.backoff_factor;
+    clean_ = 0;
+    ++skipped_;
+    return;
+  }
+  if (++clean_ == o_.growth_interval) {
+    const double grown = scale_ * o_.growth_factor;
+    if (std::isfinite(grown)) scale_ = grown;
+    clean_ = 0;
+  }
+}
+
+std::map<std::string, std::string> LossScaler::state() const {
+  std::ostringstream s;
+  s.precision(17);
+  s << scale_;
+  return {{"amp_scale", s.str()},
+          {"amp_clean_steps", std::to_string(clean_)},
+          {"amp_skipped_steps", std::to_string(skipped_)}};
+}
+
+void LossScaler::load_state(const std::map<std::string, std::string>& meta,
+                            const std::string& where) {
+  for (const char* k : {"amp_scale", "amp_clean_steps", "amp_skipped_steps"})
+    AIM_CHECK(meta.count(k), where, ": metadata lacks ", k,
+              " (the checkpoint is not from a --precision fp16 run)");
+  scale_ = std::stod(meta.at("amp_scale"));
+  clean_ = std::stoll(meta.at("amp_clean_steps"));
+  skipped_ = std::stoll(meta.at("amp_skipped_steps"));
+  AIM_CHECK(scale_ > 0 && std::isfinite(scale_), where, ": amp_scale ", scale_, " is not > 0");
+}
+
+}  // namespace aim::train
