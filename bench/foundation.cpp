@@ -139,6 +139,8 @@ std::vector<json> cpu_foundation(bool quick) {
   const std::string def = op.default_variant(Backend::CPU, DType::f32);
   for (const auto& v : op.variants()) {
     if (v.backend != Backend::CPU || v.name == "cpu.ref") continue;
+    if (std::find(v.dtypes.begin(), v.dtypes.end(), DType::f32) == v.dtypes.end())
+      continue;  // 16-bit only (cpu.widen)
     if (v.supports && !v.supports(mm).empty()) {
       std::printf("%-44s %12s %-8s  %s\n", ("matmul " + v.name).c_str(), "-", "",
                   v.supports(mm).c_str());

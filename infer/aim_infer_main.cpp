@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/amp.h"
 #include "cli/common.h"
 #include "cli/model_command.h"
 #include "infer/session.h"
@@ -25,7 +26,7 @@ namespace po = boost::program_options;
 using aim::cli::UsageError;
 
 int main(int argc, char** argv) {
-  std::string device, results, batch_list;
+  std::string device, results, batch_list, precision;
   std::vector<std::string> config;
   aim::infer::InferOptions io;
   int threads = 0;
@@ -49,6 +50,25 @@ int main(int argc, char** argv) {
     ("config", po::value<std::vector<std::string>>(&config)->composing(),
      "key=value, repeatable (keys per model: see --list)")
     ("weights", po::value<std::string>(&io.weights), "weights to load (.safetensors state dict)")
+    ("precision", po::value<std::string>(&precision)->default_value("fp32"),
+     "fp32 | fp16 | bf16 | int8 (the long form of --fp16, --bf16, --int8)")
+    ("fp16", "16-bit GEMM/conv/rnn (autocast, weights cast once; aim-train --list-amp)")
+    ("bf16", "as --fp16 with bfloat16")
+    ("int8", "post-training int8: per-channel weights, per-tensor inputs calibrated on "
+     "--calib-batches, int32 accumulation")
+    ("calib-batches", po::value<int64_t>(&io.calib_batches)->default_value(8),
+     "int8: calibration batches from the model's training stream")
+    ("calib", po::value<std::string>(&io.calib.method)->default_value("max"),
+     "int8 input ranges: max | percentile")
+    ("calib-percentile", po::value<double>(&io.calib.percentile)->default_value(99.99),
+     "int8 --calib percentile: this percentile of |x| per layer")
+    ("save-quantized", po::value<std::string>(&io.save_quantized),
+     "int8: write the quantized weights and scales (.safetensors)")
+    ("load-quantized", po::value<std::string>(&io.load_quantized),
+     "int8: use these quantized weights and scales instead of calibrating")
+    ("compare-samples", po::value<int64_t>(&io.compare_samples)->default_value(1000),
+     "low precision: evaluation samples for the metric comparison with fp32 (0: none)")
+    ("cuda-graph", "CUDA: capture one inference step in a CUDA graph and replay it")
     ("inputs", po::value<std::string>(&io.inputs),
      "run on these input tensors (.safetensors; names and shapes: --list-inputs)")
     ("dump-outputs", po::value<std::string>(&io.dump_outputs),
@@ -84,12 +104,44 @@ int main(int argc, char** argv) {
           "--data");
     if (!io.dump_outputs.empty() && batches.size() > 1)
       throw UsageError("--dump-outputs writes one batch: give one --batch-size");
+    {
+      int given = int(vm.count("fp16") + vm.count("bf16") + vm.count("int8"));
+      if (!vm["precision"].defaulted()) ++given;
+      if (given > 1) throw UsageError("give one of --precision, --fp16, --bf16, --int8");
+      if (vm.count("fp16")) precision = "fp16";
+      if (vm.count("bf16")) precision = "bf16";
+      if (vm.count("int8")) precision = "int8";
+      if (precision == "int8") {
+        io.int8 = true;
+      } else {
+        try {
+          io.precision = aim::autograd::amp::parse_precision(precision, "--precision");
+        } catch (const aim::Error& e) {
+          throw UsageError(std::string(e.what()) + ", int8");
+        }
+      }
+      const bool int8_flags = !vm["calib-batches"].defaulted() || !vm["calib"].defaulted() ||
+                              !vm["calib-percentile"].defaulted() || !io.save_quantized.empty() ||
+                              !io.load_quantized.empty();
+      if (int8_flags && !io.int8)
+        throw UsageError("--calib*, --save-quantized and --load-quantized need --int8");
+      if (io.calib.method != "max" && io.calib.method != "percentile")
+        throw UsageError("--calib '" + io.calib.method +
+                         "' is not allowed (allowed: max, percentile)");
+      if (io.calib_batches <= 0) throw UsageError("--calib-batches must be > 0");
+      if (!(io.calib.percentile > 50 && io.calib.percentile <= 100))
+        throw UsageError("--calib-percentile must be in (50, 100]");
+      if (io.compare_samples < 0) throw UsageError("--compare-samples must be >= 0");
+      io.cuda_graph = vm.count("cuda-graph") > 0;
+    }
     io.profile = vm.count("profile") > 0;
     aim::profiler::set_nvtx(vm.count("nvtx") > 0);
     aim::profiler::set_cuda_op_events(vm.count("profile-ops") > 0);
     aim::cli::set_threads(threads);
     const aim::Device dev = aim::cli::resolve_device(device);
     io.device = dev.str();
+    if (io.cuda_graph && !dev.is_cuda())
+      throw UsageError("--cuda-graph needs a CUDA device (--device cuda), got " + dev.str());
 
     for (const int64_t batch : batches) {
       io.batch_size = batch;
@@ -101,7 +153,22 @@ int main(int argc, char** argv) {
       j["mode"] = "infer";
       j["device"] = dev.str();
       j["devices"] = 1;
-      j["precision"] = "fp32";
+      j["precision"] = r.precision;
+      if (!r.diffs.empty()) {
+        nlohmann::json d = nlohmann::json::object();
+        for (const auto& o : r.diffs)
+          d[o.output] = {{"cosine", o.cosine}, {"max_abs", o.max_abs}, {"rel_l2", o.rel_l2}};
+        j["vs_fp32"] = {{"outputs", d}};
+        if (!r.metrics_f32.empty()) {
+          j["vs_fp32"]["metrics_fp32"] = r.metrics_f32;
+          j["vs_fp32"]["metrics"] = r.metrics_lowp;
+        }
+      }
+      if (io.int8)
+        j["int8"] = {{"layers", r.int8_layers},
+                     {"kept_f32", r.int8_kept},
+                     {"calibration", io.load_quantized.empty() ? io.calib.method : "loaded"}};
+      if (io.cuda_graph) j["cuda_graph"] = {{"eager_ms", r.eager_ms}, {"graph_ms", r.graph_ms}};
       j["batch"] = r.batch;
       j["config"] = cfg;
       j["data"] = r.data_description;

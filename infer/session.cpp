@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include "autograd/amp.h"
+#include "autograd/int8.h"
 #include "autograd/variable.h"
 #include "profiler/profiler.h"
 #include "profiler/roofline.h"
@@ -42,6 +44,74 @@ void load_weights(models::Model& m, const std::string& path) {
   }
 }
 
+// --cuda-graph: one inference step on the first batch captured on a private stream and replayed.
+// The graph's buffers are the blocks the capture allocated on that stream; nothing else
+// allocates on it afterwards, so they stay the graph's. Each replay copies the batch into the
+// captured input tensors first (the copy is timed too, as in the eager loop's device time).
+template <class InPrecision>
+void run_cuda_graph(models::Model& model, const TensorMap& host, Device dev,
+                    const InferOptions& opt, InPrecision& in_precision, InferResult& r,
+                    std::ostream& log) {
+  AIM_CHECK(dev.is_cuda(), "--cuda-graph needs a CUDA device, got ", dev.str());
+  const int d = dev.index;
+  const StreamHandle prev = current_stream(d);
+  const StreamHandle gs = create_stream(d);
+  set_current_stream(d, gs);
+  GraphHandle graph = nullptr;
+  TensorMap in, out;
+  std::vector<double> eager;
+  try {
+    in = to_device(host, dev);
+    for (int i = 0; i < 3 + int(opt.iters); ++i) {  // warm the stream's block cache, then time
+      const auto t0 = Clock::now();
+      for (auto& [k, t] : in) t.copy_(host.at(k));
+      out = in_precision([&] { return model.infer(in); });
+      synchronize_stream(d, gs);
+      if (i >= 3) eager.push_back(ms_since(t0));
+    }
+    const TensorMap eager_out = to_device(out, kCPU);
+    out.clear();
+    begin_capture(d, gs);
+    try {
+      out = in_precision([&] { return model.infer(in); });
+    } catch (...) {
+      try {
+        end_capture(d, gs);
+      } catch (...) {
+      }
+      throw;
+    }
+    graph = end_capture(d, gs);
+    set_current_stream(d, prev);  // nothing else allocates on the graph's stream from here on
+    std::vector<double> replay;
+    for (int64_t i = 0; i < opt.iters; ++i) {
+      const auto t0 = Clock::now();
+      for (auto& [k, t] : in) t.copy_(host.at(k));
+      launch_graph(graph, gs);
+      synchronize_stream(d, gs);
+      replay.push_back(ms_since(t0));
+    }
+    double worst = 0;
+    for (const auto& [k, t] : to_device(out, kCPU))
+      if (is_floating(t.dtype()))
+        worst = std::max(worst, compare_outputs(k, t, eager_out.at(k)).max_abs);
+    r.eager_ms = profiler::percentile(eager, 50);
+    r.graph_ms = profiler::percentile(replay, 50);
+    char buf[240];
+    std::snprintf(buf, sizeof buf,
+                  "cuda graph: eager %.3f ms/batch, graph replay %.3f ms/batch (p50 of %lld): "
+                  "%.3f ms launch overhead saved (%.1f%%); outputs vs eager max |diff| %.3g\n",
+                  r.eager_ms, r.graph_ms, static_cast<long long>(opt.iters),
+                  r.eager_ms - r.graph_ms, 100.0 * (r.eager_ms - r.graph_ms) / r.eager_ms, worst);
+    log << buf;
+  } catch (...) {
+    set_current_stream(d, prev);
+    if (graph) destroy_graph(graph);
+    throw;
+  }
+  destroy_graph(graph);
+}
+
 }  // namespace
 
 void print_io(const models::ModelEntry& entry, const models::ModelConfig& cfg, std::ostream& os) {
@@ -71,6 +141,10 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   model->to(dev);
   model->eval();
   autograd::NoGradGuard no_grad;
+  AIM_CHECK(!(opt.int8 && opt.precision != DType::f32),
+            "infer: --int8 and a 16-bit --precision are exclusive");
+  AIM_CHECK(opt.calib_batches > 0 && opt.compare_samples >= 0,
+            "infer: --calib-batches must be > 0 and --compare-samples >= 0");
 
   // The batches to run, prepared before timing: the given inputs, or a few distinct batches of
   // the model's data (its evaluation set when large enough, else its stream), cycled.
@@ -85,8 +159,12 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     models::Model::check_batch(model->input_specs(), in, "--inputs " + opt.inputs);
     batches.push_back(inputs_only(*model, in));
     r.data_description = "inputs from " + opt.inputs;
-  } else {
-    std::unique_ptr<data::BatchSource> src = entry.source(cfg, opt.data, opt.seed);
+  }
+  std::unique_ptr<data::BatchSource> src;
+  if (opt.inputs.empty() || (opt.int8 && opt.load_quantized.empty())) {
+    src = entry.source(cfg, opt.data, opt.seed);
+  }
+  if (opt.inputs.empty()) {
     r.data_description = src->describe();
     const int64_t n = std::min<int64_t>(opt.iters + opt.warmup, 8);
     for (int64_t i = 0; i < n; ++i) {
@@ -98,8 +176,98 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   }
   r.batch = batches.front().begin()->second.size(0);
 
+  // Low precision: the f32 model plus the state its runs need (autocast's weight copies, or the
+  // quantized layers), entered around every low-precision run.
+  const bool lowp = opt.int8 || opt.precision != DType::f32;
+  r.precision = opt.int8 ? "int8" : autograd::amp::precision_name(opt.precision);
+  std::vector<std::string> fp32_patterns;
+  for (const models::Model::Fp32Params& f : model->amp_fp32_params())
+    fp32_patterns.push_back(f.pattern);
+  autograd::amp::ParamCache cache;
+  QuantizedModel qm;
+  if (opt.precision != DType::f32) {
+    cache = autograd::amp::ParamCache(model->named_parameters(), fp32_patterns);
+    log << "precision " << r.precision
+        << ": 16-bit GEMM/conv/rnn (weights cast once), f32 softmax, reductions and "
+           "normalisation (aim-train --list-amp)";
+    for (const std::string& n : cache.fp32_names()) log << "; f32 " << n;
+    log << "\n";
+  }
+  if (opt.int8) {
+    if (!opt.load_quantized.empty()) {
+      qm = load_quantized(opt.load_quantized, *model);
+    } else {
+      std::vector<TensorMap> calib;
+      for (int64_t i = 0; i < opt.calib_batches; ++i)
+        calib.push_back(to_device(inputs_only(*model, src->next(r.batch)), dev));
+      qm = calibrate(*model, calib, opt.calib);
+    }
+    r.int8_layers = int64_t(qm.layers.size());
+    r.int8_kept = int64_t(qm.kept.size());
+    log << "int8: " << qm.layers.size()
+        << " linear/conv layers quantized (weights per output channel, inputs per tensor, "
+        << qm.calibration << ", int32 accumulation, f32 outputs)";
+    for (const auto& [n, why] : qm.kept) log << "; f32 " << n << " (" << why << ")";
+    log << "\n";
+    if (!opt.save_quantized.empty()) {
+      save_quantized(opt.save_quantized, *model, qm,
+                     {{"model", entry.name}, {"config", models::ModelEntry::config_string(cfg)}});
+      log << "wrote int8 weights and scales to " << opt.save_quantized << "\n";
+    }
+  }
+  auto in_precision = [&](auto&& fn) {
+    std::optional<autograd::amp::Autocast> ac;
+    std::optional<autograd::int8::Mode> q8;
+    if (opt.precision != DType::f32) ac.emplace(opt.precision, &cache);
+    if (opt.int8) q8.emplace(&qm.layers);
+    return fn();
+  };
+
+  if (lowp) {  // the same inputs in f32 and in low precision
+    const size_t n = std::min<size_t>(batches.size(), 4);
+    std::map<std::string, std::pair<std::vector<Tensor>, std::vector<Tensor>>> outs;
+    for (size_t i = 0; i < n; ++i) {
+      const TensorMap in = to_device(batches[i], dev);
+      for (const auto& [k, t] : model->infer(in))
+        if (is_floating(t.dtype())) outs[k].first.push_back(t.to(kCPU).to(DType::f32).view({-1}));
+      for (const auto& [k, t] : in_precision([&] { return model->infer(in); }))
+        if (is_floating(t.dtype())) outs[k].second.push_back(t.to(kCPU).to(DType::f32).view({-1}));
+    }
+    for (const auto& [k, v] : outs) {
+      OutputDiff worst;
+      worst.output = k;
+      for (size_t i = 0; i < v.first.size(); ++i) {
+        const OutputDiff d = compare_outputs(k, v.second[i], v.first[i]);
+        worst.cosine = std::min(worst.cosine, d.cosine);
+        worst.max_abs = std::max(worst.max_abs, d.max_abs);
+        worst.rel_l2 = std::max(worst.rel_l2, d.rel_l2);
+      }
+      r.diffs.push_back(worst);
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "%s vs fp32, output %s over %zu batches: cosine %.6f, max |diff| %.3g, "
+                    "relative L2 %.3g\n",
+                    r.precision.c_str(), k.c_str(), n, worst.cosine, worst.max_abs, worst.rel_l2);
+      log << buf;
+    }
+    if (src && opt.compare_samples > 0 && src->eval_size() > 0) {
+      const int64_t ne = std::min(opt.compare_samples, src->eval_size());
+      r.metrics_f32 = entry.evaluate(*model, *src, ne, dev);
+      r.metrics_lowp = in_precision([&] { return entry.evaluate(*model, *src, ne, dev); });
+      log << "metrics on " << ne << " evaluation samples:";
+      for (const auto& [k, v] : r.metrics_f32) {
+        char buf[120];
+        std::snprintf(buf, sizeof buf, "  %s fp32 %.4f %s %.4f (delta %+.4f)", k.c_str(), v,
+                      r.precision.c_str(), r.metrics_lowp.at(k), r.metrics_lowp.at(k) - v);
+        log << buf;
+      }
+      log << "\n";
+    }
+  }
+
   if (!opt.dump_outputs.empty()) {  // one untimed run on the first batch
-    const TensorMap out = model->infer(to_device(batches.front(), dev));
+    const TensorMap out =
+        in_precision([&] { return model->infer(to_device(batches.front(), dev)); });
     std::vector<std::pair<std::string, Tensor>> dump;
     for (const auto& [k, t] : out) dump.emplace_back(k, t.to(kCPU));
     if (opt.inputs.empty())  // so a peer can rerun exactly this batch
@@ -129,7 +297,7 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     synchronize(dev);
     const auto t1 = Clock::now();
     std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
-    const TensorMap out = model->infer(in);
+    const TensorMap out = in_precision([&] { return model->infer(in); });
     phase.reset();
     synchronize(dev);
     const double dev_ms = ms_since(t1);
@@ -141,6 +309,7 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     flops += model->forward_flops(in);
   }
   const double timed_s = std::chrono::duration<double>(Clock::now() - t_timed).count();
+  if (opt.cuda_graph) run_cuda_graph(*model, batches.front(), dev, opt, in_precision, r, log);
   if (profiling) {
     profiler::stop();
     const profiler::Ceilings ceil = !opt.ceilings.empty() ? profiler::load_ceilings(opt.ceilings)
@@ -173,11 +342,11 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   r.forward_flops = flops / double(opt.iters);
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "%s batch %lld on %s: latency p50 %.3f ms p90 %.3f ms p99 %.3f ms (mean %.3f), "
+                "%s %s batch %lld on %s: latency p50 %.3f ms p90 %.3f ms p99 %.3f ms (mean %.3f), "
                 "%.1f samples/s (device %.1f), %.2f GFLOP/batch, %.1f GFLOP/s\n",
-                entry.name.c_str(), static_cast<long long>(r.batch), dev.str().c_str(),
-                r.latency_p50_ms, r.latency_p90_ms, r.latency_p99_ms, r.latency_mean_ms,
-                r.samples_per_s, r.device_samples_per_s, r.forward_flops / 1e9,
+                entry.name.c_str(), r.precision.c_str(), static_cast<long long>(r.batch),
+                dev.str().c_str(), r.latency_p50_ms, r.latency_p90_ms, r.latency_p99_ms,
+                r.latency_mean_ms, r.samples_per_s, r.device_samples_per_s, r.forward_flops / 1e9,
                 r.forward_flops / (r.latency_p50_ms * 1e6));
   log << buf << std::flush;
   return r;

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 
+#include "infer/quantize.h"
 #include "models/registry.h"
 
 namespace aim::infer {
@@ -21,6 +22,18 @@ struct InferOptions {
   std::string weights;       // safetensors state dict; "" = the seeded initialisation
   std::string inputs;        // safetensors with the model's input tensors (batch from the file)
   std::string dump_outputs;  // write the outputs of the first timed batch (and its inputs)
+  // Precision (DESIGN §5): f32; f16 / bf16 (autocast: 16-bit GEMM/conv/rnn, the op policy of
+  // autograd/amp.h, weights cast once); or int8 (post-training quantisation, infer/quantize.h).
+  DType precision = DType::f32;
+  bool int8 = false;
+  int64_t calib_batches = 8;  // int8: calibration batches from the model's training stream
+  CalibrationOptions calib;
+  std::string save_quantized, load_quantized;  // int8 weights and scales (safetensors)
+  // Low precision: outputs compared with f32 on the first batches, and the model's metric on
+  // this many evaluation samples in both precisions (0: no metric comparison).
+  int64_t compare_samples = 1000;
+  // CUDA: capture one inference step in a CUDA graph and replay it (launch overhead saved).
+  bool cuda_graph = false;
   // Profiling of the timed batches (profiler/profiler.h): tables, Chrome trace, roofline SVG.
   bool profile = false;
   std::string trace, roofline, ceilings;
@@ -35,6 +48,13 @@ struct InferResult {
   double device_samples_per_s = 0;  // batch / mean device time
   double forward_flops = 0;         // analytic, per batch (mean)
   std::string data_description;
+  std::string precision = "fp32";  // fp32 | fp16 | bf16 | int8
+  // Low precision against f32 on the same inputs: per float output, and the model's metrics.
+  std::vector<OutputDiff> diffs;
+  models::Metrics metrics_f32, metrics_lowp;
+  int64_t int8_layers = 0, int8_kept = 0;
+  // --cuda-graph: eager and graph-replay device time per batch (ms).
+  double eager_ms = 0, graph_ms = 0;
 };
 
 InferResult run_inference(const models::ModelEntry& entry, const models::ModelConfig& cfg,

@@ -41,6 +41,19 @@ using StreamHandle = void*;
 StreamHandle current_stream(int device);
 void set_current_stream(int device, StreamHandle s);
 
+// CUDA streams and graphs (aim-infer --cuda-graph). A capture records the work this thread
+// queues on stream s (relaxed mode: the caching allocator may still reserve memory); the
+// instantiated graph replays it on the same buffers. Errors name the CUDA failure (a host
+// synchronisation inside the captured code ends the capture with an error).
+using GraphHandle = void*;
+StreamHandle create_stream(int device);  // non-blocking
+void destroy_stream(int device, StreamHandle s);
+void begin_capture(int device, StreamHandle s);
+GraphHandle end_capture(int device, StreamHandle s);  // instantiated, ready to launch
+void launch_graph(GraphHandle g, StreamHandle s);
+void destroy_graph(GraphHandle g);
+void synchronize_stream(int device, StreamHandle s);
+
 // Raw copies between devices (synchronous with respect to the current stream).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
 void synchronize(Device d);

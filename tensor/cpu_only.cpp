@@ -22,4 +22,17 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 }
 void synchronize(Device) {}
 
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  AIM_FAIL(what, ": aim was built without CUDA (AIM_CUDA=OFF)");
+}
+}  // namespace
+StreamHandle create_stream(int) { no_cuda("create_stream"); }
+void destroy_stream(int, StreamHandle) { no_cuda("destroy_stream"); }
+void begin_capture(int, StreamHandle) { no_cuda("CUDA graph capture"); }
+GraphHandle end_capture(int, StreamHandle) { no_cuda("CUDA graph capture"); }
+void launch_graph(GraphHandle, StreamHandle) { no_cuda("CUDA graph launch"); }
+void destroy_graph(GraphHandle) { no_cuda("CUDA graph"); }
+void synchronize_stream(int, StreamHandle) { no_cuda("synchronize_stream"); }
+
 }  // namespace aim

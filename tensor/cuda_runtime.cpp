@@ -201,6 +201,67 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   AIM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+namespace {
+struct DeviceGuard {  // cudaSetDevice for a scope
+  explicit DeviceGuard(int d) {
+    AIM_CUDA_CHECK(cudaGetDevice(&prev));
+    AIM_CUDA_CHECK(cudaSetDevice(d));
+  }
+  ~DeviceGuard() { cudaSetDevice(prev); }
+  int prev = 0;
+};
+}  // namespace
+
+StreamHandle create_stream(int device) {
+  DeviceGuard g(device);
+  cudaStream_t s = nullptr;
+  AIM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+void destroy_stream(int device, StreamHandle s) {
+  DeviceGuard g(device);
+  AIM_CUDA_CHECK(cudaStreamDestroy(static_cast<cudaStream_t>(s)));
+}
+
+void begin_capture(int device, StreamHandle s) {
+  DeviceGuard g(device);
+  AIM_CUDA_CHECK(
+      cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeRelaxed));
+}
+
+GraphHandle end_capture(int device, StreamHandle s) {
+  DeviceGuard g(device);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(s), &graph);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    AIM_FAIL("CUDA graph capture failed: ", cudaGetErrorString(e),
+             " (the captured step must not synchronise with the host or use another stream)");
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t ie = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (ie != cudaSuccess) {
+    cudaGetLastError();
+    AIM_FAIL("CUDA graph instantiation failed: ", cudaGetErrorString(ie));
+  }
+  return exec;
+}
+
+void launch_graph(GraphHandle g, StreamHandle s) {
+  AIM_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(g), static_cast<cudaStream_t>(s)));
+}
+
+void destroy_graph(GraphHandle g) {
+  AIM_CUDA_CHECK(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(g)));
+}
+
+void synchronize_stream(int device, StreamHandle s) {
+  DeviceGuard g(device);
+  AIM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(s)));
+}
+
 void synchronize(Device d) {
   if (d.is_cuda())
     AIM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(d.index))));

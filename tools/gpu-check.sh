@@ -136,8 +136,29 @@ if [ -x "$bdir/aim-bench" ]; then
   step "aim-bench peak" 60 "$bdir/aim-bench" peak --device cuda --ceilings "$OUT/ceilings-h200.json" --results "$OUT/bench.jsonl"
   # The AI Matrix layer-based shapes on the GPU (3 repetitions: the check, not the speed record).
   step "aim-bench suite layers" 150 "$bdir/aim-bench" suite layers --device cuda --reps 3 --max-gflop 20 --out "$OUT/layers.csv" --format csv
+  # Precision (issue 8): tensor-core GEMM and conv in fp16/bf16, int8 GEMM/conv (dp4a, cuBLASLt).
+  for dt in f16 bf16; do
+    step "aim-bench matmul $dt" 60 "$bdir/aim-bench" op matmul --shape 4096,4096,4096 --dtype "$dt" --device cuda --results "$OUT/bench.jsonl"
+    step "aim-bench conv2d_fwd $dt" 60 "$bdir/aim-bench" op conv2d_fwd --shape 32,64,56,56,64,3,3,1,1,1,1,0 --dtype "$dt" --device cuda --results "$OUT/bench.jsonl"
+  done
+  step "aim-bench qlinear int8" 60 "$bdir/aim-bench" op qlinear --shape 4096,4096,4096,1,0 --dtype f32 --device cuda --results "$OUT/bench.jsonl"
 else
   results+=("| aim-bench | SKIP | not built yet |")
+fi
+# Mixed-precision training, low-precision inference, CUDA graphs on the GPU (issue 8, 10).
+if [ -x "$bdir/aim-infer" ]; then
+  for p in fp16 bf16; do
+    step "train din $p" 60 "$bdir/aim-train" din --device cuda --steps 200 --batch-size 256 --precision "$p" --eval-every 0 --eval-samples 2000 --progress lines --results "$OUT/precision.jsonl"
+    step "train resnet50 $p" 90 "$bdir/aim-train" resnet50 --device cuda --steps 30 --batch-size 64 --precision "$p" --eval-every 0 --eval-samples 256 --progress lines --results "$OUT/precision.jsonl"
+  done
+  for p in fp16 bf16 int8; do
+    step "infer resnet50 $p" 90 "$bdir/aim-infer" resnet50 --device cuda --precision "$p" --iters 50 --batch-size 64 --compare-samples 256 --results "$OUT/precision.jsonl"
+  done
+  step "infer resnet50 cuda-graph" 60 "$bdir/aim-infer" resnet50 --device cuda --fp16 --cuda-graph --iters 50 --batch-size 16 --compare-samples 0 --results "$OUT/precision.jsonl"
+  step "infer din cuda-graph" 60 "$bdir/aim-infer" din --device cuda --cuda-graph --iters 50 --batch-size 256 --results "$OUT/precision.jsonl"
+  if "$bdir/aim-infer" --list 2>/dev/null | grep -q '^crnn'; then
+    step "infer crnn fp16" 60 "$bdir/aim-infer" crnn --device cuda --fp16 --iters 50 --batch-size 128 --results "$OUT/precision.jsonl"
+  fi
 fi
 ceil_flag=()
 [ -s "$OUT/ceilings-h200.json" ] && ceil_flag=(--ceilings "$OUT/ceilings-h200.json")

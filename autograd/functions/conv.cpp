@@ -8,6 +8,7 @@
 #include "autograd/amp.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/shape.h"
+#include "autograd/int8.h"
 #include "autograd/node.h"
 
 namespace aim::autograd {
@@ -82,6 +83,7 @@ struct ConvTranspose2dNode final : Node {
 
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
                 const Conv2dParams& p) {
+  if (auto y = int8::conv2d(x, weight, bias, p)) return *y;
   if (auto c = amp::autocast(amp::OpClass::lowp, {&x, &weight, &bias}))
     return conv2d((*c)[0], (*c)[1], (*c)[2], p);
   check_conv_inputs("conv2d", x, weight, bias);

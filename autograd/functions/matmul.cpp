@@ -9,6 +9,7 @@
 #include "autograd/functions/matmul.h"
 
 #include "autograd/amp.h"
+#include "autograd/int8.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
 #include "kernels/matmul/matmul.h"
@@ -134,6 +135,7 @@ Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b
 }
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  if (auto y = int8::linear(x, weight, bias)) return *y;
   if (auto c = amp::autocast(amp::OpClass::lowp, {&x, &weight, &bias}))
     return linear((*c)[0], (*c)[1], (*c)[2]);
   AIM_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");

@@ -56,6 +56,11 @@ run([INFER, "din", "--config", "size=tiny", "--list-inputs"], 0, "hist_item", "i
 
 # ---- bad flags and values: exit 2, naming the flag and what is allowed ------------------------
 bad = [
+    ([INFER, "din", "--fp16", "--int8"], "give one of --precision, --fp16, --bf16, --int8"),
+    ([INFER, "din", "--precision", "fp8"], "--precision 'fp8': allowed: fp32, fp16, bf16, int8"),
+    ([INFER, "din", "--calib-batches", "4"], "--calib*, --save-quantized and --load-quantized need --int8"),
+    ([INFER, "din", "--int8", "--calib", "mse"], "--calib 'mse' is not allowed (allowed: max, percentile)"),
+    ([INFER, "din", "--device", "cpu", "--cuda-graph"], "--cuda-graph needs a CUDA device"),
     ([TRAIN, "din", "--optimizer", "bogus"], "--optimizer 'bogus'", "allowed: sgd, adam"),
     ([TRAIN, "din", "--batch-size", "64,x"], "--batch-size", "not a positive integer"),
     ([TRAIN, "din", "--batch-size", "0"], "--batch-size", "not a positive integer"),
@@ -233,6 +238,31 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     os.remove(os.path.join(dd, "reviews-info"))
     run([TRAIN, "dien"] + TINY + ["--data", dd, "--steps", "1"], 1, dd + "/reviews-info:0: cannot open")
 
+    # ---- precision: mixed-precision training, low-precision inference (docs/precision.md) ------
+    pres = os.path.join(tmp, "precision.jsonl")
+    run([TRAIN, "din"] + TINY + ["--precision", "fp16", "--steps", "4", "--batch-size", "16",
+                                 "--inject-overflow", "2", "--results", pres], 0,
+        "precision fp16 (mixed)", "step 2: gradient overflow (Inf/NaN), step skipped; loss scale -> 32768",
+        "loss scale 32768 at the end, 1 steps skipped")
+    run([TRAIN, "din", "--list-amp"], 0, "lowp    matmul, linear", "^(item|cate)_emb\\.")
+    qf = os.path.join(tmp, "q.safetensors")
+    run([INFER, "din"] + TINY + ["--int8", "--iters", "2", "--batch-size", "32", "--save-quantized",
+                                 qf, "--results", pres], 0, "int8 vs fp32, output output",
+        "(delta ", "wrote int8 weights and scales")
+    run([INFER, "din"] + TINY + ["--precision", "int8", "--load-quantized", qf, "--iters", "1",
+                                 "--batch-size", "32"], 0, "loaded from " + qf)
+    run([INFER, "din"] + TINY + ["--bf16", "--iters", "1", "--batch-size", "32", "--results", pres],
+        0, "bf16 vs fp32, output output")
+    if os.path.exists(pres):
+        lines = results(pres)
+        check([l["precision"] for l in lines] == ["fp16", "int8", "bf16"],
+              "precision results: %r" % [l.get("precision") for l in lines])
+        check(lines[0].get("skipped_steps") == 1 and lines[0].get("loss_scale") == 32768,
+              "fp16 results lack loss_scale/skipped_steps")
+        check(lines[1]["vs_fp32"]["outputs"]["output"]["cosine"] > 0.99, "int8 cosine in results")
+    run([INFER, "din"] + TINY + ["--int8", "--load-quantized", os.path.join(tmp, "nope.safetensors"),
+                                 "--iters", "1"], 1, "nope.safetensors")
+
     # ---- a CNN classifier: torchvision's weights, aim-infer's dump vs torchvision's logits --------
     vis = os.path.join(tmp, "vision")
     os.makedirs(vis)
@@ -260,6 +290,78 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
              "--iters", "1"], 1, "fc.weight")
     run([TRAIN, "resnet50"] + TINY + ["--steps", "3", "--batch-size", "4", "--eval-samples", "8",
                                       "--progress", "lines"], 0, "done: 3 steps", "top1")
+
+# ---- data-parallel training: CPU ranks (local backend), results, trace overlap, failures --------
+with tempfile.TemporaryDirectory() as dtmp:
+    import time
+    dres = os.path.join(dtmp, "dp.jsonl")
+    dtrace = os.path.join(dtmp, "dp_trace.json")
+    run([TRAIN, "din"] + TINY + ["--ranks", "2", "--steps", "6", "--batch-size", "32",
+                                  "--eval-every", "0", "--eval-samples", "500", "--bucket-mb", "0.002",
+                                  "--trace", dtrace, "--results", dres, "--progress", "lines"],
+        0, "data parallel: 2 ranks (local", "rank 1: ", "hidden behind backward", "global batch 64")
+    if os.path.exists(dres):
+        j = results(dres)[-1]
+        d = j.get("dist", {})
+        check(j["devices"] == 2 and j["global_batch"] == 64, "dp results: devices/global_batch %r" % j)
+        check(len(d.get("rank_throughput", [])) == 2 and d["total_throughput"] > 0 and d["buckets"] > 1
+              and len(d["bucket_bytes"]) == d["buckets"] and 0 <= d["hidden_fraction"] <= 1
+              and d["allreduce_ms_per_step"] > 0 and d["backward_ms_per_step"] > 0,
+              "dp results: dist fields %r" % d)
+    if os.path.exists(dtrace):
+        with open(dtrace) as f:
+            ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        bwd = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] == "bwd"]
+        ar = [(e["ts"], e["tid"]) for e in ev if e["name"].startswith("allreduce bucket ")]
+        check(ar and not {t for _, t in ar} & {e["tid"] for e in ev if e["name"] == "bwd"},
+              "dp trace: all-reduce spans must be on their own tracks")
+        check(any(a < s < b for s, _ in ar for a, b in bwd),
+              "dp trace: no all-reduce span starts inside a backward span")
+    # A failing rank stops every rank at once with its message (not at the 60 s deadline).
+    t0 = time.time()
+    run([TRAIN, "din"] + TINY + ["--ranks", "3", "--steps", "20", "--batch-size", "16",
+                                  "--eval-every", "0", "--eval-samples", "100", "--dist-timeout", "60",
+                                  "--inject-failure", "2:4"],
+        1, "dist: rank 2 failed: injected failure at step 4")
+    check(time.time() - t0 < 30, "dp failure: took %.0f s, expected well under --dist-timeout 60"
+          % (time.time() - t0))
+    # A rank that stops answering (outside any collective): its peers time out after 2 s, the
+    # process ends one timeout later naming it, the stuck thread abandoned.
+    t0 = time.time()
+    run([TRAIN, "din"] + TINY + ["--ranks", "3", "--steps", "20", "--batch-size", "16",
+                                  "--eval-every", "0", "--eval-samples", "100", "--dist-timeout", "2",
+                                  "--inject-failure", "2:3:hang"],
+        1, "timed out after 2000 ms", "waiting for rank(s) 2", "rank(s) 2 still running 2000 ms later")
+    check(time.time() - t0 < 15, "dp hang: took %.0f s, expected about 2 x --dist-timeout 2"
+          % (time.time() - t0))
+    # Checkpoints: rank 0 writes; resuming with another rank count is refused.
+    dck = os.path.join(dtmp, "ck")
+    run([TRAIN, "din"] + TINY + ["--ranks", "2", "--steps", "3", "--batch-size", "16",
+                                  "--eval-samples", "100", "--checkpoint-dir", dck], 0, "done: 3 steps")
+    run([TRAIN, "din"] + TINY + ["--steps", "6", "--batch-size", "16", "--eval-samples", "100",
+                                  "--checkpoint-dir", dck, "--resume"], 1, "written by a run of 2 rank(s)")
+    run([TRAIN, "din"] + TINY + ["--ranks", "2", "--steps", "2", "--batch-size", "16",
+                                  "--eval-samples", "100", "--embedding-comm", "sparse"],
+        0, "sparse exchange of item_emb.weight")
+    run([TRAIN, "din"] + TINY + ["--ranks", "2", "--steps", "2", "--batch-size", "16",
+                                  "--eval-samples", "100", "--precision", "fp16", "--inject-overflow", "1"],
+        0, "step 1: gradient overflow", "1 steps skipped")
+    run([TRAIN, "din", "--config", "size=tiny", "--dist-plan", "--batch-size", "64"], 0,
+        '"bucket_bytes"', '"grad_bytes"', '"rows_touched"')
+    for args, *frags in [
+        (["--ranks", "2", "--device", "cuda"], "--ranks runs CPU ranks"),
+        (["--ranks", "2", "--gpus", "2"], "--ranks (CPU ranks) and --gpus exclude each other"),
+        (["--ranks", "2", "--inject-failure", "5:1"], "--inject-failure rank 5 is not a rank of 2"),
+        (["--ranks", "2", "--inject-failure", "x"], "--inject-failure 'x': expected RANK:STEP"),
+        (["--inject-failure", "0:1"], "--inject-failure needs a data-parallel run"),
+        (["--ranks", "2", "--embedding-comm", "rows"], "--embedding-comm 'rows'", "allowed: dense, sparse"),
+        (["--ranks", "2", "--dist-timeout", "0"], "--dist-timeout must be > 0"),
+        (["--ranks", "2", "--bucket-mb", "-1"], "--bucket-mb must be > 0"),
+        (["--ranks", "-1"], "--ranks must be >= 0"),
+    ]:
+        run([TRAIN, "din", "--config", "size=tiny", "--steps", "1"] + args, 2, *frags)
+    run([TRAIN, "din"] + TINY + ["--ranks", "2", "--steps", "1", "--freeze-bn"], 1,
+        "--freeze-bn: din has no BatchNorm2d")
 
 if failures:
     print("%d CLI checks failed:\n\n%s" % (len(failures), "\n\n".join(failures)))
