@@ -157,7 +157,11 @@ int main(int argc, char** argv) {
       if (!r.diffs.empty()) {
         nlohmann::json d = nlohmann::json::object();
         for (const auto& o : r.diffs)
-          d[o.output] = {{"cosine", o.cosine}, {"max_abs", o.max_abs}, {"rel_l2", o.rel_l2}};
+          d[o.output] =
+              o.agreement >= 0
+                  ? nlohmann::json{{"agreement", o.agreement}, {"samples", o.samples}}
+                  : nlohmann::json{
+                        {"cosine", o.cosine}, {"max_abs", o.max_abs}, {"rel_l2", o.rel_l2}};
         j["vs_fp32"] = {{"outputs", d}};
         if (!r.metrics_f32.empty()) {
           j["vs_fp32"]["metrics_fp32"] = r.metrics_f32;

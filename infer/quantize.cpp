@@ -179,4 +179,21 @@ OutputDiff compare_outputs(const std::string& name, const Tensor& lowp, const Te
   return d;
 }
 
+OutputDiff compare_integer_outputs(const std::string& name, const Tensor& lowp, const Tensor& ref) {
+  AIM_CHECK(lowp.sizes() == ref.sizes() && lowp.dim() >= 1, "compare ", name, ": shapes ",
+            to_string(lowp.sizes()), " and ", to_string(ref.sizes()), " differ");
+  const std::vector<int64_t> a = lowp.to(kCPU).to(DType::i64).contiguous().to_vector<int64_t>();
+  const std::vector<int64_t> b = ref.to(kCPU).to(DType::i64).contiguous().to_vector<int64_t>();
+  OutputDiff d;
+  d.output = name;
+  d.samples = lowp.size(0);
+  const size_t row = d.samples > 0 ? a.size() / size_t(d.samples) : 0;
+  int64_t same = 0;
+  for (int64_t i = 0; i < d.samples; ++i)
+    same += std::equal(a.begin() + long(i * row), a.begin() + long((i + 1) * row),
+                       b.begin() + long(i * row));
+  d.agreement = d.samples > 0 ? double(same) / double(d.samples) : 1.0;
+  return d;
+}
+
 }  // namespace aim::infer

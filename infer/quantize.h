@@ -45,7 +45,12 @@ QuantizedModel load_quantized(const std::string& path, const models::Model& mode
 struct OutputDiff {
   std::string output;  // tensor name
   double cosine = 1, max_abs = 0, rel_l2 = 0;
+  // Integer outputs (decoded labels, class ids): the share of samples (rows along dim 0) whose
+  // values are all equal; -1 for float outputs.
+  double agreement = -1;
+  int64_t samples = 0;
 };
 OutputDiff compare_outputs(const std::string& name, const Tensor& lowp, const Tensor& ref);
+OutputDiff compare_integer_outputs(const std::string& name, const Tensor& lowp, const Tensor& ref);
 
 }  // namespace aim::infer

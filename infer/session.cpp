@@ -225,19 +225,37 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
 
   if (lowp) {  // the same inputs in f32 and in low precision
     const size_t n = std::min<size_t>(batches.size(), 4);
-    std::map<std::string, std::pair<std::vector<Tensor>, std::vector<Tensor>>> outs;
+    std::map<std::string, std::pair<std::vector<Tensor>, std::vector<Tensor>>> outs, ints;
     for (size_t i = 0; i < n; ++i) {
       const TensorMap in = to_device(batches[i], dev);
       for (const auto& [k, t] : model->infer(in))
-        if (is_floating(t.dtype())) outs[k].first.push_back(t.to(kCPU).to(DType::f32).view({-1}));
+        (is_floating(t.dtype()) ? outs : ints)[k].first.push_back(t.to(kCPU));
       for (const auto& [k, t] : in_precision([&] { return model->infer(in); }))
-        if (is_floating(t.dtype())) outs[k].second.push_back(t.to(kCPU).to(DType::f32).view({-1}));
+        (is_floating(t.dtype()) ? outs : ints)[k].second.push_back(t.to(kCPU));
+    }
+    for (const auto& [k, v] : ints) {  // decoded labels, class ids: share of identical samples
+      OutputDiff all;
+      all.output = k;
+      int64_t same = 0;
+      for (size_t i = 0; i < v.first.size(); ++i) {
+        const OutputDiff d = compare_integer_outputs(k, v.second[i], v.first[i]);
+        all.samples += d.samples;
+        same += std::llround(d.agreement * double(d.samples));
+      }
+      all.agreement = all.samples > 0 ? double(same) / double(all.samples) : 1.0;
+      r.diffs.push_back(all);
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "%s vs fp32, output %s: %lld of %lld samples identical (%.2f%%)\n",
+                    r.precision.c_str(), k.c_str(), static_cast<long long>(same),
+                    static_cast<long long>(all.samples), 100.0 * all.agreement);
+      log << buf;
     }
     for (const auto& [k, v] : outs) {
       OutputDiff worst;
       worst.output = k;
       for (size_t i = 0; i < v.first.size(); ++i) {
-        const OutputDiff d = compare_outputs(k, v.second[i], v.first[i]);
+        const OutputDiff d = compare_outputs(k, v.second[i].view({-1}), v.first[i].view({-1}));
         worst.cosine = std::min(worst.cosine, d.cosine);
         worst.max_abs = std::max(worst.max_abs, d.max_abs);
         worst.rel_l2 = std::max(worst.rel_l2, d.rel_l2);

@@ -108,6 +108,7 @@ std::vector<ModelEntry> make_registry() {
   add_dien_model(r);
   add_wide_deep_model(r);
   add_vision_models(r);
+  add_crnn_model(r);
   return r;
 }
 

@@ -9,6 +9,7 @@
 
 #include "kernels/elementwise/loops_cpu.h"
 #include "kernels/elementwise/unary.h"
+#include "kernels/fast_math.h"
 #include "kernels/registry.h"
 #include "kernels/testing.h"
 
@@ -128,30 +129,6 @@ void unary_bwd_cpu_ref(const UnaryBwdArgs& a) {
 
 template <class T>
 using Comp = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-// exp in float for the cpu.omp loops: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-part
-// ln2), a degree-6 polynomial for e^r (Cephes expf coefficients), 2^n from the exponent bits.
-// Branch-free and call-free, so GCC vectorises the loop (std::exp is one libm call per element,
-// which made sigmoid the second most expensive op of DIN). Max relative error ~2 ulp on
-// [-87, 88]; inputs are clamped there (e^-87 ~ 1.6e-38, the float normal range).
-inline float fast_expf(float x) {
-  x = x < -87.0f ? -87.0f : x;  // selects, not std::min/max: they vectorise (-fno-trapping-math)
-  x = x > 88.0f ? 88.0f : x;
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  float r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
 
 template <UnaryKind K, class T>
 struct UnaryLoop {

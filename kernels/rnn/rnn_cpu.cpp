@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/fast_math.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/registry.h"
 #include "kernels/rnn/rnn.h"
@@ -487,28 +488,6 @@ void gemm(const Tensor& A, bool ta, const Tensor& Bm, bool tb, const Tensor& C, 
 // Parallel gate loops only above this many elements (thread start-up costs more below).
 constexpr int64_t kParallelMin = 4096;
 
-// exp in float, branch- and call-free so that the gate loops vectorise (one libm call per
-// element made the transcendentals most of a DIEN-sized step): x = n ln2 + r, |r| <= ln2/2
-// (Cody-Waite), a degree-6 polynomial for e^r (Cephes expf), 2^n from the exponent bits; ~2 ulp
-// on [-87, 88], inputs clamped there. The same function as kernels/elementwise/unary_cpu.cpp's.
-inline float fast_expf(float x) {
-  x = x < -87.0f ? -87.0f : x;  // selects, not std::min/max: they vectorise (-fno-trapping-math)
-  x = x > 88.0f ? 88.0f : x;
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  float r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
 template <class T>
 inline T fexp(T v) {
   if constexpr (std::is_same_v<T, float>)

@@ -260,6 +260,9 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
         check(lines[0].get("skipped_steps") == 1 and lines[0].get("loss_scale") == 32768,
               "fp16 results lack loss_scale/skipped_steps")
         check(lines[1]["vs_fp32"]["outputs"]["output"]["cosine"] > 0.99, "int8 cosine in results")
+    run([INFER, "crnn"] + TINY + ["--fp16", "--iters", "1", "--warmup", "0", "--batch-size", "8",
+                                  "--compare-samples", "0"], 0,
+        "fp16 vs fp32, output decoded: ", "samples identical")
     run([INFER, "din"] + TINY + ["--int8", "--load-quantized", os.path.join(tmp, "nope.safetensors"),
                                  "--iters", "1"], 1, "nope.safetensors")
 

@@ -57,7 +57,8 @@ TEST(LowPrecisionInfer, SixteenBitTracksF32) {
       const InferResult r = infer(model, o);
       ASSERT_FALSE(r.diffs.empty());
       for (const OutputDiff& d : r.diffs)
-        EXPECT_GT(d.cosine, 0.999) << model << " " << dtype_name(t) << " " << d.output;
+        if (d.agreement < 0)
+          EXPECT_GT(d.cosine, 0.999) << model << " " << dtype_name(t) << " " << d.output;
       const double m = r.metrics_f32.at(headline(model)), ml = r.metrics_lowp.at(headline(model));
       EXPECT_NEAR(ml, m, 0.01) << model << " " << dtype_name(t);
     }
@@ -74,6 +75,7 @@ TEST(LowPrecisionInfer, Int8CosineAndMetricDelta) {
       const InferResult r = infer(model, o, &log);
       EXPECT_GT(r.int8_layers, 0);
       for (const OutputDiff& d : r.diffs) {
+        if (d.agreement >= 0) continue;  // integer outputs
         EXPECT_GE(d.cosine, 0.99) << model << " " << method << " " << d.output;
         std::cout << model << " int8 (" << method << ") " << d.output << ": cosine " << d.cosine
                   << ", relative L2 " << d.rel_l2 << "\n";
