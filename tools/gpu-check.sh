@@ -155,6 +155,8 @@ if [ -x "$bdir/aim-infer" ]; then
     step "infer resnet50 $p" 90 "$bdir/aim-infer" resnet50 --device cuda --precision "$p" --iters 50 --batch-size 64 --compare-samples 256 --results "$OUT/precision.jsonl"
   done
   step "infer resnet50 cuda-graph" 60 "$bdir/aim-infer" resnet50 --device cuda --fp16 --cuda-graph --iters 50 --batch-size 16 --compare-samples 0 --results "$OUT/precision.jsonl"
+  # Data parallel over NCCL with one GPU (issue 9): the communicator and reducer on a device.
+  step "train din --gpus 1" 60 "$bdir/aim-train" din --device cuda --gpus 1 --config size=tiny --steps 20 --progress lines --results "$OUT/precision.jsonl"
   step "infer din cuda-graph" 60 "$bdir/aim-infer" din --device cuda --cuda-graph --iters 50 --batch-size 256 --results "$OUT/precision.jsonl"
   if "$bdir/aim-infer" --list 2>/dev/null | grep -q '^crnn'; then
     step "infer crnn fp16" 60 "$bdir/aim-infer" crnn --device cuda --fp16 --iters 50 --batch-size 128 --results "$OUT/precision.jsonl"

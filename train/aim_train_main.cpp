@@ -3,6 +3,9 @@
 //   aim-train din --device cpu --steps 1000 --batch-size 256
 //   aim-train din --config size=tiny --batch-size 64,128,256 --steps 100 --results runs.jsonl
 //   aim-train --list
+//   aim-train din --device cpu --ranks 4             (data parallel: 4 CPU ranks, threads)
+//   aim-train resnet50 --gpus 8                      (data parallel: 8 GPUs, NCCL)
+//   torchrun --nproc-per-node 8 aim-train resnet50   (one process per GPU: RANK/WORLD_SIZE/...)
 //
 // Exit status: 0 success, 1 runtime error (aim::Error: NaN loss, corrupt checkpoint, bad data
 // file), 2 bad usage (the message names the flag and what is allowed).
@@ -10,6 +13,7 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -23,6 +27,7 @@
 #include "profiler/profiler.h"
 #include "profiler/run_info.h"
 #include "tensor/check.h"
+#include "train/dist/launch.h"
 #include "train/trainer.h"
 
 namespace po = boost::program_options;
@@ -43,10 +48,10 @@ void require(bool ok, const std::string& flag, const std::string& what, const T&
 
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
-      profile_steps, precision, inject_overflow;
+      profile_steps, precision, inject_overflow, inject_failure;
   std::vector<std::string> config;
   aim::train::TrainOptions to;
-  int threads = 0;
+  int threads = 0, ranks = 0, gpus = 0;
 
   po::options_description opts("aim-train MODEL [options]   (models: aim-train --list)");
   // clang-format off
@@ -126,6 +131,28 @@ int main(int argc, char** argv) {
     ("nvtx", "NVTX ranges (domain aim: step/N, fwd, bwd, opt, fwd/<layer>, bwd/<layer>) for "
      "Nsight Systems")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
+    ("ranks", po::value<int>(&ranks)->default_value(0),
+     "data parallel on the CPU: N ranks as threads of this process (local backend; "
+     "--device cpu); --batch-size is per rank")
+    ("gpus", po::value<int>(&gpus)->default_value(0),
+     "data parallel on N GPUs of this process (NCCL, one thread per GPU); --batch-size is per "
+     "GPU. Under a launcher (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_* with MASTER_ADDR/"
+     "MASTER_PORT) each process is one rank on its LOCAL_RANK GPU without this flag")
+    ("dist-timeout", po::value<double>(&to.dist.timeout_s)->default_value(300),
+     "data parallel: seconds any collective may wait for the other ranks before every rank stops")
+    ("bucket-mb", po::value<double>(&to.dist.bucket_mb)->default_value(25),
+     "data parallel: gradient bucket size in MB (the first bucket 1 MB)")
+    ("embedding-comm", po::value<std::string>(&to.dist.embedding_comm)->default_value("dense"),
+     "data parallel: dense (all-reduce embedding tables) | sparse (all-gather of the touched "
+     "rows; CPU ranks)")
+    ("freeze-bn", "BatchNorm2d layers normalise with their running statistics in training too "
+     "(frozen BN: batch-split invariant under data parallelism)")
+    ("dist-plan", "print the data-parallel plan (parameters, gradient bytes, bucket plan at "
+     "--bucket-mb, embedding rows one step at --batch-size touches, training FLOPs) as JSON and "
+     "exit (tools/scaling_table.py)")
+    ("inject-failure", po::value<std::string>(&inject_failure),
+     "testing data parallel: RANK:STEP, that rank fails at the start of that step (1-based); "
+     "RANK:STEP:hang, it stops answering there (its peers time out)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
   try {
@@ -147,6 +174,14 @@ int main(int argc, char** argv) {
     const aim::models::ModelEntry* entry = mc.entry;
     const aim::models::ModelConfig cfg = mc.cfg;
     const std::vector<int64_t> batches = aim::cli::parse_positive_list("--batch-size", batch_list);
+    if (vm.count("dist-plan")) {
+      if (!(to.dist.bucket_mb > 0)) throw UsageError("--bucket-mb must be > 0");
+      aim::cli::set_threads(threads);
+      for (const int64_t b : batches)
+        std::cout << aim::train::data_parallel_plan(*entry, cfg, b, to.dist.bucket_mb, to.seed)
+                  << "\n";
+      return 0;
+    }
     require(to.steps > 0, "--steps", "> 0", to.steps);
     require(to.epochs >= 0, "--epochs", ">= 0", to.epochs);
     require(to.optim.lr > 0, "--lr", "> 0", to.optim.lr);
@@ -179,7 +214,11 @@ int main(int argc, char** argv) {
       throw UsageError("--nesterov needs --optimizer sgd and --momentum > 0");
     if (to.optim.momentum > 0 && to.optim.name != "sgd")
       throw UsageError("--momentum applies to --optimizer sgd only");
-    to.precision = aim::autograd::amp::parse_precision(precision, "--precision");
+    try {
+      to.precision = aim::autograd::amp::parse_precision(precision, "--precision");
+    } catch (const aim::Error& e) {
+      throw UsageError(e.what());
+    }
     if (!(to.loss_scaler.init_scale > 0))
       throw UsageError("--loss-scale must be > 0, got " +
                        std::to_string(to.loss_scaler.init_scale));
@@ -211,6 +250,78 @@ int main(int argc, char** argv) {
       throw UsageError(
           "--batch-size lists (sweeps) cannot be combined with --checkpoint-dir or "
           "--save-weights");
+    require(ranks >= 0, "--ranks", ">= 0", ranks);
+    require(gpus >= 0, "--gpus", ">= 0", gpus);
+    if (ranks > 0 && gpus > 0)
+      throw UsageError("--ranks (CPU ranks) and --gpus exclude each other");
+    require(to.dist.timeout_s > 0, "--dist-timeout", "> 0 seconds", to.dist.timeout_s);
+    require(to.dist.bucket_mb > 0, "--bucket-mb", "> 0", to.dist.bucket_mb);
+    if (to.dist.embedding_comm != "dense" && to.dist.embedding_comm != "sparse")
+      throw UsageError("--embedding-comm '" + to.dist.embedding_comm +
+                       "' is not allowed (allowed: dense, sparse)");
+    to.freeze_batchnorm = vm.count("freeze-bn") > 0;
+    const aim::dist::LaunchEnv launch = aim::dist::detect_launch_env();
+    const bool launched = launch.launched() && launch.world_size > 1;
+    if (launched && (ranks > 0 || gpus > 0))
+      throw UsageError("--ranks/--gpus start ranks in this process; under a launcher (" +
+                       launch.source + ", world size " + std::to_string(launch.world_size) +
+                       ") every process is one rank: drop the flag");
+    if (ranks > 0) {
+      if (!device.empty() && device != "cpu")
+        throw UsageError("--ranks runs CPU ranks (--device cpu), got --device " + device +
+                         "; use --gpus N for GPUs");
+      device = "cpu";
+      to.dist.backend = "local";
+      to.dist.ranks = ranks;
+    } else if (gpus > 0) {
+      if (!device.empty() && device != "cuda" && device != "cuda:0")
+        throw UsageError("--gpus N trains on cuda:0 .. cuda:N-1, got --device " + device);
+      device = "cuda";
+      to.dist.backend = "nccl";
+      to.dist.ranks = gpus;
+    } else if (launched) {
+      if (!device.empty() && device.rfind("cuda", 0) != 0)
+        throw UsageError("under a launcher (" + launch.source +
+                         ") aim-train runs NCCL ranks, one GPU each (--device cpu: use --ranks "
+                         "N; the MPI CPU backend is not built)");
+      device = "cuda:" + std::to_string(launch.local_rank);
+      to.dist.backend = "launcher";
+      to.dist.ranks = launch.world_size;
+    }
+    if (!inject_failure.empty()) {
+      std::string spec = inject_failure;
+      const bool hang = spec.size() > 5 && spec.compare(spec.size() - 5, 5, ":hang") == 0;
+      if (hang) spec.resize(spec.size() - 5);
+      const size_t colon = spec.find(':');
+      std::vector<int64_t> parts;
+      if (colon != std::string::npos && colon > 0) {
+        try {
+          size_t u1 = 0, u2 = 0;
+          const std::string a = spec.substr(0, colon), b = spec.substr(colon + 1);
+          parts = {std::stoll(a, &u1), std::stoll(b, &u2)};
+          if (u1 != a.size() || u2 != b.size()) parts.clear();
+        } catch (const std::exception&) {
+          parts.clear();
+        }
+      }
+      if (parts.size() != 2 || parts[0] < 0 || parts[1] < 1)
+        throw UsageError("--inject-failure '" + inject_failure +
+                         "': expected RANK:STEP or RANK:STEP:hang (rank >= 0, step >= 1, "
+                         "1-based)");
+      if (to.dist.backend.empty())
+        throw UsageError(
+            "--inject-failure needs a data-parallel run (--ranks, --gpus or a "
+            "launcher)");
+      if (parts[0] >= to.dist.ranks)
+        throw UsageError("--inject-failure rank " + std::to_string(parts[0]) +
+                         " is not a rank of " + std::to_string(to.dist.ranks));
+      to.dist.fail_rank = int(parts[0]);
+      to.dist.fail_step = parts[1];
+      to.dist.fail_hang = hang;
+    }
+    // aim-train exits right after a failed run, so a rank stuck outside any collective is left
+    // behind one --dist-timeout after the failure instead of hanging the process.
+    to.dist.abandon_stuck_ranks = !to.dist.backend.empty();
     aim::cli::set_threads(threads);
     const aim::Device dev = aim::cli::resolve_device(device);
     to.device = dev.str();
@@ -222,29 +333,59 @@ int main(int argc, char** argv) {
 
     for (const int64_t batch : batches) {
       to.batch_size = batch;
-      std::cout << "aim-train " << entry->name << " ("
-                << aim::models::ModelEntry::config_string(cfg) << ") on " << dev.str() << ": batch "
-                << batch << ", "
-                << (to.epochs > 0 ? (std::ostringstream() << to.epochs << " epochs").str()
-                                  : std::to_string(to.steps) + " steps")
-                << ", " << to.optim.name << " lr "
-                << (to.optim.lr_batch > 0 ? to.optim.lr * double(batch) / to.optim.lr_batch
-                                          : to.optim.lr)
-                << " (" << to.schedule << "), seed " << to.seed << ", data " << data << "\n";
+      const int nranks = to.dist.backend.empty() ? 1 : to.dist.ranks;
+      const bool lead = to.dist.backend != "launcher" || launch.rank == 0;
+      if (lead)
+        std::cout << "aim-train " << entry->name << " ("
+                  << aim::models::ModelEntry::config_string(cfg) << ") on "
+                  << (to.dist.backend == "nccl" ? "cuda:0.." + std::to_string(nranks - 1)
+                                                : dev.str())
+                  << (nranks > 1 ? " x " + std::to_string(nranks) + " ranks" : std::string())
+                  << ": batch " << batch << (nranks > 1 ? " per rank" : "") << ", "
+                  << (to.epochs > 0 ? (std::ostringstream() << to.epochs << " epochs").str()
+                                    : std::to_string(to.steps) + " steps")
+                  << ", " << to.optim.name << " lr "
+                  << (to.optim.lr_batch > 0 ? to.optim.lr * double(batch) / to.optim.lr_batch
+                                            : to.optim.lr)
+                  << " (" << to.schedule << "), seed " << to.seed << ", data " << data << "\n";
       const auto before = aim::cli::variant_counts();
-      const aim::train::TrainResult r = aim::train::train_model(*entry, cfg, to, std::cout);
-      if (results.empty()) continue;
+      // Launcher runs: only rank 0 prints the run's log (the others' failures still reach
+      // stderr).
+      std::ostream quiet(nullptr);
+      const aim::train::TrainResult r =
+          aim::train::train_model(*entry, cfg, to, lead ? std::cout : quiet);
+      if (results.empty() || !lead) continue;
       nlohmann::json j;
       j["model"] = entry->name;
       j["mode"] = "train";
       j["device"] = dev.str();
-      j["devices"] = 1;
+      j["devices"] = nranks;
       j["precision"] = aim::autograd::amp::precision_name(to.precision);
       if (to.precision == aim::DType::f16) {
         j["loss_scale"] = r.loss_scale;
         j["skipped_steps"] = r.skipped_steps;
       }
       j["batch"] = batch;
+      if (nranks > 1) {
+        const aim::train::DistStats& d = r.dist;
+        j["global_batch"] = batch * nranks;
+        j["dist"] = {{"backend", d.backend},
+                     {"ranks", d.ranks},
+                     {"rank_throughput", d.rank_samples_per_s},
+                     {"total_throughput", d.total_samples_per_s},
+                     {"allreduce_ms_per_step", d.allreduce_ms},
+                     {"backward_ms_per_step", d.backward_ms},
+                     {"hidden_fraction", d.hidden_fraction},
+                     {"exposed_comm_ms_per_step", d.exposed_ms},
+                     {"sparse_exchange_ms_per_step", d.sparse_ms},
+                     {"grad_bytes_per_step", d.grad_bytes},
+                     {"bucket_mb", to.dist.bucket_mb},
+                     {"buckets", d.bucket_bytes.size()},
+                     {"bucket_bytes", d.bucket_bytes},
+                     {"embedding_comm", to.dist.embedding_comm},
+                     {"sparse_tables", d.sparse_tables},
+                     {"timeout_s", to.dist.timeout_s}};
+      }
       j["config"] = cfg;
       j["data"] = r.data_description;
       j["optimizer"] = {{"name", to.optim.name},         {"lr", to.optim.lr},
@@ -281,6 +422,13 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const aim::Error& e) {
     std::cerr << "aim-train: error: " << e.what() << "\n";
+    if (std::string(e.what()).find("were abandoned") != std::string::npos) {
+      // A rank thread stuck outside any collective was left running (--dist-timeout): end the
+      // process without running destructors under it.
+      std::cout.flush();
+      std::cerr.flush();
+      std::_Exit(1);
+    }
     return 1;
   }
 }

@@ -1,23 +1,33 @@
 #include "train/trainer.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "autograd/amp.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/variable.h"
 #include "data/prefetch.h"
+#include "layers/batchnorm.h"
 #include "profiler/profiler.h"
 #include "profiler/roofline.h"
 #include "profiler/run_info.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 #include "tensor/safetensors.h"
+#include "train/dist/communicator.h"
+#include "train/dist/nccl_backend.h"
+#include "train/dist/reducer.h"
 
 namespace aim::train {
 namespace {
@@ -226,14 +236,116 @@ class ProgressLog {
 
 struct Fetched {
   TensorMap batch;
-  int64_t position = 0;  // stream position after this batch
+  int64_t position = 0;  // stream position after this batch (the global one under ranks)
 };
+
+// One rank of a data-parallel run (null: a single process).
+struct RankCtx {
+  dist::Communicator* comm = nullptr;
+  int rank = 0, size = 1;
+};
+
+// Visits every module of the tree with its dotted path ("" for the root).
+void for_each_module(const layers::Module& m, const std::string& prefix,
+                     const std::function<void(const std::string&, const layers::Module&)>& fn) {
+  fn(prefix, m);
+  for (const auto& [name, c] : m.children())
+    for_each_module(*c, prefix.empty() ? name : prefix + "." + name, fn);
+}
+
+// The 2-D embedding tables of a model (Embedding, EmbeddingBag weights), for
+// --embedding-comm sparse.
+std::set<std::string> embedding_tables(const layers::Module& model) {
+  std::set<std::string> names;
+  std::set<std::string> params;
+  for (const auto& [n, p] : model.named_parameters())
+    if (p.dim() == 2) params.insert(n);
+  for_each_module(model, "", [&](const std::string& path, const layers::Module& m) {
+    if (m.type_name() != "Embedding" && m.type_name() != "EmbeddingBag") return;
+    const std::string w = path.empty() ? "weight" : path + ".weight";
+    if (params.count(w)) names.insert(w);
+  });
+  return names;
+}
+
+// Layers that normalise with statistics of the current batch in training mode (not batch-split
+// invariant under data parallelism): "hist_bn (BatchNorm1d)", ...
+std::vector<std::string> batch_statistics_layers(const layers::Module& model,
+                                                 const models::ModelConfig& cfg, bool bn2d_frozen) {
+  std::vector<std::string> out;
+  // DIN's BatchNorm1d layers are the frozen-BN affine quirk unless bn=train (models/din.h).
+  const auto bn = cfg.find("bn");
+  const bool bn1d_stats = bn == cfg.end() || bn->second == "train";
+  for_each_module(model, "", [&](const std::string& path, const layers::Module& m) {
+    const std::string t = m.type_name();
+    bool uses = t == "Dice" || (t == "BatchNorm1d" && bn1d_stats);
+    if (t == "BatchNorm2d") uses = !bn2d_frozen;
+    if (uses) out.push_back((path.empty() ? std::string("(root)") : path) + " (" + t + ")");
+  });
+  return out;
+}
+
+std::string mb_list(const std::vector<int64_t>& bytes) {
+  std::string s;
+  char b[32];
+  for (const int64_t v : bytes) {
+    std::snprintf(b, sizeof b, "%.2f", double(v) / (1024.0 * 1024.0));
+    s += (s.empty() ? "" : ", ") + std::string(b);
+  }
+  return s + " MB";
+}
+
+// Mean over the ranks of one f64 value per rank (every rank gets the same), and each rank's.
+std::vector<double> gather_doubles(dist::Communicator& comm, const std::vector<double>& mine) {
+  const int64_t k = int64_t(mine.size());
+  Tensor in = Tensor::from_vector<double>(mine, {k}).to(comm.device());
+  Tensor out = Tensor::empty({comm.size() * k}, DType::f64, comm.device());
+  comm.all_gather(in, out);
+  return out.to(kCPU).to_vector<double>();
+}
 
 }  // namespace
 
-TrainResult train_model(const models::ModelEntry& entry, const models::ModelConfig& cfg,
-                        const TrainOptions& opt, std::ostream& log) {
+RankShard::RankShard(data::BatchSource& source, int rank, int ranks, int64_t batch,
+                     int64_t global_position)
+    : src_(source), rank_(rank), ranks_(ranks), batch_(batch) {
+  AIM_CHECK(ranks >= 1 && rank >= 0 && rank < ranks && batch > 0, "RankShard: rank ", rank, " of ",
+            ranks, " with batch ", batch, " is not valid");
+  AIM_CHECK(global_position % (int64_t(ranks) * batch) == 0, "RankShard: global stream position ",
+            global_position, " is not a multiple of ranks * batch = ", int64_t(ranks) * batch,
+            " (resume with the checkpoint's rank count and batch size)");
+  src_.seek(global_position + int64_t(rank) * batch);
+}
+
+TensorMap RankShard::next() {
+  TensorMap b = src_.next(batch_);
+  // Skip the other ranks' blocks: the stream now stands at this rank's block of the next step.
+  src_.seek(src_.position() + int64_t(ranks_ - 1) * batch_);
+  return b;
+}
+
+int64_t RankShard::global_position() const { return src_.position() - int64_t(rank_) * batch_; }
+
+namespace {
+
+// Freezes every BatchNorm2d (running statistics in training too); returns how many.
+int freeze_batchnorm2d(layers::Module& m) {
+  int n = 0;
+  if (auto* b = dynamic_cast<layers::BatchNorm2d*>(&m)) {
+    b->set_frozen(true);
+    ++n;
+  }
+  for (const auto& [name, c] : m.children()) n += freeze_batchnorm2d(*c);
+  return n;
+}
+
+// One rank's training (ctx null: a single process). See train_model.
+TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfig& cfg,
+                       const TrainOptions& opt, std::ostream& log, const RankCtx* ctx) {
   const auto t_call = Clock::now();
+  dist::Communicator* comm = ctx ? ctx->comm : nullptr;
+  const int rank = ctx ? ctx->rank : 0, ranks = ctx ? ctx->size : 1;
+  const bool lead = rank == 0;  // evaluates, logs, writes checkpoints and weights
   AIM_CHECK(opt.batch_size > 0, "train: batch size must be > 0, got ", opt.batch_size);
   AIM_CHECK(opt.epochs > 0 || opt.steps > 0, "train: steps must be > 0, got ", opt.steps);
   AIM_CHECK(!opt.resume || !opt.checkpoint_dir.empty(), "train: resume needs a checkpoint dir");
@@ -241,7 +353,7 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
                 opt.prefetch >= 0 && opt.clip_norm >= 0,
             "train: eval_every, checkpoint_every, prefetch, clip_norm must be >= 0 and "
             "eval_samples > 0");
-  const Device dev = parse_device(opt.device);
+  const Device dev = comm ? comm->device() : parse_device(opt.device);
 
   std::unique_ptr<models::Model> model = entry.build(cfg, opt.seed);
   if (!opt.weights.empty()) {
@@ -253,9 +365,18 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
     }
   }
   model->to(dev);
+  if (opt.freeze_batchnorm) {
+    const int n = freeze_batchnorm2d(*model);
+    AIM_CHECK(n > 0, "--freeze-bn: ", entry.name, " has no BatchNorm2d layer to freeze");
+    log << "frozen BatchNorm2d: " << n << " layers normalise with their running statistics\n";
+  }
   model->train();
+  // Data parallel: rank 0's initial parameters and buffers on every rank (they were built from
+  // the same seed; this also covers --weights read differently or nondeterministic inits).
+  if (comm) dist::broadcast_parameters(*comm, *model, 0);
+  const int64_t global_batch = opt.batch_size * ranks;
   OptimizerOptions oo = opt.optim;
-  if (oo.lr_batch > 0) oo.lr *= double(opt.batch_size) / oo.lr_batch;
+  if (oo.lr_batch > 0) oo.lr *= double(global_batch) / oo.lr_batch;
   auto optim = make_optimizer(oo, model->named_parameters());
   std::unique_ptr<data::BatchSource> source = entry.source(cfg, opt.data, opt.seed);
   const int64_t n_eval = std::min(opt.eval_samples, source->eval_size());
@@ -265,12 +386,13 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   r.data_description = source->describe();
   r.total_steps = opt.steps;
   if (opt.epochs > 0) {
-    const int64_t per_epoch = source->epoch_size() / opt.batch_size;
+    const int64_t per_epoch = source->epoch_size() / global_batch;
     AIM_CHECK(per_epoch > 0, "train: an epoch of ", source->epoch_size(),
-              " samples holds no batch of ", opt.batch_size);
+              " samples holds no batch of ", global_batch);
     r.total_steps = std::max<int64_t>(1, std::llround(opt.epochs * double(per_epoch)));
   }
   log << "data: " << r.data_description << "; " << r.total_steps << " steps of " << opt.batch_size
+      << (ranks > 1 ? str(" per rank x ", ranks, " ranks = ", global_batch) : std::string())
       << " (epoch = " << source->epoch_size() << " samples)\n";
   const LRSchedule sched =
       make_schedule(opt.schedule, oo.lr, opt.warmup_steps, r.total_steps, opt.poly_power);
@@ -309,37 +431,100 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
       {"optimizer", opt.optim.name},
       {"data", source->fingerprint()},
       {"batch_size", std::to_string(opt.batch_size)}};
+  if (ranks > 1) meta["ranks"] = std::to_string(ranks);
 
   int64_t step = 0;  // steps completed
   if (opt.resume) {
     const CheckpointInfo ci = load_checkpoint(opt.checkpoint_dir, *model, *optim);
     const std::string path = checkpoint_path(opt.checkpoint_dir);
     if (scaler) scaler->load_state(ci.metadata, path);
+    {
+      const auto it = ci.metadata.find("ranks");
+      const std::string theirs = it == ci.metadata.end() ? "1" : it->second;
+      AIM_CHECK(theirs == std::to_string(ranks), "checkpoint ", path, " was written by a run of ",
+                theirs, " rank(s), this run has ", ranks,
+                ": resume with the same rank count (the global batch would change)");
+    }
     for (const auto& [k, v] : meta) {
-      if (k.compare(0, 4, "amp_") == 0) continue;
+      if (k.compare(0, 4, "amp_") == 0 || k == "ranks") continue;
       auto it = ci.metadata.find(k);
       AIM_CHECK(it != ci.metadata.end() && it->second == v, "checkpoint ", path, ": ", k, " '",
                 it == ci.metadata.end() ? std::string("(missing)") : it->second,
                 "' differs from this run's '", v, "'");
     }
     step = ci.step;
-    source->seek(ci.data_position);
+    source->seek(ci.data_position);  // the global position (RankShard below places the rank)
     log << "resumed from " << path << " at step " << step << " (data position " << ci.data_position
         << ")\n";
   }
   r.first_step = step;
+
+  // Data parallel: the gradient reducer over the parameters the optimizer reads.
+  std::unique_ptr<dist::Reducer> reducer;
+  std::set<std::string> sparse_tables;
+  if (comm) {
+    if (opt.dist.embedding_comm == "sparse") {
+      sparse_tables = embedding_tables(*model);
+      AIM_CHECK(!sparse_tables.empty(), "--embedding-comm sparse: ", entry.name,
+                " has no embedding table (Embedding/EmbeddingBag weight) to exchange sparsely");
+    }
+    dist::ReducerOptions ro;
+    ro.bucket_mb = opt.dist.bucket_mb;
+    ro.first_bucket_mb = std::min(1.0, opt.dist.bucket_mb);  // never larger than the others
+    ro.sparse = sparse_tables;
+    reducer = std::make_unique<dist::Reducer>(*comm, optim->parameters(), ro);
+    log << "data parallel: " << ranks << " ranks (" << comm->backend() << ", "
+        << (comm->device().is_cpu() ? std::string("threads on the CPU")
+                                    : str("one GPU each from ", comm->device().str()))
+        << "), batch " << opt.batch_size << " per rank, global batch " << global_batch
+        << ", collective timeout " << opt.dist.timeout_s << " s; " << reducer->buckets().size()
+        << " buckets (" << mb_list([&] {
+             std::vector<int64_t> b;
+             for (const auto& bi : reducer->buckets()) b.push_back(bi.bytes());
+             return b;
+           }())
+        << ")";
+    for (const std::string& t : sparse_tables) log << "; sparse exchange of " << t;
+    log << "\n";
+    const std::vector<std::string> stats_layers =
+        batch_statistics_layers(*model, cfg, opt.freeze_batchnorm);
+    if (!stats_layers.empty()) {
+      log << "note: batch statistics are per rank (" << opt.batch_size << " samples, not "
+          << global_batch << "; no SyncBatchNorm) in";
+      for (size_t i = 0; i < stats_layers.size() && i < 4; ++i) log << " " << stats_layers[i];
+      if (stats_layers.size() > 4) log << " and " << stats_layers.size() - 4 << " more";
+      log << "\n";
+    }
+  }
+  // Averages one f32 scalar (device tensor) over the ranks and returns it on the host.
+  auto rank_mean = [&](const Tensor& scalar) {
+    Tensor t = scalar.to(DType::f32).contiguous().view({1}).clone();
+    comm->all_reduce(t, dist::ReduceOp::Avg);
+    return double(t.to(kCPU).to_vector<float>()[0]);
+  };
+  double dist_comm_s = 0, dist_bwd_s = 0, dist_overlap_s = 0, dist_wait_s = 0, dist_sparse_s = 0;
+  int64_t dist_steps = 0;
 
   // The loader thread produces batches in stream order; each carries the position after it so a
   // checkpoint records where the *consumed* stream stands, not the prefetched one.
   data::BatchSource* src = source.get();
   const int64_t to_produce = std::max<int64_t>(0, r.total_steps - step);
   int64_t produced = 0;
-  auto produce = [src, &produced, to_produce, b = opt.batch_size]() -> std::optional<Fetched> {
+  const int64_t start_position = src->position();  // global (before the loader thread starts)
+  std::optional<RankShard> shard;
+  if (ranks > 1) shard.emplace(*src, rank, ranks, opt.batch_size, src->position());
+  auto produce = [src, &shard, &produced, to_produce,
+                  b = opt.batch_size]() -> std::optional<Fetched> {
     if (produced == to_produce) return std::nullopt;
     ++produced;
     Fetched f;
-    f.batch = src->next(b);
-    f.position = src->position();
+    if (shard) {
+      f.batch = shard->next();
+      f.position = shard->global_position();
+    } else {
+      f.batch = src->next(b);
+      f.position = src->position();
+    }
     return f;
   };
   std::unique_ptr<data::Prefetcher<Fetched>> prefetcher;
@@ -354,7 +539,7 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   ProgressLog progress(log, opt.progress_bar, r.total_steps);
   std::vector<double> step_ms;
   double device_s = 0, loop_s = 0, flops = 0, interval_loss = 0, interval_s = 0;
-  int64_t interval_n = 0, data_position = source->position();
+  int64_t interval_n = 0, data_position = start_position;
   std::string last_metrics;
 
   // Profiled steps: [prof_a, prof_b] (1-based); the first step is skipped by default (warm-up:
@@ -370,10 +555,23 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
 
   while (step < r.total_steps) {
     const bool profile_step = profiling && step + 1 >= prof_a && step + 1 <= prof_b;
-    if (profile_step && !profiler::enabled()) {
+    if (comm && profiling && step + 1 == prof_a) {
+      // The profiler is process-wide: rank 0 starts it, and no rank enters the first profiled
+      // step before it is on.
+      if (lead) {
+        profiler::set_record_args(!opt.trace.empty());
+        profiler::start();
+      }
+      comm->barrier();
+    } else if (!comm && profile_step && !profiler::enabled()) {
       profiler::set_record_args(!opt.trace.empty());
       profiler::start();
     }
+    if (comm && step + 1 == opt.dist.fail_step && rank == opt.dist.fail_rank && opt.dist.fail_hang)
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // never answers again
+    if (comm && step + 1 == opt.dist.fail_step && rank == opt.dist.fail_rank)
+      AIM_FAIL("injected failure at step ", step + 1, " (--inject-failure ", rank, ":", step + 1,
+               ", a testing flag)");
     std::optional<profiler::Scope> step_scope;
     if (profile_step || profiler::nvtx_enabled())
       step_scope.emplace("step/" + std::to_string(step + 1), profiler::ScopeKind::Step);
@@ -392,10 +590,24 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
       loss = model->training_loss(batch);
     }
     phase.emplace("bwd", profiler::ScopeKind::Phase);
+    if (reducer) reducer->begin();
     if (scaler)
       autograd::mul(loss, scaler->scale()).backward();
     else
       loss.backward();
+    if (reducer) {
+      // Every gradient averaged over the ranks (the buckets were launched during backward).
+      reducer->finish();
+      const dist::ReducerStats& rs = reducer->last_stats();
+      if (step > r.first_step || r.total_steps - r.first_step == 1) {  // the first step sets up
+        dist_comm_s += rs.comm_s;
+        dist_bwd_s += rs.backward_s;
+        dist_overlap_s += rs.overlapped_s;
+        dist_wait_s += rs.finish_wait_s;
+        dist_sparse_s += rs.sparse_s;
+        ++dist_steps;
+      }
+    }
     amp_cache.clear();
     bool overflow = false;
     if (std::find(opt.inject_overflow_at.begin(), opt.inject_overflow_at.end(), step + 1) !=
@@ -403,7 +615,12 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
       inject_inf(optim->parameters());
     if (scaler) {
       phase.emplace("opt", profiler::ScopeKind::Phase);
+      // Unscaled after the reducer's finish(); the skip decision is the same on every rank.
       overflow = scaler->unscale(optim->parameters());
+      if (comm)
+        overflow =
+            rank_mean(
+                Tensor::from_vector<float>({overflow ? 1.0f : 0.0f}, {1}).to(comm->device())) > 0;
     }
     if (opt.clip_norm > 0 && !overflow) clip_grad_norm(optim->parameters(), opt.clip_norm);
     phase.emplace("opt", profiler::ScopeKind::Phase);
@@ -414,7 +631,10 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
         log << "step " << step + 1 << ": gradient overflow (Inf/NaN), step skipped; loss scale -> "
             << scaler->scale() << "\n";
     }
-    const double l = double(loss.data().to(DType::f32).to_vector<float>()[0]);  // syncs the device
+    // The loss of the step: under ranks their mean, the loss of the whole N B batch (this also
+    // makes a NaN on one rank stop every rank with the same message).
+    const double l = comm ? rank_mean(loss.data())
+                          : double(loss.data().to(DType::f32).to_vector<float>()[0]);  // syncs
     phase.reset();
     const double dt = seconds_since(t0);
     loop_s += seconds_since(t_fetch);
@@ -432,7 +652,11 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
       optim->zero_grad();
     }
     step_scope.reset();
-    if (profile_step && step == prof_b) profiler::stop();
+    if (profile_step && step == prof_b) {
+      if (comm) comm->barrier();  // every rank's step closed before the profiler stops
+      if (lead) profiler::stop();
+      if (comm) comm->barrier();  // and no rank opens a scope of the next step before
+    }
     data_position = f->position;
     flops += model->train_flops(batch);
     r.losses.push_back(l);
@@ -442,7 +666,7 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
     interval_loss += l;
     ++interval_n;
 
-    if ((opt.eval_every > 0 && step % opt.eval_every == 0) || step == r.total_steps) {
+    if (lead && ((opt.eval_every > 0 && step % opt.eval_every == 0) || step == r.total_steps)) {
       profiler::Scope eval_scope("eval", profiler::ScopeKind::Phase);
       const models::Metrics m = evaluate();
       r.evals.emplace_back(step, m);
@@ -458,8 +682,7 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
         extra += sb;
       }
       progress.update(step, interval_loss / double(interval_n),
-                      double(interval_n * opt.batch_size) / std::max(interval_s, 1e-12), extra,
-                      eta);
+                      double(interval_n * global_batch) / std::max(interval_s, 1e-12), extra, eta);
       if (step % log_every == 0 || step == r.total_steps) {
         interval_loss = interval_s = 0;
         interval_n = 0;
@@ -469,16 +692,22 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
         step % opt.checkpoint_every == 0 && step < r.total_steps) {
       if (scaler)
         for (const auto& [k, v] : scaler->state()) meta[k] = v;
-      save_checkpoint(opt.checkpoint_dir, step, *model, *optim, data_position, meta);
+      if (lead) save_checkpoint(opt.checkpoint_dir, step, *model, *optim, data_position, meta);
+      if (comm) comm->barrier();  // the checkpoint is complete when any rank goes on
     }
   }
   progress.finish();
-  if (profiler::enabled()) profiler::stop();
-  if (profiling && profiled_steps > 0) {
+  // Every rank is done with its steps (and its collectives' scopes are closed) before rank 0
+  // reads the process-wide profiler events, evaluates and writes the final checkpoint.
+  if (comm) comm->barrier();
+  if (lead && profiler::enabled()) profiler::stop();
+  if (lead && profiling && profiled_steps > 0) {
     const profiler::Ceilings ceil = !opt.ceilings.empty() ? profiler::load_ceilings(opt.ceilings)
                                     : dev.is_cpu()        ? profiler::default_cpu_ceilings()
                                                           : profiler::Ceilings{};
-    if (opt.profile) profiler::print_tables(log, profiler::events(), int(profiled_steps), ceil);
+    // Under ranks the events hold every rank's steps: the tables are per rank-step.
+    if (opt.profile)
+      profiler::print_tables(log, profiler::events(), int(profiled_steps) * ranks, ceil);
     if (!opt.roofline.empty()) {
       profiler::write_roofline_svg(opt.roofline, profiler::events(),
                                    !opt.ceilings.empty() ? profiler::ceiling_roofs(ceil)
@@ -497,17 +726,17 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   if (prefetcher) r.data_wait_s = prefetcher->wait_seconds();
   prefetcher.reset();
 
-  if (r.evals.empty()) r.evals.emplace_back(step, evaluate());
+  if (lead && r.evals.empty()) r.evals.emplace_back(step, evaluate());
   if (scaler) {
     r.loss_scale = scaler->scale();
     r.skipped_steps = scaler->skipped_steps();
     for (const auto& [k, v] : scaler->state()) meta[k] = v;
   }
-  r.final_metrics = r.evals.back().second;
+  if (!r.evals.empty()) r.final_metrics = r.evals.back().second;
   if (r.final_metrics.count("auc")) r.final_auc = r.final_metrics.at("auc");
-  if (!opt.checkpoint_dir.empty() && step > r.first_step)
+  if (lead && !opt.checkpoint_dir.empty() && step > r.first_step)
     save_checkpoint(opt.checkpoint_dir, step, *model, *optim, data_position, meta);
-  if (!opt.save_weights.empty()) {
+  if (lead && !opt.save_weights.empty()) {
     model->to(kCPU);
     save_safetensors(opt.save_weights, model->state_dict(),
                      {{"model", entry.name}, {"config", meta.at("config")}});
@@ -521,6 +750,59 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
   r.step_p50_ms = profiler::percentile(step_ms, 50);
   r.step_p90_ms = profiler::percentile(step_ms, 90);
   r.step_p99_ms = profiler::percentile(step_ms, 99);
+  std::string dist_line;
+  if (comm) {
+    // Per-rank figures to every rank (one all_gather), summarised by rank 0.
+    const double n = double(std::max<int64_t>(dist_steps, 1));
+    const std::vector<double> all =
+        gather_doubles(*comm, {r.samples_per_s, dist_comm_s / n, dist_bwd_s / n, dist_overlap_s / n,
+                               dist_wait_s / n, dist_sparse_s / n});
+    constexpr size_t kF = 6;
+    DistStats& d = r.dist;
+    d.backend = comm->backend();
+    d.ranks = ranks;
+    d.rank = rank;
+    double comm_sum = 0, overlap_sum = 0;
+    for (int k = 0; k < ranks; ++k) {
+      const double* v = all.data() + size_t(k) * kF;
+      d.rank_samples_per_s.push_back(v[0]);
+      d.total_samples_per_s += v[0];
+      comm_sum += v[1];
+      d.backward_ms += v[2] * 1e3 / ranks;
+      overlap_sum += v[3];
+      d.exposed_ms += v[4] * 1e3 / ranks;
+      d.sparse_ms += v[5] * 1e3 / ranks;
+    }
+    d.allreduce_ms = comm_sum * 1e3 / ranks;
+    d.hidden_fraction = comm_sum > 0 ? overlap_sum / comm_sum : 0;
+    for (const dist::BucketInfo& b : reducer->buckets()) {
+      d.bucket_bytes.push_back(b.bytes());
+      d.grad_bytes += b.bytes();
+    }
+    d.sparse_tables.assign(sparse_tables.begin(), sparse_tables.end());
+    d.plan = reducer->plan();
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "data parallel: %d ranks (%s), %.1f samples/s in all; per step: all-reduce "
+                  "%.2f ms, backward %.2f ms, %.0f%% of the all-reduce hidden behind backward, "
+                  "%.2f ms exposed",
+                  ranks, d.backend.c_str(), d.total_samples_per_s, d.allreduce_ms, d.backward_ms,
+                  100.0 * d.hidden_fraction, d.exposed_ms);
+    dist_line = line;
+    dist_line += str("; ", d.bucket_bytes.size(), " buckets (", mb_list(d.bucket_bytes), ")");
+    if (!sparse_tables.empty()) {
+      std::snprintf(line, sizeof line, "; sparse exchange %.2f ms", d.sparse_ms);
+      dist_line += line;
+    }
+    dist_line += "\n";
+    for (int k = 0; k < ranks; ++k) {
+      std::snprintf(line, sizeof line, "  rank %d: %.1f samples/s\n", k,
+                    d.rank_samples_per_s[size_t(k)]);
+      dist_line += line;
+    }
+    // Rank 0's checkpoint and weights are written when any rank returns.
+    comm->barrier();
+  }
   r.wall_s = seconds_since(t_call);
   char buf[320];
   std::snprintf(buf, sizeof buf,
@@ -530,12 +812,166 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
                 r.step_p50_ms, r.step_p90_ms, r.step_p99_ms,
                 r.step_p50_ms > 0 ? r.train_flops_per_step / (r.step_p50_ms * 1e6) : 0.0,
                 r.data_wait_s, r.wall_s);
-  log << "final" << metrics_str(r.final_metrics) << " (" << n_eval << " evaluation samples)\n";
+  log << "final" << metrics_str(r.final_metrics) << " (" << n_eval << " evaluation samples"
+      << (comm ? ", rank 0" : "") << ")\n";
   if (scaler)
     log << "loss scale " << r.loss_scale << " at the end, " << r.skipped_steps
         << " steps skipped on overflow\n";
-  log << buf << std::flush;
+  log << dist_line << (comm ? "rank 0 " : "") << buf << std::flush;
   return r;
+}
+
+}  // namespace
+
+std::string data_parallel_plan(const models::ModelEntry& entry, const models::ModelConfig& cfg,
+                               int64_t batch, double bucket_mb, uint64_t seed) {
+  AIM_CHECK(batch > 0 && bucket_mb > 0, "data_parallel_plan: batch (", batch, ") and bucket_mb (",
+            bucket_mb, ") must be > 0");
+  std::unique_ptr<models::Model> model = entry.build(cfg, seed);
+  model->train();
+  std::unique_ptr<data::BatchSource> source = entry.source(cfg, "synthetic", seed);
+  const TensorMap b = source->next(batch);
+  nlohmann::json j;
+  j["model"] = entry.name;
+  j["config"] = models::ModelEntry::config_string(cfg);
+  j["batch"] = batch;
+  j["train_flops_per_step"] = model->train_flops(b);
+  int64_t n_params = 0;
+  for (const auto& [n, p] : model->named_parameters()) n_params += p.numel();
+  j["parameters"] = n_params;
+  const std::set<std::string> tables = embedding_tables(*model);
+  if (!tables.empty()) {
+    // One real step's gradients: the rows it touched are what the sparse exchange sends.
+    model->training_loss(b).backward();
+    nlohmann::json tj = nlohmann::json::array();
+    for (const auto& [n, p] : model->named_parameters()) {
+      if (!tables.count(n)) continue;
+      int64_t touched = 0;
+      if (p.grad().defined()) {
+        const Tensor g = p.grad().to(DType::f32).contiguous();
+        const float* d = g.data<float>();
+        const int64_t V = g.size(0), C = g.size(1);
+        for (int64_t v = 0; v < V; ++v)
+          for (int64_t c = 0; c < C; ++c)
+            if (d[v * C + c] != 0.0f) {
+              ++touched;
+              break;
+            }
+      }
+      tj.push_back({{"name", n},
+                    {"rows", p.size(0)},
+                    {"cols", p.size(1)},
+                    {"bytes", p.numel() * int64_t(dtype_size(p.dtype()))},
+                    {"rows_touched", touched}});
+    }
+    j["embedding_tables"] = tj;
+  } else {
+    j["embedding_tables"] = nlohmann::json::array();
+  }
+  int64_t grad_bytes = 0;
+  std::vector<int64_t> buckets;
+  std::vector<int64_t> bucket_params;
+  dist::run_local_ranks(1, [&](int, dist::Communicator& comm) {
+    dist::ReducerOptions ro;
+    ro.bucket_mb = bucket_mb;
+    ro.first_bucket_mb = std::min(1.0, bucket_mb);
+    dist::Reducer red(comm, model->named_parameters(), ro);
+    for (const dist::BucketInfo& bi : red.buckets()) {
+      buckets.push_back(bi.bytes());
+      bucket_params.push_back(int64_t(bi.params.size()));
+      grad_bytes += bi.bytes();
+    }
+  });
+  j["grad_bytes"] = grad_bytes;
+  j["bucket_mb"] = bucket_mb;
+  j["bucket_bytes"] = buckets;
+  j["bucket_params"] = bucket_params;
+  return j.dump();
+}
+
+TrainResult train_model(const models::ModelEntry& entry, const models::ModelConfig& cfg,
+                        const TrainOptions& opt, std::ostream& log) {
+  const DistOptions& d = opt.dist;
+  if (d.backend.empty()) {
+    AIM_CHECK(d.ranks == 1, "train: ", d.ranks, " ranks need a backend (local, nccl, launcher)");
+    return train_rank(entry, cfg, opt, log, nullptr);
+  }
+  AIM_CHECK(std::isfinite(d.timeout_s) && d.timeout_s > 0,
+            "--dist-timeout must be > 0 seconds, got ", d.timeout_s);
+  AIM_CHECK(std::isfinite(d.bucket_mb) && d.bucket_mb > 0, "--bucket-mb must be > 0, got ",
+            d.bucket_mb);
+  AIM_CHECK(d.embedding_comm == "dense" || d.embedding_comm == "sparse", "--embedding-comm '",
+            d.embedding_comm, "' is not allowed (allowed: dense, sparse)");
+  dist::Options co;
+  co.timeout = std::chrono::milliseconds(std::llround(d.timeout_s * 1e3));
+  const std::chrono::milliseconds abandon_after =
+      d.abandon_stuck_ranks ? co.timeout : std::chrono::milliseconds(0);
+  std::ostream quiet(nullptr);  // ranks other than 0 log nothing (rank 0 prints per-rank lines)
+  auto run = [&](int rank, dist::Communicator& c, TrainResult& out) {
+    RankCtx ctx{&c, rank, c.size()};
+    out = train_rank(entry, cfg, opt, rank == 0 ? log : quiet, &ctx);
+  };
+  if (d.backend == "local") {
+    AIM_CHECK(d.ranks >= 1, "--ranks must be >= 1, got ", d.ranks);
+    AIM_CHECK(parse_device(opt.device).is_cpu(), "--ranks runs CPU ranks (--device cpu), not ",
+              opt.device, ": use --gpus N for GPUs");
+    // The ranks share this process's OpenMP threads (--threads): each its share (OpenMP's
+    // thread count is per host thread, so a rank thread would otherwise take them all).
+    const int per_rank = std::max(1, omp_get_max_threads() / d.ranks);
+    log << "local ranks: " << d.ranks << " threads x " << per_rank << " OpenMP threads each\n";
+    std::vector<TrainResult> rs(size_t(d.ranks));
+    dist::run_local_ranks(
+        d.ranks,
+        [&](int rank, dist::Communicator& c) {
+          omp_set_num_threads(per_rank);
+          run(rank, c, rs[size_t(rank)]);
+        },
+        co, abandon_after);
+    return rs[0];
+  }
+  AIM_CHECK(d.embedding_comm == "dense",
+            "--embedding-comm sparse exchanges CPU tensors only; "
+            "NCCL ranks use --embedding-comm dense");
+  if (d.backend == "nccl") {
+    AIM_CHECK(d.ranks >= 1, "--gpus must be >= 1, got ", d.ranks);
+    std::vector<int> devices;
+    for (int k = 0; k < d.ranks; ++k) devices.push_back(k);
+    std::vector<std::unique_ptr<dist::Communicator>> owned =
+        dist::make_nccl_communicators(devices, co);
+    std::vector<dist::Communicator*> comms;
+    for (auto& c : owned) comms.push_back(c.get());
+    std::vector<TrainResult> rs(size_t(d.ranks));
+    bool abandoned = false;
+    try {
+      dist::run_ranks(
+          comms, [&](int rank, dist::Communicator& c) { run(rank, c, rs[size_t(rank)]); },
+          abandon_after, &abandoned);
+    } catch (...) {
+      if (abandoned)  // a stuck rank thread may still use its communicator: keep them
+        for (auto& c : owned) c.release();
+      throw;
+    }
+    return rs[0];
+  }
+  AIM_CHECK(d.backend == "launcher", "train: unknown data-parallel backend '", d.backend,
+            "' (allowed: local, nccl, launcher)");
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  AIM_CHECK(env.launched(),
+            "train: no launcher environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, "
+            "SLURM_*) for the launcher backend");
+  std::unique_ptr<dist::Communicator> c = dist::make_nccl_communicator(env, co);
+  TrainResult out;
+  try {
+    run(env.rank, *c, out);
+  } catch (const std::exception& e) {
+    // Tell the peers (their collectives fail at once instead of at the deadline where the
+    // backend can), then report.
+    c->abort(e.what());
+    const std::string what = e.what();
+    if (what.rfind("dist: ", 0) == 0) throw;
+    AIM_FAIL("dist: rank ", env.rank, " failed: ", what);
+  }
+  return out;
 }
 
 }  // namespace aim::train

@@ -9,6 +9,24 @@
 // previous checkpoint intact. Resuming restores the model (parameters and buffers), the optimizer
 // state and the data stream position, so on CPU the losses after resuming equal those of an
 // uninterrupted run bit for bit.
+//
+// Data-parallel training (DESIGN §6, docs/scaling.md): DistOptions::ranks > 1 trains on that many
+// ranks, each a thread of this process: the `local` backend (CPU, --device cpu --ranks N) or NCCL
+// with one GPU per rank (--gpus N); under an external launcher (train/dist/launch.h) this process
+// is one rank of an NCCL group (DistOptions::backend = "launcher"). Every rank builds the model
+// from the same seed, then takes rank 0's parameters and buffers (broadcast); a train/dist Reducer
+// averages the gradients in buckets overlapped with backward. Data: every rank opens the same
+// source and reads the training stream in interleaved blocks of batch_size: at step s (0-based)
+// rank r takes samples [(s N + r) B, (s N + r + 1) B) of the stream a single process at batch N B
+// would read as [s N B, (s + 1) N B), so the union of the ranks' batches is exactly the
+// single-process batch (RankShard below). Evaluation, logs, checkpoints and weights are rank 0's;
+// the logged loss is the mean over ranks (the loss of the N B batch). Checkpoints record the
+// global stream position and the rank count (resuming needs the same count).
+//
+// Batch statistics (BatchNorm in training mode, Dice) are computed per rank over its B samples,
+// as PyTorch DDP without SyncBatchNorm: such models are not batch-split invariant, and the run
+// logs a note saying so. freeze_batchnorm (aim-train --freeze-bn) uses the running statistics of
+// every BatchNorm2d in training too (frozen BN), which makes CNNs batch-split invariant.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -22,7 +40,48 @@
 #include "train/amp.h"
 #include "train/optim.h"
 
+namespace aim::dist {
+class Communicator;
+}
+
 namespace aim::train {
+
+struct DistOptions {
+  // "" (one process, one device), "local" (ranks threads on the CPU), "nccl" (ranks threads, one
+  // GPU each: cuda:0 .. cuda:ranks-1), "launcher" (this process is one rank of an NCCL group set
+  // up from the launcher's environment; ranks is then the launcher's world size).
+  std::string backend;
+  int ranks = 1;
+  double timeout_s = 300;                // --dist-timeout: every collective's deadline
+  double bucket_mb = 25;                 // --bucket-mb
+  std::string embedding_comm = "dense";  // dense | sparse (CPU: all-gather of touched rows)
+  // Testing (--inject-failure RANK:STEP[:hang]): rank `fail_rank` throws at the start of step
+  // `fail_step` (1-based), so every rank must stop with its message; with fail_hang it blocks
+  // there forever instead, outside any collective (a rank that stopped answering): its peers time
+  // out and the run ends with their message, the stuck rank abandoned (run_ranks).
+  int fail_rank = -1;
+  int64_t fail_step = 0;
+  bool fail_hang = false;
+  // A rank thread still running timeout_s after the first failure (stuck outside any collective)
+  // is abandoned instead of waited for (dist::run_ranks): the error is thrown, the thread left
+  // behind. Only for callers that end the process right after: aim-train sets it.
+  bool abandon_stuck_ranks = false;
+};
+
+// Rank `rank` of `ranks` reading `source`'s training stream in interleaved blocks of `batch`
+// (see the top of the file). global_position is the position of the single-process stream
+// (a multiple of ranks * batch at step boundaries).
+class RankShard {
+ public:
+  RankShard(data::BatchSource& source, int rank, int ranks, int64_t batch, int64_t global_position);
+  TensorMap next();                 // this rank's next B samples
+  int64_t global_position() const;  // after the steps read so far
+
+ private:
+  data::BatchSource& src_;
+  int rank_, ranks_;
+  int64_t batch_;
+};
 
 struct OptimizerOptions {
   std::string name = "adam";  // sgd | adam | adamw | adagrad | wide_deep (FTRL + Adagrad)
@@ -70,6 +129,27 @@ struct TrainOptions {
   std::string trace;     // "" = no trace file
   std::string roofline;  // "" = no roofline SVG
   std::string ceilings;  // aim-bench peak --ceilings file; "" = this CPU's documented ceilings
+  bool freeze_batchnorm = false;  // BatchNorm2d layers use their running statistics in training
+  DistOptions dist;               // data-parallel training (ranks > 1)
+};
+
+// Data-parallel figures of a run (TrainResult::dist), per step means over the steps run after
+// the first (the first step's buckets are set up then), averaged over the ranks.
+struct DistStats {
+  std::string backend;  // local | nccl
+  int ranks = 1;
+  int rank = 0;                            // this process's rank (launcher runs)
+  std::vector<double> rank_samples_per_s;  // each rank's whole-loop throughput
+  double total_samples_per_s = 0;          // their sum
+  double allreduce_ms = 0;                 // the buckets' all-reduce time per step
+  double backward_ms = 0;                  // backward (Reducer::begin -> finish) per step
+  double hidden_fraction = 0;              // share of the all-reduce time inside backward
+  double exposed_ms = 0;                   // time finish() waited for communication per step
+  double sparse_ms = 0;                    // sparse embedding exchange per step
+  int64_t grad_bytes = 0;                  // dense bytes all-reduced per step
+  std::vector<int64_t> bucket_bytes;       // the bucket plan
+  std::vector<std::string> sparse_tables;
+  std::string plan;  // Reducer::plan()
 };
 
 struct TrainResult {
@@ -91,6 +171,7 @@ struct TrainResult {
   double train_flops_per_step = 0;  // analytic, mean over the steps run
   double wall_s = 0;                // whole call, evaluations included
   std::string data_description;
+  DistStats dist;  // ranks > 1
 };
 
 // Builds an optimizer from the options over `params`; unknown names are an aim::Error listing
@@ -114,9 +195,20 @@ struct CheckpointInfo {
 // Loads <dir>/checkpoint.safetensors into model and optimizer (strict); errors name the file.
 CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Optimizer& opt);
 
+// The data-parallel plan of a model (aim-train M --dist-plan; tools/scaling_table.py builds
+// docs/scaling.md from it): one JSON object with the parameter count, the dense gradient bytes of
+// a step, the Reducer's bucket plan at bucket_mb (the buckets' bytes, in launch order), the
+// embedding tables with the rows one training step at `batch` touches (what --embedding-comm
+// sparse would send), and the analytic training FLOPs of a step at `batch`. CPU, one process.
+std::string data_parallel_plan(const models::ModelEntry& entry, const models::ModelConfig& cfg,
+                               int64_t batch, double bucket_mb, uint64_t seed);
+
 // Trains `entry`'s model in configuration `cfg`; log lines (or the progress bar) go to `log`.
 // A NaN/Inf loss throws aim::Error naming the step; with opt.resume, continues from the
-// checkpoint up to the run's total steps.
+// checkpoint up to the run's total steps. With opt.dist.ranks > 1 (or backend "launcher"), runs
+// the ranks (above) and returns rank 0's result (in a launcher run: this process's; only rank 0
+// has metrics); a failing rank stops every rank, and the error ("dist: rank k failed: ...") is
+// thrown within opt.dist.timeout_s.
 TrainResult train_model(const models::ModelEntry& entry, const models::ModelConfig& cfg,
                         const TrainOptions& opt, std::ostream& log);
 

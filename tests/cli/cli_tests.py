@@ -61,6 +61,7 @@ bad = [
     ([INFER, "din", "--calib-batches", "4"], "--calib*, --save-quantized and --load-quantized need --int8"),
     ([INFER, "din", "--int8", "--calib", "mse"], "--calib 'mse' is not allowed (allowed: max, percentile)"),
     ([INFER, "din", "--device", "cpu", "--cuda-graph"], "--cuda-graph needs a CUDA device"),
+    ([TRAIN, "din", "--precision", "fp64"], "--precision 'fp64': allowed: fp32, fp16, bf16"),
     ([TRAIN, "din", "--optimizer", "bogus"], "--optimizer 'bogus'", "allowed: sgd, adam"),
     ([TRAIN, "din", "--batch-size", "64,x"], "--batch-size", "not a positive integer"),
     ([TRAIN, "din", "--batch-size", "0"], "--batch-size", "not a positive integer"),

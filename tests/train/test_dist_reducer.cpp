@@ -106,12 +106,17 @@ TEST(DistReducer, ThreeRanksEqualOneRankOnTheWholeBatch) {
     stats[size_t(r)] = red.last_stats();
     if (r == 0) plan = red.plan();
   });
-  EXPECT_EQ(nbuckets[0], 3u) << plan;
+  // fc3.bias..fc2.bias (108 bytes), fc2.weight (168 bytes: its own), fc1.bias, then fc1.weight
+  // (140 bytes, larger than a bucket: its own, not appended to fc1.bias's).
+  EXPECT_EQ(nbuckets[0], 4u) << plan;
+  EXPECT_NE(plan.find("bucket 3: f32 0.00 MB on cpu, 1 params (fc1.weight .. fc1.weight)"),
+            std::string::npos)
+      << plan;
   EXPECT_NE(plan.find("bucket 0: f32 0.00 MB on cpu, 3 params (fc3.bias .. fc2.bias)"),
             std::string::npos)
       << plan;
   for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(orders[size_t(r)], (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(orders[size_t(r)], (std::vector<int>{0, 1, 2, 3}));
     EXPECT_EQ(stats[size_t(r)].step, 2);
     EXPECT_EQ(stats[size_t(r)].dense_bytes, int64_t(4 * (35 + 7 + 42 + 6 + 18 + 3)));
     EXPECT_GE(stats[size_t(r)].hidden_fraction, 0.0);

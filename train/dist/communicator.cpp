@@ -1,7 +1,10 @@
 // Shared parts of the communicators: argument checks, rank runners.
 #include "train/dist/communicator.h"
 
+#include <algorithm>
+#include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -97,48 +100,115 @@ int64_t check_collective(const Communicator& c, CollectiveKind k, const Tensor& 
   return in.numel() / n;
 }
 
+namespace {
+
+// What the rank threads share with run_ranks; owned jointly, so a thread run_ranks abandons
+// (below) never outlives it.
+struct RunState {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;
+  std::vector<bool> done;
+  int first_rank = -1;
+  std::string first_what;
+  Clock::time_point failed_at;
+  std::vector<Communicator*> comms;
+  std::function<void(int, Communicator&)> fn;
+};
+
+}  // namespace
+
 void run_ranks(const std::vector<Communicator*>& comms,
-               const std::function<void(int rank, Communicator& comm)>& fn) {
+               const std::function<void(int rank, Communicator& comm)>& fn,
+               std::chrono::milliseconds abandon_after, bool* abandoned) {
   const int n = int(comms.size());
   AIM_CHECK(n > 0, "run_ranks: no communicators");
   for (int r = 0; r < n; ++r)
     AIM_CHECK(comms[size_t(r)] && comms[size_t(r)]->rank() == r && comms[size_t(r)]->size() == n,
               "run_ranks: communicator ", r, " is not rank ", r, " of ", n);
-  std::mutex mu;
-  int first_rank = -1;
-  std::string first_what;
-  auto on_failure = [&](int r, const std::string& what) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (first_rank >= 0) return;
-      first_rank = r;
-      first_what = what;
-    }
-    comms[size_t(r)]->abort(what);
-  };
+  if (abandoned) *abandoned = false;
+  auto st = std::make_shared<RunState>();
+  st->running = n;
+  st->done.assign(size_t(n), false);
+  st->comms = comms;
+  st->fn = fn;
   std::vector<std::thread> threads;
   threads.reserve(size_t(n));
   for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
+    threads.emplace_back([st, r] {
+      std::string what;
+      bool failed = false;
       try {
-        fn(r, *comms[size_t(r)]);
+        st->fn(r, *st->comms[size_t(r)]);
       } catch (const std::exception& e) {
-        on_failure(r, e.what());
+        failed = true;
+        what = e.what();
       } catch (...) {
-        on_failure(r, "unknown exception");
+        failed = true;
+        what = "unknown exception";
       }
+      bool first = false;
+      {
+        std::lock_guard<std::mutex> lock(st->mu);
+        if (failed && st->first_rank < 0) {
+          st->first_rank = r;
+          st->first_what = what;
+          st->failed_at = Clock::now();
+          first = true;
+        }
+      }
+      // The first failure aborts the group: the other ranks' collectives throw at once.
+      if (first) st->comms[size_t(r)]->abort(what);
+      std::lock_guard<std::mutex> lock(st->mu);
+      st->done[size_t(r)] = true;
+      --st->running;
+      st->cv.notify_all();
     });
   }
-  for (auto& t : threads) t.join();
-  if (first_rank >= 0) {
+  // Wait for every rank; after a failure, a rank still running one timeout later is stuck outside
+  // any collective (nothing can interrupt it): it is left behind instead of hanging the caller.
+  std::vector<int> stuck;
+  {
+    std::unique_lock<std::mutex> lock(st->mu);
+    for (;;) {
+      if (st->running == 0) break;
+      if (st->first_rank < 0 || abandon_after.count() <= 0) {
+        st->cv.wait(lock);
+        continue;
+      }
+      const Clock::time_point give_up = st->failed_at + abandon_after;
+      if (st->cv.wait_until(lock, give_up) == std::cv_status::timeout && st->running > 0) {
+        for (int r = 0; r < n; ++r)
+          if (!st->done[size_t(r)]) stuck.push_back(r);
+        break;
+      }
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    if (std::find(stuck.begin(), stuck.end(), r) != stuck.end())
+      threads[size_t(r)].detach();
+    else
+      threads[size_t(r)].join();
+  }
+  if (!stuck.empty()) {
+    if (abandoned) *abandoned = true;
+    std::string ranks;
+    for (int r : stuck) ranks += (ranks.empty() ? "" : ", ") + str(r);
+    const std::string what = st->first_what.rfind("dist: ", 0) == 0
+                                 ? st->first_what
+                                 : str("dist: rank ", st->first_rank, " failed: ", st->first_what);
+    throw Error(str(what, "; rank(s) ", ranks, " still running ", abandon_after.count(),
+                    " ms later (stuck outside any collective) were abandoned"));
+  }
+  if (st->first_rank >= 0) {
     // A group error ("dist: ...") already names the rank and the reason.
-    if (first_what.rfind("dist: ", 0) == 0) throw Error(first_what);
-    throw Error(str("dist: rank ", first_rank, " failed: ", first_what));
+    if (st->first_what.rfind("dist: ", 0) == 0) throw Error(st->first_what);
+    throw Error(str("dist: rank ", st->first_rank, " failed: ", st->first_what));
   }
 }
 
-void run_local_ranks(int n, const std::function<void(int rank, Communicator& comm)>& fn,
-                     Options o) {
+void run_local_ranks(int n, const std::function<void(int rank, Communicator& comm)>& fn, Options o,
+                     std::chrono::milliseconds abandon_after) {
   LocalGroup group(n, o);
   std::vector<std::unique_ptr<Communicator>> owned;
   std::vector<Communicator*> comms;
@@ -146,7 +216,16 @@ void run_local_ranks(int n, const std::function<void(int rank, Communicator& com
     owned.push_back(group.communicator(r));
     comms.push_back(owned.back().get());
   }
-  run_ranks(comms, fn);
+  bool abandoned = false;
+  try {
+    run_ranks(comms, fn, abandon_after, &abandoned);
+  } catch (...) {
+    // An abandoned rank thread may still hold its communicator: keep them all (the group has
+    // failed, so any collective it issues throws at once).
+    if (abandoned)
+      for (auto& c : owned) c.release();
+    throw;
+  }
 }
 
 }  // namespace aim::dist

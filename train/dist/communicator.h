@@ -118,14 +118,23 @@ int64_t check_collective(const Communicator& c, CollectiveKind k, const Tensor& 
 // failure (an exception in fn) aborts every communicator with "rank k failed: <what>", so the
 // other ranks' collectives throw instead of waiting; all threads are joined and the first
 // failure is rethrown as aim::Error("dist: rank k failed: <what>"). A rank that hangs outside
-// any collective cannot be interrupted: its peers then time out in their next collective.
+// any collective cannot be interrupted: its peers time out in their next collective, and
+// run_ranks then waits for it, unless abandon_after > 0: a thread still running that long after
+// the first failure is detached and left behind ("...; rank(s) 1 still running 2000 ms later
+// (stuck outside any collective) were abandoned"; *abandoned = true), so the caller never hangs.
+// An abandoned thread keeps running fn if it ever wakes: only callers that end the process right
+// after (aim-train) may ask for it, and they must keep the communicators alive (run_local_ranks
+// then leaks its own).
 void run_ranks(const std::vector<Communicator*>& comms,
-               const std::function<void(int rank, Communicator& comm)>& fn);
+               const std::function<void(int rank, Communicator& comm)>& fn,
+               std::chrono::milliseconds abandon_after = std::chrono::milliseconds(0),
+               bool* abandoned = nullptr);
 
 // N ranks as threads of this process on the `local` backend (below): creates the group, runs
 // fn on every rank through run_ranks, destroys the group.
 void run_local_ranks(int n, const std::function<void(int rank, Communicator& comm)>& fn,
-                     Options o = {});
+                     Options o = {},
+                     std::chrono::milliseconds abandon_after = std::chrono::milliseconds(0));
 
 // ---- the local backend: ranks as threads in one process ---------------------------------------
 // A shared-memory group: the ranks meet at each collective (two barriers with deadlines: all

@@ -156,7 +156,12 @@ Reducer::Reducer(Communicator& comm, NamedParameters named, ReducerOptions o)
     if (p.sparse) continue;
     const DType t = p.var.dtype();
     const Device d = p.var.device();
-    if (closed || bucket_info_.back().dtype != t || bucket_info_.back().device != d) {
+    // A parameter at least as large as the open bucket's capacity gets a bucket of its own
+    // (DIN's 16 MB item table must not hold the small layers' gradients back until it is ready).
+    const double open_cap =
+        (bucket_info_.size() <= 1 ? m.opt.first_bucket_mb : m.opt.bucket_mb) * kMB;
+    const bool own = !closed && double(p.var.numel() * dtype_size(t)) >= open_cap;
+    if (closed || own || bucket_info_.back().dtype != t || bucket_info_.back().device != d) {
       bucket_info_.push_back(BucketInfo{{}, t, d, 0});
       m.buckets.emplace_back();
       closed = false;

@@ -1,0 +1,389 @@
+// Data-parallel training through train_model on the local backend (train/trainer.h, DESIGN §6):
+// the ranks' shards add up to the single-process batch; N ranks at batch B end with the
+// parameters of one process at batch N B (DIN, tiny ResNet-50 with frozen BN); the trace shows
+// the buckets' all-reduce overlapping backward; a failing rank stops every rank with its message;
+// checkpoints resume the multi-rank run exactly; fp16 skips overflowed steps on every rank.
+//
+// Why these configurations: the equivalence needs math that is invariant to splitting the batch.
+// DIN's default (act=sigmoid, bn=affine: the reference's frozen-BN quirk, models/din.h) has no
+// batch statistics. ResNet's BatchNorm2d in training normalises with the batch's mean and
+// variance, which differ between B and N B samples (no SyncBatchNorm here), so the ResNet case
+// runs with TrainOptions::freeze_batchnorm (running statistics, as --freeze-bn).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "tensor/check.h"
+#include "tensor/safetensors.h"
+#include "tests/support/common.h"
+#include "train/trainer.h"
+
+namespace aim::train {
+namespace {
+
+using aim::testing::error_of;
+using aim::testing::make_temp_dir;
+
+const models::ModelEntry& din() { return models::find_model("din"); }
+const models::ModelEntry& resnet() { return models::find_model("resnet50"); }
+
+TrainOptions options(int64_t steps, int64_t batch) {
+  TrainOptions o;
+  o.steps = steps;
+  o.batch_size = batch;
+  o.optim.name = "sgd";
+  o.optim.lr = 0.1;
+  o.optim.momentum = 0.9;
+  o.seed = 5;
+  o.eval_every = 0;
+  o.eval_samples = 64;
+  o.prefetch = 1;
+  o.device = "cpu";
+  return o;
+}
+
+TrainOptions on_ranks(TrainOptions o, int ranks) {
+  o.dist.backend = "local";
+  o.dist.ranks = ranks;
+  o.dist.timeout_s = 60;
+  o.dist.bucket_mb = 0.005;  // several buckets even for the tiny models (tiny DIN: 20 KB)
+  return o;
+}
+
+// Trains and returns the final weights (rank 0's under ranks) and the log.
+std::map<std::string, Tensor> train_weights(const models::ModelEntry& e,
+                                            const models::ModelConfig& cfg, TrainOptions o,
+                                            const std::string& dir, const std::string& name,
+                                            TrainResult* result = nullptr,
+                                            std::ostringstream* log_out = nullptr) {
+  o.save_weights = dir + "/" + name + ".safetensors";
+  std::ostringstream local;
+  std::ostringstream& log = log_out ? *log_out : local;
+  const TrainResult r = train_model(e, cfg, o, log);
+  if (result) *result = r;
+  std::map<std::string, Tensor> w;
+  for (const auto& [k, t] : load_safetensors(o.save_weights).tensors) w.emplace(k, t);
+  return w;
+}
+
+double max_abs_diff(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
+                    std::string* where) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (const auto& [k, t] : a) {
+    auto it = b.find(k);
+    if (it == b.end()) {
+      ADD_FAILURE() << "missing " << k;
+      continue;
+    }
+    if (!is_floating(t.dtype())) continue;
+    const std::vector<float> x = t.to(DType::f32).contiguous().to_vector<float>();
+    const std::vector<float> y = it->second.to(DType::f32).contiguous().to_vector<float>();
+    EXPECT_EQ(x.size(), y.size()) << k;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      const double d = std::fabs(double(x[i]) - double(y[i]));
+      if (d > worst) {
+        worst = d;
+        *where = k;
+      }
+    }
+  }
+  return worst;
+}
+
+// Rows [0, len) of each sample of a [B, T] history, as nested vectors (T differs between the
+// ranks' batches and the single batch: each batch pads to its own longest history).
+std::vector<std::vector<int64_t>> rows(const Tensor& hist, const Tensor& lengths) {
+  const int64_t B = hist.size(0), T = hist.size(1);
+  const std::vector<int64_t> h = hist.contiguous().to_vector<int64_t>();
+  const std::vector<int64_t> len = lengths.to_vector<int64_t>();
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t b = 0; b < B; ++b)
+    out.emplace_back(h.begin() + b * T, h.begin() + b * T + len[size_t(b)]);
+  return out;
+}
+
+TEST(DataParallel, RankShardsAddUpToTheSingleProcessBatch) {
+  constexpr int64_t B = 4;
+  for (const int N : {2, 3}) {
+    SCOPED_TRACE(N);
+    // DIN: every per-sample field equal, histories equal up to each sample's length.
+    const models::ModelConfig dcfg = din().parse_config({"size=tiny"});
+    auto whole = din().source(dcfg, "synthetic", 5);
+    std::vector<std::unique_ptr<data::BatchSource>> srcs;
+    std::vector<RankShard> shards;
+    for (int r = 0; r < N; ++r) srcs.push_back(din().source(dcfg, "synthetic", 5));
+    for (int r = 0; r < N; ++r) shards.emplace_back(*srcs[size_t(r)], r, N, B, 0);
+    for (int step = 0; step < 3; ++step) {
+      const TensorMap big = whole->next(N * B);
+      std::vector<TensorMap> parts;
+      for (int r = 0; r < N; ++r) parts.push_back(shards[size_t(r)].next());
+      for (const char* k : {"uid", "item", "cate", "lengths", "label"}) {
+        std::vector<int64_t> cat;
+        for (const TensorMap& p : parts) {
+          const std::vector<int64_t> v = p.at(k).to_vector<int64_t>();
+          cat.insert(cat.end(), v.begin(), v.end());
+        }
+        EXPECT_EQ(cat, big.at(k).to_vector<int64_t>()) << k << " step " << step;
+      }
+      for (const char* k : {"hist_item", "hist_cate"}) {
+        std::vector<std::vector<int64_t>> cat;
+        for (const TensorMap& p : parts) {
+          auto v = rows(p.at(k), p.at("lengths"));
+          cat.insert(cat.end(), v.begin(), v.end());
+        }
+        EXPECT_EQ(cat, rows(big.at(k), big.at("lengths"))) << k << " step " << step;
+      }
+      for (int r = 0; r < N; ++r)
+        EXPECT_EQ(shards[size_t(r)].global_position(), (step + 1) * N * B);
+    }
+    // Images: the ranks' inputs concatenated are the single batch's, bit for bit.
+    const models::ModelConfig rcfg = resnet().parse_config({"size=tiny"});
+    auto iwhole = resnet().source(rcfg, "synthetic", 5);
+    std::vector<std::unique_ptr<data::BatchSource>> isrcs;
+    std::vector<RankShard> ishards;
+    for (int r = 0; r < N; ++r) isrcs.push_back(resnet().source(rcfg, "synthetic", 5));
+    for (int r = 0; r < N; ++r) ishards.emplace_back(*isrcs[size_t(r)], r, N, B, 2 * N * B);
+    iwhole->seek(2 * N * B);
+    for (int step = 0; step < 2; ++step) {
+      const TensorMap big = iwhole->next(N * B);
+      std::vector<float> cat;
+      std::vector<int64_t> labels;
+      for (int r = 0; r < N; ++r) {
+        const TensorMap p = ishards[size_t(r)].next();
+        const std::vector<float> v = p.at("input").to_vector<float>();
+        const std::vector<int64_t> l = p.at("label").to_vector<int64_t>();
+        cat.insert(cat.end(), v.begin(), v.end());
+        labels.insert(labels.end(), l.begin(), l.end());
+      }
+      EXPECT_EQ(cat, big.at("input").to_vector<float>());
+      EXPECT_EQ(labels, big.at("label").to_vector<int64_t>());
+    }
+  }
+  data::BatchSource& s = *din().source(din().parse_config({"size=tiny"}), "synthetic", 1);
+  EXPECT_NE(error_of([&] { RankShard(s, 0, 2, 4, 6); }).find("not a multiple of ranks * batch"),
+            std::string::npos);
+}
+
+TEST(DataParallel, DinRanksEqualOneProcessAtTheWholeBatch) {
+  const std::string dir = make_temp_dir("aim_dp_din");
+  const models::ModelConfig cfg = din().parse_config({"size=tiny"});
+  constexpr int64_t B = 16;
+  for (const char* optim : {"sgd", "adam"}) {
+    for (const int N : {2, 3}) {
+      SCOPED_TRACE(std::string(optim) + " ranks " + std::to_string(N));
+      TrainOptions o = options(5, N * B);
+      o.optim.name = optim;
+      if (std::string(optim) == "adam") {
+        o.optim.momentum = 0;
+        o.optim.lr = 1e-2;
+      }
+      const auto one = train_weights(din(), cfg, o, dir, "one");
+      o.batch_size = B;
+      TrainResult r;
+      const auto many = train_weights(din(), cfg, on_ranks(o, N), dir, "many", &r);
+      std::string where;
+      const double d = max_abs_diff(one, many, &where);
+      EXPECT_LT(d, 1e-5) << "worst at " << where;
+      EXPECT_EQ(r.dist.ranks, N);
+      EXPECT_EQ(r.dist.rank_samples_per_s.size(), size_t(N));
+      EXPECT_GT(r.dist.bucket_bytes.size(), 1u);
+      EXPECT_GT(r.dist.grad_bytes, 0);
+      EXPECT_EQ(r.losses.size(), 5u);
+    }
+  }
+  // The configurations are not vacuous: other seeds give other weights.
+  TrainOptions o = options(5, 2 * B);
+  const auto a = train_weights(din(), cfg, o, dir, "a");
+  o.seed = 6;
+  const auto b = train_weights(din(), cfg, o, dir, "b");
+  std::string where;
+  EXPECT_GT(max_abs_diff(a, b, &where), 1e-3);
+}
+
+TEST(DataParallel, TinyResnetWithFrozenBnEqualsOneProcess) {
+  const std::string dir = make_temp_dir("aim_dp_resnet");
+  const models::ModelConfig cfg = resnet().parse_config({"size=tiny"});
+  TrainOptions o = options(5, 8);
+  o.optim.lr = 0.002;  // frozen BN does not normalise: keep the steps small
+  o.eval_samples = 16;
+  o.freeze_batchnorm = true;
+  const auto one = train_weights(resnet(), cfg, o, dir, "one");
+  o.batch_size = 4;
+  const auto two = train_weights(resnet(), cfg, on_ranks(o, 2), dir, "two");
+  std::string where;
+  EXPECT_LT(max_abs_diff(one, two, &where), 1e-5) << "worst at " << where;
+  // With batch statistics (BN training mode) the split is not invariant, and the run says so.
+  o.freeze_batchnorm = false;
+  o.batch_size = 8;
+  const auto one_bn = train_weights(resnet(), cfg, o, dir, "one_bn");
+  o.batch_size = 4;
+  TrainResult r;
+  std::ostringstream log;
+  const auto two_bn = train_weights(resnet(), cfg, on_ranks(o, 2), dir, "two_bn", &r, &log);
+  EXPECT_GT(max_abs_diff(one_bn, two_bn, &where), 1e-5) << "batch statistics split the same?";
+  EXPECT_NE(log.str().find("batch statistics are per rank"), std::string::npos) << log.str();
+}
+
+TEST(DataParallel, TraceShowsAllReduceOverlappingBackward) {
+  const std::string dir = make_temp_dir("aim_dp_trace");
+  TrainOptions o = on_ranks(options(4, 32), 2);
+  o.trace = dir + "/trace.json";
+  o.dist.bucket_mb = 0.002;
+  std::ostringstream log;
+  const TrainResult r = train_model(din(), din().parse_config({"size=tiny"}), o, log);
+  EXPECT_NE(log.str().find("data parallel: 2 ranks (local)"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("rank 1: "), std::string::npos) << log.str();
+  std::ifstream f(o.trace);
+  ASSERT_TRUE(f.good()) << o.trace;
+  const nlohmann::json doc = nlohmann::json::parse(f);
+  struct Span {
+    double a, b;
+    int tid;
+  };
+  std::vector<Span> bwd, ar;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.value("ph", "") != "X") continue;
+    const std::string name = e.at("name");
+    const Span s{e.at("ts").get<double>(), e.at("ts").get<double>() + e.at("dur").get<double>(),
+                 e.at("tid").get<int>()};
+    if (name == "bwd") bwd.push_back(s);
+    if (name.rfind("allreduce bucket ", 0) == 0) ar.push_back(s);
+  }
+  ASSERT_EQ(bwd.size(), 6u);  // steps 2..4 on 2 ranks
+  ASSERT_GT(ar.size(), 6u);   // several buckets per step and rank
+  std::set<int> bwd_tids, ar_tids;
+  for (const Span& s : bwd) bwd_tids.insert(s.tid);
+  for (const Span& s : ar) ar_tids.insert(s.tid);
+  for (int t : ar_tids) EXPECT_EQ(bwd_tids.count(t), 0u) << "all-reduce on a backward track";
+  EXPECT_EQ(ar_tids.size(), 2u);  // each rank's communicator worker
+  // Buckets that start while a backward pass is still running.
+  int inside = 0;
+  for (const Span& s : ar)
+    for (const Span& b : bwd)
+      if (s.a > b.a && s.a < b.b) {
+        ++inside;
+        break;
+      }
+  EXPECT_GT(inside, 0) << "no all-reduce span starts inside a backward span";
+  EXPECT_GT(r.dist.hidden_fraction, 0);
+  EXPECT_LE(r.dist.hidden_fraction, 1);
+  EXPECT_GT(r.dist.allreduce_ms, 0);
+  EXPECT_GT(r.dist.backward_ms, 0);
+}
+
+TEST(DataParallel, FailingRankStopsEveryRankWithItsMessage) {
+  TrainOptions o = on_ranks(options(10, 16), 3);
+  o.dist.fail_rank = 1;
+  o.dist.fail_step = 3;
+  o.dist.timeout_s = 30;
+  std::ostringstream log;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e =
+      error_of([&] { train_model(din(), din().parse_config({"size=tiny"}), o, log); });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(e.find("dist: rank 1 failed: injected failure at step 3"), std::string::npos) << e;
+  EXPECT_LT(s, 15.0) << "the other ranks must stop at once, not at the 30 s deadline";
+}
+
+TEST(DataParallel, StuckRankTimesOutAndIsAbandoned) {
+  // Rank 2 stops answering at step 2 (outside any collective): its peers time out after 1 s and
+  // the run ends about one timeout later, naming it; the stuck thread is left behind (asleep).
+  TrainOptions o = on_ranks(options(10, 16), 3);
+  o.dist.fail_rank = 2;
+  o.dist.fail_step = 2;
+  o.dist.fail_hang = true;
+  o.dist.abandon_stuck_ranks = true;  // the stuck thread never wakes: nothing it uses goes away
+  o.dist.timeout_s = 1;
+  std::ostringstream log;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e =
+      error_of([&] { train_model(din(), din().parse_config({"size=tiny"}), o, log); });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(e.find("timed out after 1000 ms"), std::string::npos) << e;
+  EXPECT_NE(e.find("waiting for rank(s) 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank(s) 2 still running 1000 ms later (stuck outside any collective) were "
+                   "abandoned"),
+            std::string::npos)
+      << e;
+  EXPECT_LT(s, 5.0);
+}
+
+TEST(DataParallel, CheckpointResumeUnderRanks) {
+  const std::string d1 = make_temp_dir("aim_dp_ck1"), d2 = make_temp_dir("aim_dp_ck2");
+  const models::ModelConfig cfg = din().parse_config({"size=tiny"});
+  std::ostringstream log;
+  TrainOptions o = on_ranks(options(6, 16), 2);
+  o.optim.name = "adam";
+  o.optim.momentum = 0;
+  o.optim.lr = 1e-2;
+  o.checkpoint_dir = d1;
+  const TrainResult full = train_model(din(), cfg, o, log);
+  o.checkpoint_dir = d2;
+  o.steps = 3;
+  train_model(din(), cfg, o, log);
+  o.steps = 6;
+  o.resume = true;
+  const TrainResult rest = train_model(din(), cfg, o, log);
+  ASSERT_EQ(rest.losses.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(rest.losses[size_t(i)], full.losses[size_t(i + 3)]);
+  // Another rank count would change the global batch.
+  TrainOptions one = o;
+  one.dist = DistOptions{};
+  EXPECT_NE(error_of([&] {
+              train_model(din(), cfg, one, log);
+            }).find("was written by a run of 2 rank(s), this run has 1"),
+            std::string::npos);
+}
+
+TEST(DataParallel, Fp16OverflowSkipsTheStepOnEveryRank) {
+  TrainOptions o = on_ranks(options(4, 16), 2);
+  o.optim.name = "adam";
+  o.optim.momentum = 0;
+  o.optim.lr = 1e-3;
+  o.precision = DType::f16;
+  o.inject_overflow_at = {2};
+  std::ostringstream log;
+  const TrainResult r = train_model(din(), din().parse_config({"size=tiny"}), o, log);
+  EXPECT_EQ(r.skipped_steps, 1);
+  EXPECT_EQ(r.loss_scale, 65536.0 / 2);
+  EXPECT_NE(log.str().find("step 2: gradient overflow"), std::string::npos) << log.str();
+}
+
+TEST(DataParallel, SparseEmbeddingExchangeEqualsDense) {
+  const std::string dir = make_temp_dir("aim_dp_sparse");
+  const models::ModelConfig cfg = din().parse_config({"size=tiny"});
+  TrainOptions o = on_ranks(options(3, 16), 2);
+  const auto dense = train_weights(din(), cfg, o, dir, "dense");
+  o.dist.embedding_comm = "sparse";
+  TrainResult r;
+  const auto sparse = train_weights(din(), cfg, o, dir, "sparse", &r);
+  std::string where;
+  EXPECT_LT(max_abs_diff(dense, sparse, &where), 1e-6) << where;
+  EXPECT_EQ(r.dist.sparse_tables, (std::vector<std::string>{"cate_emb.weight", "item_emb.weight"}));
+}
+
+TEST(DataParallel, BadOptionsAreErrors) {
+  const models::ModelConfig cfg = din().parse_config({"size=tiny"});
+  std::ostringstream log;
+  TrainOptions o = on_ranks(options(1, 8), 2);
+  o.dist.embedding_comm = "bogus";
+  EXPECT_NE(error_of([&] { train_model(din(), cfg, o, log); }).find("--embedding-comm 'bogus'"),
+            std::string::npos);
+  o = on_ranks(options(1, 8), 2);
+  o.dist.timeout_s = 0;
+  EXPECT_NE(error_of([&] { train_model(din(), cfg, o, log); }).find("--dist-timeout"),
+            std::string::npos);
+  o = on_ranks(options(1, 8), 2);
+  o.freeze_batchnorm = true;
+  EXPECT_NE(error_of([&] { train_model(din(), cfg, o, log); }).find("no BatchNorm2d"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace aim::train
