@@ -1,4 +1,4 @@
-# Shared by the side-by-side scripts (run_din.sh, run_cnn.sh): the tuned peer environment, one
+# Shared by the side-by-side scripts (run_din.sh, run_cnn.sh, train_pair.sh): the tuned peer environment, one
 # number out of a JSON line, the median, and a run that fails loudly. Sourced after the caller
 # has set: threads, peer_env, python; it defines peer_cmd, jget, median, run_one.
 

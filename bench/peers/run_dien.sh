@@ -12,45 +12,12 @@
 # torch/aim = speed-up of aim) and the raw JSON lines appended to --out (default bench-dien.jsonl).
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=build batch=256 threads=2 rounds=2 steps=20 out=bench-dien.jsonl peer_env=tuned
-die() { echo "run_dien.sh: $*" >&2; exit 1; }
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --batch) batch=${2:?--batch needs a value}; shift 2 ;;
-    --threads) threads=${2:?--threads needs a value}; shift 2 ;;
-    --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
-    --steps) steps=${2:?--steps needs a value}; shift 2 ;;
-    --out) out=${2:?--out needs a value}; shift 2 ;;
-    --peer-env) peer_env=${2:?--peer-env needs a value}; shift 2 ;;
-    -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) die "unknown option '$1' (see --help)" ;;
-    *) build=$1; shift ;;
-  esac
-done
-for v in batch threads rounds steps; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--$v must be a positive integer, got '${!v}'"
-done
-[[ $peer_env == tuned || $peer_env == stock ]] || die "--peer-env must be tuned or stock, got '$peer_env'"
-[[ -d $build ]] || die "build directory '$build' does not exist (build aim-train first)"
-build=$(cd "$build" && pwd)
-python=/usr/bin/python3
-[[ -x $python ]] || die "$python not found (the peer needs Debian's python3-torch)"
-# shellcheck source=lib.sh
-source "$here/lib.sh"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-status=0
-rows=()
-mode=train key=step_time_ms aim_bin=$build/aim-train
-aim_args=(dien --device cpu --batch-size "$batch" --steps $((steps + 3)) --eval-every 0
-          --eval-samples 1000 --optimizer adam --lr 0.001 --threads "$threads")
-peer_args=(--batch-size "$batch" --steps "$steps" --warmup 3 --lr 0.001 --threads "$threads")
-compare_mode "$here/dien.py"
-
-echo
-printf '%-6s %6s %12s %12s %11s   %s\n' mode batch "aim p50 ms" "torch p50 ms" "torch/aim" "per-round p50 (ms)"
-printf '%s\n' "${rows[@]}"
-echo "raw JSON lines appended to $out"
-exit $status
+peer=dien.py help_lines=12
+set_args() {
+  aim_args=(dien --device cpu --batch-size "$batch" --steps $((steps + 3)) --eval-every 0
+            --eval-samples 1000 --optimizer adam --lr 0.001 --threads "$threads")
+  peer_args=(--batch-size "$batch" --steps "$steps" --warmup 3 --lr 0.001 --threads "$threads")
+}
+# shellcheck source=train_pair.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/train_pair.sh"

@@ -16,16 +16,12 @@
 #include "data/din_export.h"
 #include "data/metrics.h"
 #include "tensor/check.h"
+#include "tests/support/common.h"
 
 namespace aim::data {
 namespace {
 
-std::string source_root() {
-  if (const char* r = std::getenv("AIM_SOURCE_DIR")) return r;
-  std::string f = __FILE__;  // <root>/tests/data/test_din_export.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f;
-}
+using ::aim::testing::source_root;
 
 // Temporary directories, removed when the test program exits.
 std::string make_temp_dir() {

@@ -178,9 +178,7 @@ void torch_parity(const std::vector<std::string>& variants) {
       for (bool reverse : {false, true})
         for (bool lengths : {false, true}) cases.push_back({cell, reverse, lbr, lengths});
     }
-  char tmpl[] = "/tmp/aim_rnn_parity_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = ::aim::testing::make_temp_dir("aim_rnn_parity");
   const int64_t T = 5, B = 4, I = 3, H = 6;
   std::vector<Problem> problems;
   for (size_t k = 0; k < cases.size(); ++k) {

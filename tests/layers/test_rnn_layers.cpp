@@ -651,9 +651,7 @@ struct PeerCase {
 // Runs tests/peers/rnn_layers.py on the cases and compares every result: max |ours - torch| <=
 // tol * max(1, max |torch|).
 void run_peer_and_compare(const std::vector<PeerCase>& cases, double tol) {
-  char tmpl[] = "/tmp/aim_rnn_parity_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = ::aim::testing::make_temp_dir("aim_rnn_parity");
   std::string json = "[";
   std::vector<std::pair<std::string, Tensor>> inputs;
   for (size_t i = 0; i < cases.size(); ++i) {

@@ -203,9 +203,7 @@ TEST(DienModel, ParityTorch) {
     GTEST_SKIP() << "/usr/bin/python3 cannot import torch: no PyTorch peer to compare with";
   }
   const std::string script = source_root() + "/tests/peers/dien.py";
-  char tmpl[] = "/tmp/aim_dien_parity_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = ::aim::testing::make_temp_dir("aim_dien_parity");
 
   Dien m(DienConfig::tiny());
   randomize(m, 7);

@@ -16,17 +16,13 @@
 #include "data/metrics.h"
 #include "models/din.h"
 #include "tensor/safetensors.h"
+#include "tests/support/common.h"
 #include "train/optim.h"
 
 namespace aim::models {
 namespace {
 
-std::string source_root() {
-  if (const char* r = std::getenv("AIM_SOURCE_DIR")) return r;
-  std::string f = __FILE__;  // <root>/tests/autograd/test_din_model.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f;
-}
+using ::aim::testing::source_root;
 
 std::map<std::string, std::vector<int64_t>> shapes(const layers::StateDict& sd) {
   std::map<std::string, std::vector<int64_t>> m;
@@ -188,9 +184,7 @@ void parity(const std::string& act, bool bn_train) {
     GTEST_SKIP() << "/usr/bin/python3 cannot import torch: no PyTorch peer to compare with";
   }
   const std::string script = source_root() + "/tests/peers/din.py";
-  char tmpl[] = "/tmp/aim_din_parity_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = ::aim::testing::make_temp_dir("aim_din_parity");
 
   DinConfig c = DinConfig::tiny();
   c.act = act;

@@ -64,9 +64,7 @@ struct Peer {
 void peer_parity(const std::string& model, const Peer& peer, const std::vector<std::string>& config,
                  int64_t image, int64_t classes) {
   if (!have_torchvision()) GTEST_SKIP() << "/usr/bin/python3 cannot import torchvision";
-  char tmpl[] = "/tmp/aim_vision_parity_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = ::aim::testing::make_temp_dir("aim_vision_parity");
   const std::string cmd = "/usr/bin/python3 " + source_root() + "/tests/peers/" + peer.script +
                           " " + peer.model + " --out-dir " + dir + " --image " +
                           std::to_string(image) + " --classes " + std::to_string(classes) +
