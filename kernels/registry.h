@@ -182,6 +182,14 @@ class Op final : public OpBase {
   void set_default(Backend b, const std::string& variant, std::initializer_list<DType> dtypes) {
     for (DType t : dtypes) dtype_defaults_[{b, t}] = variant;
   }
+  // A per-call refinement of the default on backend b: `rule(args)` names the variant to run by
+  // default for these arguments (e.g. conv2d: cpu.winograd for 3x3 stride-1 shapes, else the
+  // registered default), or "" for the registered default. The variant it names is the one
+  // selected, recorded and traced, so what ran stays known (DESIGN §4); --kernels and per-call
+  // overrides still win over it.
+  void set_default_rule(Backend b, std::function<std::string(const Args&)> rule) {
+    default_rules_[b] = std::move(rule);
+  }
   void set_bind(std::function<Args(const TestCase&)> f) { bind_ = std::move(f); }
   void set_cost(std::function<Cost(const Args&)> f) { cost_ = std::move(f); }
   void add_test_shapes(std::vector<TestShape> shapes) {
@@ -214,7 +222,10 @@ class Op final : public OpBase {
       else if (!s.mode.empty())
         wanted = preferred(on_cuda ? Backend::CUDA : Backend::CPU, s.mode);
     }
-    const std::string def = default_variant(on_cuda ? Backend::CUDA : Backend::CPU, a.dtype());
+    const Backend b = on_cuda ? Backend::CUDA : Backend::CPU;
+    std::string def;
+    if (auto r = default_rules_.find(b); r != default_rules_.end()) def = r->second(a);
+    if (def.empty()) def = default_variant(b, a.dtype());
     if (wanted.empty()) wanted = def;
     const Variant<Args>* v = find_for(wanted, on_cuda);
     if (!v) no_such_variant(name_, wanted, a.device(), list_names());
@@ -298,6 +309,7 @@ class Op final : public OpBase {
   }
 
   std::vector<Variant<Args>> variants_;
+  std::map<Backend, std::function<std::string(const Args&)>> default_rules_;
   std::function<Args(const TestCase&)> bind_;
   std::function<Cost(const Args&)> cost_;
 };

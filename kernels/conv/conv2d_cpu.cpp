@@ -11,17 +11,18 @@
 //     bwd_filter  dw_g [K/G, C/G*R*S] += dy_g . col^T,  dbias[k] += row sums of dy
 //   1x1 stride-1 unpadded convolutions skip im2col/col2im: the image is already the matrix.
 //   The columns are processed in chunks of whole output rows sized so the chunk's col (<= ~512
-//   KiB, >= ~256 columns) stays in the core's L2 between im2col, the GEMM and col2im. Stride 1
+//   KiB, >= ~256 columns) stays in the core's L2 between im2col, the GEMM and col2im; small
+//   images (P*Q < 384) go several to one column matrix instead (plan_of). Stride 1
 //   with Q == W (same padding): one tap's valid rows are one contiguous copy (or add), then the
 //   one or two wrapped-around columns per row are fixed up.
 //   bwd_filter's GEMM has a transposed operand (the reduction runs along the rows of dy and col),
-//   which sgemm_avx512 runs at ~220 GFLOP/s here instead of ~360; a scalar transpose of col to
-//   avoid it cost as much as it saved (an AVX-512 in-register transpose is the next step).
+//   which sgemm_avx512 packs with in-register 16x16 transposes.
 //   GEMM: the own AVX-512 SGEMM (sgemm_avx512) where the CPU has AVX-512, else OpenBLAS.
-//   Threads: OpenMP over images when N >= the team size (each GEMM single-threaded inside the
-//   region), else images one after another with the GEMM using the team. bwd_filter over images
-//   in parallel accumulates one partial dw per thread, added into dw in thread order.
-//   Column buffers are thread_local and only grow: no allocation or page faults in steady state.
+//   Threads: OpenMP over images (or blocks of images) when there are >= the team size (each GEMM
+//   single-threaded inside the region), else images one after another with the GEMM using the team.
+//   bwd_filter over images in parallel accumulates one partial dw per thread, added into dw in
+//   thread order. Column buffers are thread_local and only grow: no allocation or page faults in
+//   steady state.
 #include <omp.h>
 
 #include <algorithm>
@@ -35,6 +36,8 @@
 #endif
 
 #include "kernels/conv/conv2d.h"
+#include "kernels/conv/conv2d_winograd.h"
+#include "kernels/conv/cpu_blocks.h"
 #include "kernels/matmul/gemm_avx512.h"
 #include "kernels/registry.h"
 #include "kernels/testing.h"
@@ -42,6 +45,10 @@
 namespace aim::kernels {
 
 namespace {
+
+using conv_cpu::blocks_parallel;
+using conv_cpu::for_blocks;
+using conv_cpu::thread_buffer;
 
 // Sizes of one convolution, checked: per-group channel counts Cg = C/G, Kg = K/G.
 struct Dims {
@@ -301,18 +308,19 @@ inline void q_range(int64_t iw0, int64_t sw, int64_t W, int64_t Q, int64_t& q0, 
   q1 = std::max(q0, std::min(q1, Q));
 }
 
-// Output rows [p0, p1) of col [Cg*R*S, (p1-p0)*Q] from the image slice x [Cg, H, W]; every
-// element written. Stride 1 with Q == W (same padding): source and destination rows have the
-// same stride, so the valid rows of one tap are one contiguous copy, then the few columns that
-// wrapped around from the neighbouring row (or read padding) are zeroed.
-void im2col(const float* x, float* col, const Dims& d, const Conv2dParams& p, int64_t p0,
-            int64_t p1) {
-  const int64_t ncols = (p1 - p0) * d.Q;
+// Output rows [p0, p1) of one image's columns from the image slice x [Cg, H, W]: row (c, r, s)
+// of the column matrix starts at col + ((c*R + r)*S + s) * ld and this image's (p1-p0)*Q columns
+// are its first ones (ld >= that: several images side by side); every one of them written.
+// Stride 1 with Q == W (same padding): source and destination rows have the same stride, so the
+// valid rows of one tap are one contiguous copy, then the few columns that wrapped around from
+// the neighbouring row (or read padding) are zeroed.
+void im2col(const float* x, float* col, int64_t ld, const Dims& d, const Conv2dParams& p,
+            int64_t p0, int64_t p1) {
   const bool bulk = p.stride_w == 1 && p.stride_h == 1 && d.Q == d.W;
   for (int64_t c = 0; c < d.Cg; ++c)
     for (int64_t r = 0; r < d.R; ++r)
       for (int64_t s = 0; s < d.S; ++s) {
-        float* out = col + ((c * d.R + r) * d.S + s) * ncols;
+        float* out = col + ((c * d.R + r) * d.S + s) * ld;
         const int64_t iw0 = s * p.dil_w - p.pad_left;
         int64_t q0, q1;
         q_range(iw0, p.stride_w, d.W, d.Q, q0, q1);
@@ -349,17 +357,16 @@ void im2col(const float* x, float* col, const Dims& d, const Conv2dParams& p, in
       }
 }
 
-// dx [Cg, H, W] += the columns of col [Cg*R*S, (p1-p0)*Q] (output rows [p0, p1)) at the pixels
-// they were read from. The bulk case zeroes the wrapped-around columns of col first, then adds
-// one contiguous range per tap.
-void col2im_add(float* col, float* dx, const Dims& d, const Conv2dParams& p, int64_t p0,
+// dx [Cg, H, W] += one image's columns of col (laid out as im2col's, output rows [p0, p1)) at the
+// pixels they were read from. The bulk case zeroes the wrapped-around columns of col first, then
+// adds one contiguous range per tap.
+void col2im_add(float* col, int64_t ld, float* dx, const Dims& d, const Conv2dParams& p, int64_t p0,
                 int64_t p1) {
-  const int64_t ncols = (p1 - p0) * d.Q;
   const bool bulk = p.stride_w == 1 && p.stride_h == 1 && d.Q == d.W;
   for (int64_t c = 0; c < d.Cg; ++c)
     for (int64_t r = 0; r < d.R; ++r)
       for (int64_t s = 0; s < d.S; ++s) {
-        float* in = col + ((c * d.R + r) * d.S + s) * ncols;
+        float* in = col + ((c * d.R + r) * d.S + s) * ld;
         const int64_t iw0 = s * p.dil_w - p.pad_left;
         int64_t q0, q1;
         q_range(iw0, p.stride_w, d.W, d.Q, q0, q1);
@@ -398,41 +405,71 @@ bool is_pointwise(const Dims& d, const Conv2dParams& p) {
          p.pad_bottom == 0 && p.pad_left == 0 && p.pad_right == 0;
 }
 
-// Output rows per column chunk: the chunk's column matrix stays in the core's L2 (~1 MiB) between
-// im2col and the GEMM's packing, but keeps >= ~256 columns so the GEMM stays efficient.
-int64_t rows_per_chunk(const Dims& d) {
-  const int64_t crs = d.Cg * d.R * d.S;
-  const int64_t target =
-      std::max<int64_t>(256, (int64_t(512) << 10) / (4 * std::max<int64_t>(1, crs)));
-  return std::max<int64_t>(1, std::min<int64_t>(d.P, target / std::max<int64_t>(1, d.Q)));
-}
+// How the columns are cut into GEMMs.
+// - Large images: chunks of whole output rows of one image, sized so the chunk's column matrix
+//   (<= ~512 KiB, >= ~256 columns) stays in the core's L2 between im2col, the GEMM and col2im.
+//   A pointwise convolution reads the image itself as the matrix (`direct`).
+// - Small images (P*Q < kMinCols / 2, e.g. CRNN's 4x25 or ResNet's 7x7 layers): `images` whole
+//   images side by side in one column matrix [Cg*R*S, images*P*Q] (their dy gathered likewise),
+//   so the GEMM's column (fwd, bwd_data) or reduction (bwd_filter) extent is ~kMinCols instead
+//   of P*Q: per image, sgemm_avx512 would pack all of w for a 100-column product and bwd_filter
+//   would stream its whole dw through memory for a reduction of 100 (measured on CRNN's
+//   512x4608 layers: ~145 -> ~200 GFLOP/s fwd, ~97 -> ~190 bwd_filter GEMM, same load).
+//   Limits: enough blocks for every thread, a column matrix of at most 16 MiB per thread.
+constexpr int64_t kMinCols = 768;
 
-// A per-thread buffer that only grows (first touch paid once per thread).
-float* thread_buffer(size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
+struct Plan {
+  int64_t images = 1;   // images per GEMM
+  int64_t rows = 1;     // output rows per chunk (P when images > 1)
+  int64_t blocks = 1;   // ceil(N / images): the units of work spread over the threads
+  bool direct = false;  // pointwise, one image at a time: no column matrix
+};
 
-// Runs body(n, tid) for every image: over threads when there are enough images (the GEMMs inside
-// then run single-threaded), else in order with the GEMMs using the whole team.
-template <class F>
-void for_images(int64_t N, bool parallel, F&& body) {
-  if (parallel) {
-#pragma omp parallel
-    {
-      const int tid = omp_get_thread_num();
-#pragma omp for schedule(static)
-      for (int64_t n = 0; n < N; ++n) body(n, tid);
-    }
-  } else {
-    for (int64_t n = 0; n < N; ++n) body(n, 0);
+Plan plan_of(const Dims& d, const Conv2dParams& p) {
+  Plan pl;
+  const int64_t PQ = d.P * d.Q, crs = d.Cg * d.R * d.S;
+  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (2 * PQ < kMinCols) {
+    const int64_t want = (kMinCols + PQ - 1) / PQ;
+    const int64_t per_thread = std::max<int64_t>(1, d.N / nt);
+    const int64_t fit = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, crs * PQ));
+    pl.images = std::max<int64_t>(1, std::min({want, per_thread, fit}));
   }
+  pl.direct = pl.images == 1 && is_pointwise(d, p);
+  if (pl.images > 1 || pl.direct) {
+    pl.rows = d.P;
+  } else {
+    const int64_t target =
+        std::max<int64_t>(256, (int64_t(512) << 10) / (4 * std::max<int64_t>(1, crs)));
+    pl.rows = std::max<int64_t>(1, std::min<int64_t>(d.P, target / std::max<int64_t>(1, d.Q)));
+  }
+  pl.blocks = (d.N + pl.images - 1) / pl.images;
+  return pl;
 }
 
-bool batch_parallel(int64_t N) {
-  const int nt = omp_get_max_threads();
-  return nt > 1 && N >= nt && !omp_in_parallel();
+// Copies rows of `cols` floats between a [rows, images * cols] matrix (image i's columns at
+// i * cols) and each image's slice of an NCHW tensor (row k of image i at t + i * img_stride +
+// k * row_stride): gather_rows (dy into a GEMM operand), scatter_rows (a GEMM result into y,
+// plus a bias per row when given).
+void gather_rows(const float* t, int64_t img_stride, int64_t row_stride, int64_t images,
+                 int64_t rows, int64_t cols, float* m) {
+  const int64_t ld = images * cols;
+  for (int64_t k = 0; k < rows; ++k)
+    for (int64_t i = 0; i < images; ++i)
+      std::memcpy(m + k * ld + i * cols, t + i * img_stride + k * row_stride,
+                  size_t(cols) * sizeof(float));
+}
+void scatter_rows(const float* m, int64_t images, int64_t rows, int64_t cols, const float* bias,
+                  float* t, int64_t img_stride, int64_t row_stride) {
+  const int64_t ld = images * cols;
+  for (int64_t k = 0; k < rows; ++k) {
+    const float b = bias ? bias[k] : 0.0f;
+    for (int64_t i = 0; i < images; ++i) {
+      const float* src = m + k * ld + i * cols;
+      float* dst = t + i * img_stride + k * row_stride;
+      for (int64_t j = 0; j < cols; ++j) dst[j] = src[j] + b;
+    }
+  }
 }
 
 void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
@@ -443,24 +480,33 @@ void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
   const float* w = a.w.data<float>();
   const float* bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
   float* y = a.y.data<float>();
-  const bool pw = is_pointwise(d, p);
-  const int64_t rows = pw ? d.P : rows_per_chunk(d);
-  for_images(d.N, batch_parallel(d.N), [&](int64_t n, int) {
-    float* col = pw ? nullptr : thread_buffer(size_t(CRS * rows * d.Q));
+  const Plan pl = plan_of(d, p);
+  for_blocks(pl.blocks, [&](int64_t b, int) {
+    const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
+    float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
+    float* out = nb > 1 ? thread_buffer(1, size_t(d.Kg * nb * PQ)) : nullptr;
     for (int64_t g = 0; g < d.G; ++g) {
-      const float* xg = x + (n * d.C + g * d.Cg) * HW;
-      float* yg = y + (n * d.K + g * d.Kg) * PQ;
-      for (int64_t p0 = 0; p0 < d.P; p0 += rows) {
-        const int64_t p1 = std::min(d.P, p0 + rows), cols = (p1 - p0) * d.Q;
-        if (!pw) im2col(xg, col, d, p, p0, p1);
-        // y_g[:, chunk] [Kg, cols] = w_g [Kg, CRS] . col [CRS, cols]
-        gemm(false, false, d.Kg, cols, CRS, w + g * d.Kg * CRS, CRS, pw ? xg : col, pw ? PQ : cols,
-             0.0f, yg + p0 * d.Q, PQ);
-        if (bias)
+      const float* xg = x + (n0 * d.C + g * d.Cg) * HW;
+      float* yg = y + (n0 * d.K + g * d.Kg) * PQ;
+      const float* bg = bias ? bias + g * d.Kg : nullptr;
+      for (int64_t p0 = 0; p0 < d.P; p0 += pl.rows) {
+        const int64_t p1 = std::min(d.P, p0 + pl.rows), cols = (p1 - p0) * d.Q, ld = nb * cols;
+        if (!pl.direct)
+          for (int64_t i = 0; i < nb; ++i)
+            im2col(xg + i * d.C * HW, col + i * cols, ld, d, p, p0, p1);
+        // y_g[:, chunk] [Kg, ld] = w_g [Kg, CRS] . col [CRS, ld]
+        const float* B = pl.direct ? xg : col;
+        if (nb > 1) {
+          gemm(false, false, d.Kg, ld, CRS, w + g * d.Kg * CRS, CRS, B, ld, 0.0f, out, ld);
+          scatter_rows(out, nb, d.Kg, cols, bg, yg + p0 * d.Q, d.K * PQ, PQ);
+          continue;
+        }
+        gemm(false, false, d.Kg, cols, CRS, w + g * d.Kg * CRS, CRS, B, pl.direct ? PQ : cols, 0.0f,
+             yg + p0 * d.Q, PQ);
+        if (bg)
           for (int64_t k = 0; k < d.Kg; ++k) {
-            const float b = bias[g * d.Kg + k];
             float* row = yg + k * PQ + p0 * d.Q;
-            for (int64_t i = 0; i < cols; ++i) row[i] += b;
+            for (int64_t i = 0; i < cols; ++i) row[i] += bg[k];
           }
       }
     }
@@ -474,24 +520,33 @@ void conv2d_bwd_data_cpu_im2col(const Conv2dBwdDataArgs& a) {
   const float* dy = a.dy.data<float>();
   const float* w = a.w.data<float>();
   float* dx = a.dx.data<float>();
-  const bool pw = is_pointwise(d, p);
-  const int64_t rows = pw ? d.P : rows_per_chunk(d);
-  for_images(d.N, batch_parallel(d.N), [&](int64_t n, int) {
-    float* col = pw ? nullptr : thread_buffer(size_t(CRS * rows * d.Q));
+  const Plan pl = plan_of(d, p);
+  for_blocks(pl.blocks, [&](int64_t b, int) {
+    const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
+    float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
+    float* dyb = nb > 1 ? thread_buffer(1, size_t(d.Kg * nb * PQ)) : nullptr;
     for (int64_t g = 0; g < d.G; ++g) {
-      const float* dyg = dy + (n * d.K + g * d.Kg) * PQ;
-      float* dxg = dx + (n * d.C + g * d.Cg) * HW;
-      if (pw) {  // dx_g [Cg, HW] = w_g^T [Cg, Kg] . dy_g [Kg, HW]
+      const float* dyg = dy + (n0 * d.K + g * d.Kg) * PQ;
+      float* dxg = dx + (n0 * d.C + g * d.Cg) * HW;
+      if (pl.direct) {  // dx_g [Cg, HW] = w_g^T [Cg, Kg] . dy_g [Kg, HW]
         gemm(true, false, CRS, PQ, d.Kg, w + g * d.Kg * CRS, CRS, dyg, PQ, 0.0f, dxg, PQ);
         continue;
       }
-      std::memset(dxg, 0, size_t(d.Cg * HW) * sizeof(float));
-      for (int64_t p0 = 0; p0 < d.P; p0 += rows) {
-        const int64_t p1 = std::min(d.P, p0 + rows), cols = (p1 - p0) * d.Q;
-        // col [CRS, cols] = w_g^T [CRS, Kg] . dy_g[:, chunk] [Kg, cols]
-        gemm(true, false, CRS, cols, d.Kg, w + g * d.Kg * CRS, CRS, dyg + p0 * d.Q, PQ, 0.0f, col,
-             cols);
-        col2im_add(col, dxg, d, p, p0, p1);
+      for (int64_t i = 0; i < nb; ++i)
+        std::memset(dxg + i * d.C * HW, 0, size_t(d.Cg * HW) * sizeof(float));
+      for (int64_t p0 = 0; p0 < d.P; p0 += pl.rows) {
+        const int64_t p1 = std::min(d.P, p0 + pl.rows), cols = (p1 - p0) * d.Q, ld = nb * cols;
+        const float* B = dyg + p0 * d.Q;
+        int64_t ldb = PQ;
+        if (nb > 1) {
+          gather_rows(B, d.K * PQ, PQ, nb, d.Kg, cols, dyb);
+          B = dyb;
+          ldb = ld;
+        }
+        // col [CRS, ld] = w_g^T [CRS, Kg] . dy_g[:, chunk] [Kg, ld]
+        gemm(true, false, CRS, ld, d.Kg, w + g * d.Kg * CRS, CRS, B, ldb, 0.0f, col, ld);
+        for (int64_t i = 0; i < nb; ++i)
+          col2im_add(col + i * cols, ld, dxg + i * d.C * HW, d, p, p0, p1);
       }
     }
   });
@@ -504,9 +559,8 @@ void conv2d_bwd_filter_cpu_im2col(const Conv2dBwdFilterArgs& a) {
   const float* dy = a.dy.data<float>();
   const float* x = a.x.data<float>();
   float* dw = a.dw.data<float>();
-  const bool pw = is_pointwise(d, p);
-  const int64_t rows = pw ? d.P : rows_per_chunk(d);
-  const bool par = batch_parallel(d.N);
+  const Plan pl = plan_of(d, p);
+  const bool par = blocks_parallel(pl.blocks);
   const int nt = par ? omp_get_max_threads() : 1;
   const int64_t wsize = d.K * CRS;
   // In parallel each thread sums its images into its own partial dw, added in thread order.
@@ -517,18 +571,29 @@ void conv2d_bwd_filter_cpu_im2col(const Conv2dBwdFilterArgs& a) {
     std::fill(partials.begin(), partials.begin() + nt * wsize, 0.0f);
     part = partials.data();
   }
-  for_images(d.N, par, [&](int64_t n, int tid) {
-    float* col = pw ? nullptr : thread_buffer(size_t(CRS * rows * d.Q));
+  for_blocks(pl.blocks, [&](int64_t b, int tid) {
+    const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
+    float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
+    float* dyb = nb > 1 ? thread_buffer(1, size_t(d.Kg * nb * PQ)) : nullptr;
     float* acc = par ? part + tid * wsize : dw;
     for (int64_t g = 0; g < d.G; ++g) {
-      const float* xg = x + (n * d.C + g * d.Cg) * HW;
-      const float* dyg = dy + (n * d.K + g * d.Kg) * PQ;
-      for (int64_t p0 = 0; p0 < d.P; p0 += rows) {
-        const int64_t p1 = std::min(d.P, p0 + rows), cols = (p1 - p0) * d.Q;
-        if (!pw) im2col(xg, col, d, p, p0, p1);
-        // dw_g [Kg, CRS] += dy_g[:, chunk] [Kg, cols] . col^T [cols, CRS]
-        gemm(false, true, d.Kg, CRS, cols, dyg + p0 * d.Q, PQ, pw ? xg + p0 * d.Q : col,
-             pw ? PQ : cols, 1.0f, acc + g * d.Kg * CRS, CRS);
+      const float* xg = x + (n0 * d.C + g * d.Cg) * HW;
+      const float* dyg = dy + (n0 * d.K + g * d.Kg) * PQ;
+      for (int64_t p0 = 0; p0 < d.P; p0 += pl.rows) {
+        const int64_t p1 = std::min(d.P, p0 + pl.rows), cols = (p1 - p0) * d.Q, ld = nb * cols;
+        if (!pl.direct)
+          for (int64_t i = 0; i < nb; ++i)
+            im2col(xg + i * d.C * HW, col + i * cols, ld, d, p, p0, p1);
+        const float* A = dyg + p0 * d.Q;
+        int64_t lda = PQ;
+        if (nb > 1) {
+          gather_rows(A, d.K * PQ, PQ, nb, d.Kg, cols, dyb);
+          A = dyb;
+          lda = ld;
+        }
+        // dw_g [Kg, CRS] += dy_g[:, chunk] [Kg, ld] . col^T [ld, CRS]
+        gemm(false, true, d.Kg, CRS, ld, A, lda, pl.direct ? xg + p0 * d.Q : col,
+             pl.direct ? PQ : ld, 1.0f, acc + g * d.Kg * CRS, CRS);
       }
     }
   });
@@ -537,20 +602,28 @@ void conv2d_bwd_filter_cpu_im2col(const Conv2dBwdFilterArgs& a) {
       const float* src = part + t * wsize;
       for (int64_t i = 0; i < wsize; ++i) dw[i] += src[i];
     }
-  if (a.dbias.defined()) {
-    float* db = a.dbias.data<float>();
-    for (int64_t k = 0; k < d.K; ++k) {
-      double s = 0.0;  // N * PQ terms: per-image float sums, added in double
-      for (int64_t n = 0; n < d.N; ++n) {
-        const float* row = dy + (n * d.K + k) * PQ;
-        float rs = 0.0f;
-        for (int64_t i = 0; i < PQ; ++i) rs += row[i];
-        s += double(rs);
-      }
-      db[k] = float(double(db[k]) + s);
+  if (a.dbias.defined()) conv2d_bias_grad_cpu(a.dy, a.dbias);
+}
+
+}  // namespace
+
+void conv2d_bias_grad_cpu(const Tensor& dy_t, const Tensor& dbias) {
+  const int64_t N = dy_t.size(0), K = dy_t.size(1), PQ = dy_t.size(2) * dy_t.size(3);
+  const float* dy = dy_t.data<float>();
+  float* db = dbias.data<float>();
+  for (int64_t k = 0; k < K; ++k) {
+    double s = 0.0;  // N * PQ terms: per-image float sums, added in double
+    for (int64_t n = 0; n < N; ++n) {
+      const float* row = dy + (n * K + k) * PQ;
+      float rs = 0.0f;
+      for (int64_t i = 0; i < PQ; ++i) rs += row[i];
+      s += double(rs);
     }
+    db[k] = float(double(db[k]) + s);
   }
 }
+
+namespace {
 
 // ---- cpu.widen --------------------------------------------------------------------------------
 // f16/bf16: every tensor widened to f32, cpu.im2col, the outputs rounded once to 16 bits (dw and
@@ -722,6 +795,14 @@ void conv2d_bwd_filter(const Conv2dBwdFilterArgs& a) {
   AIM_DISPATCH_OP(Conv2dBwdFilterArgs, "conv2d_bwd_filter", a);
 }
 
+// The default CPU f32 variant per call: cpu.winograd where it is preferred (3x3 stride 1, >= 16
+// channels each way; conv2d_winograd.h), else the registered default (cpu.im2col).
+std::string winograd_rule(const Tensor& t, const Tensor& w, const Conv2dParams& p,
+                          const Tensor& out) {
+  if (t.dtype() != DType::f32 || w.dim() != 4 || out.dim() != 4) return "";
+  return conv2d_winograd_preferred(w, p, out.size(2), out.size(3)) ? "cpu.winograd" : "";
+}
+
 void register_conv2d_cpu(Registry& r) {
   // {N, C, H, W, K, R, S, stride, pad (-1: TF SAME), dil, groups, bias}; the last one is the
   // largest (aim-bench op checks big timed shapes on it).
@@ -744,6 +825,11 @@ void register_conv2d_cpu(Registry& r) {
       {1, 16, 79, 79, 4, 3, 3, 2, 1, 1, 1, 1},    // stride 2 over several column chunks
       {1, 16, 45, 47, 3, 3, 3, 1, 0, 1, 1, 0},    // unpadded (Q != W) over several chunks
       {1, 136, 5, 5, 140, 1, 1, 1, 0, 1, 1, 1},   // 136/140 channels: several GPU row tiles
+      {7, 5, 4, 6, 9, 3, 3, 1, 1, 1, 1, 1},       // small images: blocks of images, last partial
+      {9, 6, 3, 5, 4, 1, 1, 1, 0, 1, 2, 1},       // pointwise grouped, blocks of images
+      {6, 4, 5, 7, 6, 2, 2, 2, -1, 1, 1, 0},      // strided TF SAME, blocks of images
+      {2, 5, 7, 8, 4, 3, 3, 1, 2, 1, 1, 1},       // 3x3 pad 2 (winograd: patches beyond x)
+      {1, 8, 70, 66, 5, 3, 3, 1, 1, 1, 1, 1},     // winograd: chunks of tile rows of one image
       {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1}};  // ResNet-like (too big for the emulator)
 
   auto configure = [&](auto& op) {
@@ -769,8 +855,20 @@ void register_conv2d_cpu(Registry& r) {
          conv2d_fwd_cpu_widen,
          {DType::f16, DType::bf16},
          [=](const Conv2dFwdArgs& a) { return im2col_supports(dims_fwd(a)); }});
+  f.add({"cpu.winograd",
+         Backend::CPU,
+         Provider::Own,
+         conv2d_fwd_cpu_winograd,
+         {DType::f32},
+         [](const Conv2dFwdArgs& a) {
+           dims_fwd(a);
+           return conv2d_winograd_supports(a.w, a.p);
+         }});
   f.set_default(Backend::CPU, "cpu.ref");
   if (fast) f.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  if (cpu_has_avx512())
+    f.set_default_rule(Backend::CPU,
+                       [](const Conv2dFwdArgs& a) { return winograd_rule(a.x, a.w, a.p, a.y); });
   if (fast) f.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
   f.set_cost(conv2d_fwd_cost);
   f.set_bind([](const TestCase& c) {
@@ -800,8 +898,21 @@ void register_conv2d_cpu(Registry& r) {
           conv2d_bwd_data_cpu_widen,
           {DType::f16, DType::bf16},
           [=](const Conv2dBwdDataArgs& a) { return im2col_supports(dims_bwd_data(a)); }});
+  bd.add({"cpu.winograd",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_data_cpu_winograd,
+          {DType::f32},
+          [](const Conv2dBwdDataArgs& a) {
+            dims_bwd_data(a);
+            return conv2d_winograd_supports(a.w, a.p);
+          }});
   bd.set_default(Backend::CPU, "cpu.ref");
   if (fast) bd.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  if (cpu_has_avx512())
+    bd.set_default_rule(Backend::CPU, [](const Conv2dBwdDataArgs& a) {
+      return winograd_rule(a.dy, a.w, a.p, a.dy);
+    });
   if (fast) bd.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
   bd.set_cost(conv2d_bwd_data_cost);
   bd.set_bind([](const TestCase& c) {
@@ -830,8 +941,21 @@ void register_conv2d_cpu(Registry& r) {
           conv2d_bwd_filter_cpu_widen,
           {DType::f16, DType::bf16},
           [=](const Conv2dBwdFilterArgs& a) { return im2col_supports(dims_bwd_filter(a)); }});
+  bf.add({"cpu.winograd",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_filter_cpu_winograd,
+          {DType::f32},
+          [](const Conv2dBwdFilterArgs& a) {
+            dims_bwd_filter(a);
+            return conv2d_winograd_supports(a.dw, a.p);
+          }});
   bf.set_default(Backend::CPU, "cpu.ref");
   if (fast) bf.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  if (cpu_has_avx512())
+    bf.set_default_rule(Backend::CPU, [](const Conv2dBwdFilterArgs& a) {
+      return winograd_rule(a.x, a.dw, a.p, a.dy);
+    });
   if (fast) bf.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
   bf.set_cost(conv2d_bwd_filter_cost);
   bf.set_bind([](const TestCase& c) {

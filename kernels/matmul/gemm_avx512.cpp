@@ -220,16 +220,26 @@ void pack_b_panel(bool trans, const float* b, int64_t ldb, int64_t nr, int64_t k
       }
     }
   } else {
-    // op(B)[k][j] = b[j * ldb + k]
-    int64_t j = 0;
-    for (; j < nr; ++j) {
+    // op(B)[k][j] = b[j * ldb + k]: rows of b are columns of the panel. 16 k at a time, 16
+    // columns per register block read as rows and transposed in registers (as pack_a), one
+    // aligned store per k; columns beyond nr are zero. The last kc % 16 k are copied one by one.
+    int64_t k0 = 0;
+    for (; k0 + 16 <= kc; k0 += 16)
+      for (int v = 0; v < kNV; ++v) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int jj = 0; jj < 16; ++jj) {
+          const int64_t j = 16 * v + jj;
+          r[jj] = j < nr ? _mm512_loadu_ps(b + j * ldb + k0) : _mm512_setzero_ps();
+        }
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int kk = 0; kk < 16; ++kk) _mm512_store_ps(dst + (k0 + kk) * kNR + 16 * v, r[kk]);
+      }
+    for (int64_t j = 0; j < kNR; ++j) {
       const float* s = b + j * ldb;
       float* d = dst + j;
-      for (int64_t k = 0; k < kc; ++k) d[k * kNR] = s[k];
-    }
-    for (; j < kNR; ++j) {
-      float* d = dst + j;
-      for (int64_t k = 0; k < kc; ++k) d[k * kNR] = 0.0f;
+      for (int64_t k = k0; k < kc; ++k) d[k * kNR] = j < nr ? s[k] : 0.0f;
     }
   }
 }

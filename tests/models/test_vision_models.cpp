@@ -144,7 +144,10 @@ TEST(VisionParity, SynNetTiny) {
 TEST(VisionTrain, TinyResNetLearnsSyntheticClasses) {
   const ModelEntry& e = find_model("resnet50");
   train::TrainOptions o;
-  o.steps = 250;
+  // 400 steps: at 250 the top-1 over seeds 1-4 spread 0.59-0.91, and f32 rounding alone (the
+  // Winograd against the im2col convolution) moved seed 1 from 0.902 to 0.886; at 400 seeds 1-4
+  // reach 0.949 / 0.940 / 0.877 / 0.912 (seed 1 asserted here).
+  o.steps = 400;
   o.batch_size = 32;
   o.optim.name = "sgd";
   o.optim.lr = 1.0;

@@ -1,0 +1,42 @@
+// How the CPU convolution variants (cpu.im2col, cpu.winograd) spread blocks of images over the
+// OpenMP team, and their per-thread scratch buffers. Internal to kernels/conv.
+#pragma once
+#include <omp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace aim::kernels::conv_cpu {
+
+// Whether the blocks run over the team (each GEMM inside then single-threaded) rather than one
+// after another with the GEMMs (and transforms) using the team.
+inline bool blocks_parallel(int64_t blocks) {
+  const int nt = omp_get_max_threads();
+  return nt > 1 && blocks >= nt && !omp_in_parallel();
+}
+
+// Runs body(b, tid) for every block b: over the team when blocks_parallel, else in order (tid 0).
+template <class F>
+void for_blocks(int64_t blocks, F&& body) {
+  if (blocks_parallel(blocks)) {
+#pragma omp parallel
+    {
+      const int tid = omp_get_thread_num();
+#pragma omp for schedule(static)
+      for (int64_t b = 0; b < blocks; ++b) body(b, tid);
+    }
+  } else {
+    for (int64_t b = 0; b < blocks; ++b) body(b, 0);
+  }
+}
+
+// Per-thread buffers (slots 0..3) that only grow: first touch paid once per thread (MACHINE.md
+// lesson 1), no allocation in steady state.
+inline float* thread_buffer(int slot, size_t n) {
+  thread_local std::vector<float> buf[4];
+  if (buf[slot].size() < n) buf[slot].resize(n);
+  return buf[slot].data();
+}
+
+}  // namespace aim::kernels::conv_cpu
