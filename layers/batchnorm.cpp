@@ -9,6 +9,16 @@
 
 namespace aim::layers {
 
+namespace {
+thread_local const autograd::BatchStatsSync* t_sync = nullptr;
+}  // namespace
+
+SyncBatchNormScope::SyncBatchNormScope(const autograd::BatchStatsSync* sync) : prev_(t_sync) {
+  t_sync = sync;
+}
+SyncBatchNormScope::~SyncBatchNormScope() { t_sync = prev_; }
+const autograd::BatchStatsSync* sync_batch_stats() { return t_sync; }
+
 Variable batch_normalize(const Variable& x, int64_t channel_dim, bool use_batch_stats,
                          const Tensor& running_mean, const Tensor& running_var, double factor,
                          double eps) {
@@ -28,6 +38,8 @@ Variable batch_normalize(const Variable& x, int64_t channel_dim, bool use_batch_
     return autograd::mul(autograd::sub(x, rm), autograd::rsqrt(autograd::add(rv, eps)));
   }
 
+  if (const autograd::BatchStatsSync* sync = sync_batch_stats())
+    return autograd::sync_batch_norm(x, cd, running_mean, running_var, factor, eps, *sync);
   const int64_t n = x.numel() / c;
   AIM_CHECK(n > 1, "batch_normalize: expected more than 1 value per channel when training, got ",
             "input of shape ", to_string(x.sizes()));
@@ -122,7 +134,18 @@ Variable BatchNorm2d::forward(const Variable& x) {
   }
   const Tensor rm = running_mean_ ? *running_mean_ : Tensor();
   const Tensor rv = running_var_ ? *running_var_ : Tensor();
-  return autograd::batch_norm(x, weight, bias, rm, rv, batch_stats, factor, eps_);
+  const autograd::BatchStatsSync* sync = batch_stats ? sync_batch_stats() : nullptr;
+  if (!sync) return autograd::batch_norm(x, weight, bias, rm, rv, batch_stats, factor, eps_);
+  // SyncBatchNorm: the statistics of all ranks, then the affine transform per channel.
+  Variable y = autograd::sync_batch_norm(x, 1, rm, rv, factor, eps_, *sync);
+  if (!weight.defined()) return y;
+  // f32 parameters with 16-bit activations (mixed precision): the affine step in f32, as the
+  // fused kernels do.
+  const DType t = x.dtype();
+  if (t != weight.dtype()) y = autograd::cast(y, weight.dtype());
+  const Shape s{num_features_, 1, 1};
+  y = autograd::add(autograd::mul(y, autograd::reshape(weight, s)), autograd::reshape(bias, s));
+  return t != y.dtype() ? autograd::cast(y, t) : y;
 }
 
 Shape BatchNorm2d::count_flops(const Shape& in, double& flops) const {

@@ -8,15 +8,37 @@
 #include <cstdint>
 #include <optional>
 
+#include "autograd/functions/sync_batch_norm.h"
 #include "kernels/norm/lrn.h"
 #include "layers/module.h"
 
 namespace aim::layers {
 
+// SyncBatchNorm (aim-train --sync-bn): while a SyncBatchNormScope is alive on a thread, every
+// batch-statistics normalisation that thread runs in training mode -- BatchNorm1d, BatchNorm2d
+// (unless frozen) and Dice, all through batch_normalize or BatchNorm2d::forward -- combines its
+// statistics over the ranks of `sync` (autograd/functions/sync_batch_norm.h), and so does its
+// backward. Eval mode (running statistics) is unaffected. The data-parallel trainer opens one
+// around each rank's forward and backward; scopes nest (the innermost wins), null turns syncing
+// off, and `sync` must outlive the scope and the backward of what ran under it.
+class SyncBatchNormScope {
+ public:
+  explicit SyncBatchNormScope(const autograd::BatchStatsSync* sync);
+  ~SyncBatchNormScope();
+  SyncBatchNormScope(const SyncBatchNormScope&) = delete;
+  SyncBatchNormScope& operator=(const SyncBatchNormScope&) = delete;
+
+ private:
+  const autograd::BatchStatsSync* prev_;
+};
+// This thread's group, or null.
+const autograd::BatchStatsSync* sync_batch_stats();
+
 // Normalises x over every dim except `channel_dim` (no affine): with batch statistics when
 // `use_batch_stats`, else with running_mean / running_var. When use_batch_stats and running_mean
 // is defined, also updates the running stats in place (unbiased variance) with `factor` as the
-// momentum. Shared by BatchNorm1d and Dice.
+// momentum. Shared by BatchNorm1d and Dice. Under a SyncBatchNormScope the batch statistics are
+// those of all ranks (sync_batch_norm).
 Variable batch_normalize(const Variable& x, int64_t channel_dim, bool use_batch_stats,
                          const Tensor& running_mean, const Tensor& running_var, double factor,
                          double eps);

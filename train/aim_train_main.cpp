@@ -6,6 +6,7 @@
 //   aim-train din --device cpu --ranks 4             (data parallel: 4 CPU ranks, threads)
 //   aim-train resnet50 --gpus 8                      (data parallel: 8 GPUs, NCCL)
 //   torchrun --nproc-per-node 8 aim-train resnet50   (one process per GPU: RANK/WORLD_SIZE/...)
+//   mpirun -np 4 aim-train din --device cpu          (one CPU process per rank: the mpi backend)
 //
 // Exit status: 0 success, 1 runtime error (aim::Error: NaN loss, corrupt checkpoint, bad data
 // file), 2 bad usage (the message names the flag and what is allowed).
@@ -27,7 +28,9 @@
 #include "profiler/profiler.h"
 #include "profiler/run_info.h"
 #include "tensor/check.h"
+#include "tensor/device.h"
 #include "train/dist/launch.h"
+#include "train/dist/mpi_backend.h"
 #include "train/trainer.h"
 
 namespace po = boost::program_options;
@@ -48,7 +51,7 @@ void require(bool ok, const std::string& flag, const std::string& what, const T&
 
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
-      profile_steps, precision, inject_overflow, inject_failure;
+      profile_steps, precision, inject_overflow, inject_failure, dist_backend;
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0, ranks = 0, gpus = 0;
@@ -138,6 +141,9 @@ int main(int argc, char** argv) {
      "data parallel on N GPUs of this process (NCCL, one thread per GPU); --batch-size is per "
      "GPU. Under a launcher (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_* with MASTER_ADDR/"
      "MASTER_PORT) each process is one rank on its LOCAL_RANK GPU without this flag")
+    ("dist-backend", po::value<std::string>(&dist_backend)->default_value("auto"),
+     "data parallel: auto | local | mpi | nccl. auto: --ranks -> local, --gpus -> nccl; under a "
+     "launcher --device cpu (or no GPU) -> mpi (mpirun, when built with MPI), a GPU -> nccl")
     ("dist-timeout", po::value<double>(&to.dist.timeout_s)->default_value(300),
      "data parallel: seconds any collective may wait for the other ranks before every rank stops")
     ("bucket-mb", po::value<double>(&to.dist.bucket_mb)->default_value(25),
@@ -147,6 +153,8 @@ int main(int argc, char** argv) {
      "rows; CPU ranks)")
     ("freeze-bn", "BatchNorm2d layers normalise with their running statistics in training too "
      "(frozen BN: batch-split invariant under data parallelism)")
+    ("sync-bn", "data parallel: BatchNorm (and Dice) layers normalise with the statistics of all "
+     "ranks' samples in training (SyncBatchNorm: N ranks at batch B normalise as one at N B)")
     ("dist-plan", "print the data-parallel plan (parameters, gradient bytes, bucket plan at "
      "--bucket-mb, embedding rows one step at --batch-size touches, training FLOPs) as JSON and "
      "exit (tools/scaling_table.py)")
@@ -260,12 +268,36 @@ int main(int argc, char** argv) {
       throw UsageError("--embedding-comm '" + to.dist.embedding_comm +
                        "' is not allowed (allowed: dense, sparse)");
     to.freeze_batchnorm = vm.count("freeze-bn") > 0;
+    to.sync_batchnorm = vm.count("sync-bn") > 0;
+    if (dist_backend != "auto" && dist_backend != "local" && dist_backend != "mpi" &&
+        dist_backend != "nccl")
+      throw UsageError("--dist-backend '" + dist_backend +
+                       "' is not allowed (allowed: auto, local, mpi, nccl)");
     const aim::dist::LaunchEnv launch = aim::dist::detect_launch_env();
-    const bool launched = launch.launched() && launch.world_size > 1;
+    // An explicit --dist-backend mpi also runs a world of one (mpirun -np 1).
+    const bool launched = launch.launched() && (launch.world_size > 1 || dist_backend == "mpi");
     if (launched && (ranks > 0 || gpus > 0))
       throw UsageError("--ranks/--gpus start ranks in this process; under a launcher (" +
                        launch.source + ", world size " + std::to_string(launch.world_size) +
                        ") every process is one rank: drop the flag");
+    if ((ranks > 0 && dist_backend != "auto" && dist_backend != "local") ||
+        (gpus > 0 && dist_backend != "auto" && dist_backend != "nccl"))
+      throw UsageError("--dist-backend " + dist_backend + " does not run " +
+                       (ranks > 0 ? "--ranks (threads: local)" : "--gpus (one process: nccl)"));
+    if (!launched && !ranks && !gpus && dist_backend != "auto")
+      throw UsageError("--dist-backend " + dist_backend +
+                       (dist_backend == "mpi"
+                            ? " runs one rank per process under mpirun (mpirun -np N aim-train "
+                              "... --device cpu); no launcher environment (OMPI_COMM_WORLD_*) "
+                              "found"
+                        : dist_backend == "local"
+                            ? " runs ranks as threads: give --ranks N"
+                            : " needs --gpus N or a launcher (torchrun, mpirun, srun)"));
+    if (launched && dist_backend == "local")
+      throw UsageError(
+          "--dist-backend local runs ranks as threads of one process (--ranks N), "
+          "not under a launcher (" +
+          launch.source + ")");
     if (ranks > 0) {
       if (!device.empty() && device != "cpu")
         throw UsageError("--ranks runs CPU ranks (--device cpu), got --device " + device +
@@ -280,12 +312,30 @@ int main(int argc, char** argv) {
       to.dist.backend = "nccl";
       to.dist.ranks = gpus;
     } else if (launched) {
-      if (!device.empty() && device.rfind("cuda", 0) != 0)
-        throw UsageError("under a launcher (" + launch.source +
-                         ") aim-train runs NCCL ranks, one GPU each (--device cpu: use --ranks "
-                         "N; the MPI CPU backend is not built)");
-      device = "cuda:" + std::to_string(launch.local_rank);
-      to.dist.backend = "launcher";
+      // CPU ranks are MPI processes, GPU ranks NCCL ones (auto: --device, else a GPU if any).
+      const bool cpu = dist_backend == "mpi" || device == "cpu" ||
+                       (device.empty() && dist_backend == "auto" && aim::cuda_device_count() == 0);
+      if (cpu) {
+        if (!device.empty() && device != "cpu")
+          throw UsageError("--dist-backend mpi runs CPU ranks (--device cpu), got --device " +
+                           device + "; GPU ranks under a launcher use NCCL");
+        if (dist_backend == "nccl")
+          throw UsageError("--dist-backend nccl runs GPU ranks, got --device cpu");
+        if (!aim::dist::mpi_built())
+          throw UsageError("CPU ranks under a launcher (" + launch.source +
+                           ") run the mpi backend, and aim was built without MPI: install "
+                           "libopenmpi-dev (tools/deps.sh) and rebuild; or run the ranks as "
+                           "threads of one process with --ranks N");
+        device = "cpu";
+        to.dist.backend = "mpi";
+      } else {
+        if (!device.empty() && device.rfind("cuda", 0) != 0)
+          throw UsageError("under a launcher (" + launch.source +
+                           ") --dist-backend nccl runs GPU ranks, one each, got --device " +
+                           device);
+        device = "cuda:" + std::to_string(launch.local_rank);
+        to.dist.backend = "launcher";
+      }
       to.dist.ranks = launch.world_size;
     }
     if (!inject_failure.empty()) {
@@ -319,6 +369,10 @@ int main(int argc, char** argv) {
       to.dist.fail_step = parts[1];
       to.dist.fail_hang = hang;
     }
+    if (to.sync_batchnorm && to.dist.backend.empty())
+      throw UsageError(
+          "--sync-bn synchronises batch statistics over data-parallel ranks: it "
+          "needs --ranks, --gpus or a launcher");
     // aim-train exits right after a failed run, so a rank stuck outside any collective is left
     // behind one --dist-timeout after the failure instead of hanging the process.
     to.dist.abandon_stuck_ranks = !to.dist.backend.empty();
@@ -334,7 +388,8 @@ int main(int argc, char** argv) {
     for (const int64_t batch : batches) {
       to.batch_size = batch;
       const int nranks = to.dist.backend.empty() ? 1 : to.dist.ranks;
-      const bool lead = to.dist.backend != "launcher" || launch.rank == 0;
+      const bool lead =
+          (to.dist.backend != "launcher" && to.dist.backend != "mpi") || launch.rank == 0;
       if (lead)
         std::cout << "aim-train " << entry->name << " ("
                   << aim::models::ModelEntry::config_string(cfg) << ") on "

@@ -26,6 +26,7 @@
 #include "tensor/device.h"
 #include "tensor/safetensors.h"
 #include "train/dist/communicator.h"
+#include "train/dist/mpi_backend.h"
 #include "train/dist/nccl_backend.h"
 #include "train/dist/reducer.h"
 
@@ -474,8 +475,9 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     ro.sparse = sparse_tables;
     reducer = std::make_unique<dist::Reducer>(*comm, optim->parameters(), ro);
     log << "data parallel: " << ranks << " ranks (" << comm->backend() << ", "
-        << (comm->device().is_cpu() ? std::string("threads on the CPU")
-                                    : str("one GPU each from ", comm->device().str()))
+        << (comm->backend() == "mpi"  ? std::string("processes on the CPU")
+            : comm->device().is_cpu() ? std::string("threads on the CPU")
+                                      : str("one GPU each from ", comm->device().str()))
         << "), batch " << opt.batch_size << " per rank, global batch " << global_batch
         << ", collective timeout " << opt.dist.timeout_s << " s; " << reducer->buckets().size()
         << " buckets (" << mb_list([&] {
@@ -488,14 +490,41 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     log << "\n";
     const std::vector<std::string> stats_layers =
         batch_statistics_layers(*model, cfg, opt.freeze_batchnorm);
+    AIM_CHECK(!opt.sync_batchnorm || !stats_layers.empty(), "--sync-bn: ", entry.name, " (",
+              models::ModelEntry::config_string(cfg),
+              ") has no layer that normalises with batch statistics in training");
     if (!stats_layers.empty()) {
-      log << "note: batch statistics are per rank (" << opt.batch_size << " samples, not "
-          << global_batch << "; no SyncBatchNorm) in";
+      if (opt.sync_batchnorm)
+        log << "SyncBatchNorm: batch statistics synchronised over the " << ranks
+            << " ranks (the global batch of " << global_batch << ") in";
+      else
+        log << "note: batch statistics are per rank (" << opt.batch_size << " samples, not "
+            << global_batch << "; --sync-bn synchronises them) in";
       for (size_t i = 0; i < stats_layers.size() && i < 4; ++i) log << " " << stats_layers[i];
       if (stats_layers.size() > 4) log << " and " << stats_layers.size() - 4 << " more";
       log << "\n";
     }
   }
+  // SyncBatchNorm: the rank's communicator behind the layers' statistics collectives (f64 CPU
+  // tensors in and out; moved to the communicator's device and back).
+  std::optional<autograd::BatchStatsSync> bn_sync;
+  if (comm && opt.sync_batchnorm) {
+    bn_sync.emplace();
+    bn_sync->ranks = ranks;
+    bn_sync->all_gather = [comm](const Tensor& in, const Tensor& out) {
+      const Tensor o = out.to(comm->device());
+      comm->all_gather(in.to(comm->device()), o);
+      if (o.storage() != out.storage()) out.copy_(o);
+    };
+    bn_sync->all_reduce_sum = [comm](const Tensor& t) {
+      const Tensor d = t.to(comm->device());
+      comm->all_reduce(d, dist::ReduceOp::Sum);
+      if (d.storage() != t.storage()) t.copy_(d);
+    };
+  }
+  AIM_CHECK(!opt.sync_batchnorm || comm,
+            "--sync-bn synchronises batch statistics over data-parallel ranks: it needs --ranks, "
+            "--gpus or a launcher");
   // Averages one f32 scalar (device tensor) over the ranks and returns it on the host.
   auto rank_mean = [&](const Tensor& scalar) {
     Tensor t = scalar.to(DType::f32).contiguous().view({1}).clone();
@@ -583,6 +612,9 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     const TensorMap batch = to_device(f->batch, dev);
     optim->set_lr(sched.lr(step));
     std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
+    // Forward and backward only: evaluation (rank 0 alone, eval mode) never synchronises.
+    std::optional<layers::SyncBatchNormScope> sync_bn;
+    if (bn_sync) sync_bn.emplace(&*bn_sync);
     autograd::Variable loss;
     {
       std::optional<autograd::amp::Autocast> ac;
@@ -595,6 +627,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       autograd::mul(loss, scaler->scale()).backward();
     else
       loss.backward();
+    sync_bn.reset();
     if (reducer) {
       // Every gradient averaged over the ranks (the buckets were launched during backward).
       reducer->finish();
@@ -929,10 +962,13 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
         co, abandon_after);
     return rs[0];
   }
-  AIM_CHECK(d.embedding_comm == "dense",
-            "--embedding-comm sparse exchanges CPU tensors only; "
-            "NCCL ranks use --embedding-comm dense");
+  const auto dense_only = [&] {
+    AIM_CHECK(d.embedding_comm == "dense",
+              "--embedding-comm sparse exchanges CPU tensors only; "
+              "NCCL ranks use --embedding-comm dense");
+  };
   if (d.backend == "nccl") {
+    dense_only();
     AIM_CHECK(d.ranks >= 1, "--gpus must be >= 1, got ", d.ranks);
     std::vector<int> devices;
     for (int k = 0; k < d.ranks; ++k) devices.push_back(k);
@@ -953,23 +989,34 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
     }
     return rs[0];
   }
-  AIM_CHECK(d.backend == "launcher", "train: unknown data-parallel backend '", d.backend,
-            "' (allowed: local, nccl, launcher)");
+  AIM_CHECK(d.backend == "launcher" || d.backend == "mpi", "train: unknown data-parallel backend '",
+            d.backend, "' (allowed: local, nccl, launcher, mpi)");
+  // One rank per process: NCCL ranks from the launcher's environment, or MPI ranks (mpirun).
   const dist::LaunchEnv env = dist::detect_launch_env();
-  AIM_CHECK(env.launched(),
-            "train: no launcher environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, "
-            "SLURM_*) for the launcher backend");
-  std::unique_ptr<dist::Communicator> c = dist::make_nccl_communicator(env, co);
+  std::unique_ptr<dist::Communicator> c;
+  if (d.backend == "mpi") {
+    AIM_CHECK(parse_device(opt.device).is_cpu(), "the mpi backend runs CPU ranks (--device cpu), ",
+              "not ", opt.device, ": GPU ranks under mpirun use NCCL");
+    c = dist::make_mpi_communicator(co, &env);
+  } else {
+    dense_only();
+    AIM_CHECK(env.launched(),
+              "train: no launcher environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, "
+              "SLURM_*) for the launcher backend");
+    c = dist::make_nccl_communicator(env, co);
+  }
+  const int rank = c->rank();
   TrainResult out;
   try {
-    run(env.rank, *c, out);
+    run(rank, *c, out);
   } catch (const std::exception& e) {
     // Tell the peers (their collectives fail at once instead of at the deadline where the
-    // backend can), then report.
+    // backend can; the mpi backend prints the reason and ends the job here: MPI_Abort), then
+    // report.
     c->abort(e.what());
     const std::string what = e.what();
     if (what.rfind("dist: ", 0) == 0) throw;
-    AIM_FAIL("dist: rank ", env.rank, " failed: ", what);
+    AIM_FAIL("dist: rank ", rank, " failed: ", what);
   }
   return out;
 }

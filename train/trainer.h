@@ -13,7 +13,8 @@
 // Data-parallel training (DESIGN §6, docs/scaling.md): DistOptions::ranks > 1 trains on that many
 // ranks, each a thread of this process: the `local` backend (CPU, --device cpu --ranks N) or NCCL
 // with one GPU per rank (--gpus N); under an external launcher (train/dist/launch.h) this process
-// is one rank of an NCCL group (DistOptions::backend = "launcher"). Every rank builds the model
+// is one rank of an NCCL group (DistOptions::backend = "launcher"), or, under mpirun on the CPU,
+// one rank of an MPI group (backend "mpi", train/dist/mpi_backend.h). Every rank builds the model
 // from the same seed, then takes rank 0's parameters and buffers (broadcast); a train/dist Reducer
 // averages the gradients in buckets overlapped with backward. Data: every rank opens the same
 // source and reads the training stream in interleaved blocks of batch_size: at step s (0-based)
@@ -25,8 +26,10 @@
 //
 // Batch statistics (BatchNorm in training mode, Dice) are computed per rank over its B samples,
 // as PyTorch DDP without SyncBatchNorm: such models are not batch-split invariant, and the run
-// logs a note saying so. freeze_batchnorm (aim-train --freeze-bn) uses the running statistics of
-// every BatchNorm2d in training too (frozen BN), which makes CNNs batch-split invariant.
+// logs a note saying so. sync_batchnorm (aim-train --sync-bn) combines them over the ranks
+// instead (SyncBatchNorm: autograd/functions/sync_batch_norm.h), which makes BatchNorm models
+// batch-split invariant and logs that it does. freeze_batchnorm (aim-train --freeze-bn) uses the
+// running statistics of every BatchNorm2d in training too (frozen BN).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -49,7 +52,10 @@ namespace aim::train {
 struct DistOptions {
   // "" (one process, one device), "local" (ranks threads on the CPU), "nccl" (ranks threads, one
   // GPU each: cuda:0 .. cuda:ranks-1), "launcher" (this process is one rank of an NCCL group set
-  // up from the launcher's environment; ranks is then the launcher's world size).
+  // up from the launcher's environment; ranks is then the launcher's world size), "mpi" (this
+  // process is one CPU rank of MPI_COMM_WORLD under mpirun; ranks is the world size). Under mpi
+  // a failing rank ends the whole job through MPI_Abort after printing its error (mpi_backend.h):
+  // train_model does not return or throw there.
   std::string backend;
   int ranks = 1;
   double timeout_s = 300;                // --dist-timeout: every collective's deadline
@@ -130,7 +136,10 @@ struct TrainOptions {
   std::string roofline;  // "" = no roofline SVG
   std::string ceilings;  // aim-bench peak --ceilings file; "" = this CPU's documented ceilings
   bool freeze_batchnorm = false;  // BatchNorm2d layers use their running statistics in training
-  DistOptions dist;               // data-parallel training (ranks > 1)
+  // Data parallel (--sync-bn): BatchNorm1d/2d and Dice in training normalise with the statistics
+  // of all ranks' samples (layers::SyncBatchNormScope around each rank's forward and backward).
+  bool sync_batchnorm = false;
+  DistOptions dist;  // data-parallel training (ranks > 1)
 };
 
 // Data-parallel figures of a run (TrainResult::dist), per step means over the steps run after

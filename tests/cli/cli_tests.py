@@ -367,6 +367,140 @@ with tempfile.TemporaryDirectory() as dtmp:
     run([TRAIN, "din"] + TINY + ["--ranks", "2", "--steps", "1", "--freeze-bn"], 1,
         "--freeze-bn: din has no BatchNorm2d")
 
+# ---- data-parallel training under mpirun: the mpi backend (one CPU process per rank) ----------
+# Runs when the build has MPI (the CMake cache names mpiexec and aim-train accepts the mpi
+# backend); a build without MPI prints that the section was skipped. CI installs OpenMPI
+# (tools/deps.sh), so there it runs.
+def cache_value(key):
+    try:
+        with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+mpiexec = cache_value("MPIEXEC_EXECUTABLE")
+if not mpiexec or mpiexec.endswith("-NOTFOUND") or not os.path.exists(mpiexec):
+    print("skipped the mpi section: this build found no MPI (install libopenmpi-dev openmpi-bin: "
+          "tools/deps.sh)")
+else:
+    # As root (containers) OpenMPI wants both variables; elsewhere they are ignored.
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    mpirun = [mpiexec, "-n", "2", "--oversubscribe", "--bind-to", "none"]
+    probe = subprocess.run([mpiexec, "-n", "1", TRAIN, "din"] + TINY +
+                           ["--dist-backend", "mpi", "--steps", "1", "--batch-size", "8",
+                            "--eval-samples", "16"], capture_output=True, text=True, timeout=300)
+    if probe.returncode == 2 and "built without MPI" in probe.stderr:
+        print("skipped the mpi section: aim-train was built without MPI")
+    else:
+        check(probe.returncode == 0 and "data parallel: 1 ranks (mpi" in probe.stdout,
+              "mpi: mpiexec -n 1 aim-train --dist-backend mpi: exit %d\n%s" %
+              (probe.returncode, (probe.stdout + probe.stderr)[-2000:]))
+        with tempfile.TemporaryDirectory() as mtmp:
+            import time
+            mres = os.path.join(mtmp, "mpi.jsonl")
+            common = ["--steps", "5", "--eval-every", "0", "--eval-samples", "100",
+                      "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9", "--seed", "3"]
+            out = run(mpirun + [TRAIN, "din"] + TINY + common +
+                      ["--batch-size", "16", "--bucket-mb", "0.005", "--progress", "lines",
+                       "--save-weights", os.path.join(mtmp, "two.safetensors"),
+                       "--checkpoint-dir", os.path.join(mtmp, "ck2"), "--results", mres],
+                      0, "data parallel: 2 ranks (mpi, processes on the CPU)", "global batch 32",
+                      "rank 1: ", "hidden behind backward", where="mpirun -n 2 aim-train din")
+            check(out.count("aim-train din (") == 1, "mpi: only rank 0 prints the run's log")
+            run([TRAIN, "din"] + TINY + common +
+                ["--batch-size", "32", "--save-weights", os.path.join(mtmp, "one.safetensors"),
+                 "--checkpoint-dir", os.path.join(mtmp, "ck1")], 0, "done: 5 steps")
+            files = [os.path.join(mtmp, f) for f in
+                     ("one.safetensors", "two.safetensors", "ck1/checkpoint.safetensors",
+                      "ck2/checkpoint.safetensors")]
+            if all(os.path.exists(f) for f in files):
+                one, two, ck1, ck2 = (st.load(f) for f in files)
+                worst = max(float((one[k].double() - two[k].double()).abs().max())
+                            for k in one if one[k].is_floating_point())
+                check(set(one) == set(two) and worst < 1e-5,
+                      "mpi: 2 ranks at batch 16 vs 1 process at 32: weights differ by %.3g" % worst)
+                model = [k for k in ck1 if k.startswith("model.") and ck1[k].is_floating_point()]
+                worst = max(float((ck1[k].double() - ck2[k].double()).abs().max()) for k in model)
+                check(model and worst < 1e-5,
+                      "mpi: checkpoints (model.*) differ by %.3g" % worst)
+            else:
+                failures.append("mpi: missing outputs %s" % [f for f in files if not os.path.exists(f)])
+            if os.path.exists(mres):
+                j = results(mres)[-1]
+                check(j["devices"] == 2 and j["global_batch"] == 32 and j["dist"]["backend"] == "mpi"
+                      and len(j["dist"]["rank_throughput"]) == 2,
+                      "mpi results: %r" % {k: j.get(k) for k in ("devices", "global_batch", "dist")})
+            # A failing rank prints its error and ends the job (MPI_Abort) at once, not at the
+            # 60 s deadline; a rank that stops answering ends it at its peer's 2 s deadline.
+            t0 = time.time()
+            run(mpirun + [TRAIN, "din"] + TINY +
+                ["--steps", "20", "--batch-size", "16", "--eval-every", "0", "--eval-samples", "100",
+                 "--dist-timeout", "60", "--inject-failure", "1:3"],
+                1, "dist: rank 1 failed: injected failure at step 3", "MPI_Abort",
+                where="mpirun -n 2 aim-train --inject-failure 1:3")
+            check(time.time() - t0 < 30, "mpi failure: took %.0f s, expected well under "
+                  "--dist-timeout 60" % (time.time() - t0))
+            t0 = time.time()
+            run(mpirun + [TRAIN, "din"] + TINY +
+                ["--steps", "20", "--batch-size", "16", "--eval-every", "0", "--eval-samples", "100",
+                 "--dist-timeout", "2", "--inject-failure", "1:3:hang"],
+                1, "dist: rank 0 timed out after 2000 ms in all_reduce", "MPI_Abort",
+                where="mpirun -n 2 aim-train --inject-failure 1:3:hang")
+            check(time.time() - t0 < 20, "mpi hang: took %.0f s, expected about --dist-timeout 2"
+                  % (time.time() - t0))
+            # SyncBatchNorm across MPI processes: DIN bn=train (BatchNorm1d with batch statistics)
+            # on 2 ranks at 16 equals one process at 32.
+            syn = ["--config", "bn=train", "--steps", "5", "--eval-every", "0", "--eval-samples",
+                   "100", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"]
+            run(mpirun + [TRAIN, "din"] + TINY + syn +
+                ["--batch-size", "16", "--sync-bn", "--save-weights",
+                 os.path.join(mtmp, "sync2.safetensors")],
+                0, "SyncBatchNorm: batch statistics synchronised over the 2 ranks",
+                where="mpirun -n 2 aim-train din --config bn=train --sync-bn")
+            run([TRAIN, "din"] + TINY + syn +
+                ["--batch-size", "32", "--save-weights", os.path.join(mtmp, "sync1.safetensors")],
+                0, "done: 5 steps")
+            files = [os.path.join(mtmp, f) for f in ("sync1.safetensors", "sync2.safetensors")]
+            if all(os.path.exists(f) for f in files):
+                one, two = (st.load(f) for f in files)
+                worst = max(float((one[k].double() - two[k].double()).abs().max())
+                            for k in one if one[k].is_floating_point())
+                check(worst < 1e-5, "mpi --sync-bn: 2 ranks at 16 vs 1 process at 32 differ by %.3g"
+                      % worst)
+            # The backend flag: explicit choices that cannot run are usage errors.
+            for args, frag in [
+                (["--dist-backend", "nccl"], "--dist-backend nccl runs GPU ranks, got --device cpu"),
+                (["--dist-backend", "local"], "--dist-backend local runs ranks as threads"),
+                (["--ranks", "2"], "--ranks/--gpus start ranks in this process"),
+            ]:
+                run(mpirun + [TRAIN, "din"] + TINY + ["--steps", "1"] + args, 2, frag,
+                    where="mpirun aim-train " + " ".join(args))
+    # SyncBatchNorm on CPU ranks (threads): the log says the statistics are synchronised; without a
+    # data-parallel run the flag is a usage error, and a model without batch statistics says so.
+    run([TRAIN, "din"] + TINY + ["--config", "bn=train", "--ranks", "2", "--steps", "2",
+                                  "--batch-size", "16", "--eval-samples", "100", "--sync-bn"],
+        0, "SyncBatchNorm: batch statistics synchronised over the 2 ranks (the global batch of 32) "
+        "in hist_bn (BatchNorm1d) b1 (BatchNorm1d)")
+    run([TRAIN, "din"] + TINY + ["--config", "bn=train", "--ranks", "2", "--steps", "1",
+                                  "--batch-size", "16", "--eval-samples", "100"],
+        0, "note: batch statistics are per rank (16 samples, not 32; --sync-bn synchronises them)")
+    run([TRAIN, "din"] + TINY + ["--ranks", "2", "--steps", "1", "--sync-bn"], 1,
+        "--sync-bn: din (act=sigmoid,att=split,bn=affine,size=tiny) has no layer that normalises "
+        "with batch statistics")
+    for args, frag in [
+        (["--sync-bn"], "--sync-bn synchronises batch statistics over data-parallel ranks: it needs "
+         "--ranks, --gpus or a launcher"),
+        (["--dist-backend", "mpi"], "--dist-backend mpi runs one rank per process under mpirun"),
+        (["--dist-backend", "ring"], "--dist-backend 'ring' is not allowed (allowed: auto, local, mpi, nccl)"),
+        (["--ranks", "2", "--dist-backend", "mpi"], "--dist-backend mpi does not run --ranks"),
+    ]:
+        run([TRAIN, "din", "--config", "size=tiny", "--steps", "1"] + args, 2, frag)
+
 if failures:
     print("%d CLI checks failed:\n\n%s" % (len(failures), "\n\n".join(failures)))
     sys.exit(1)

@@ -17,6 +17,7 @@
 
 #include "train/dist/communicator.h"
 #include "train/dist/launch.h"
+#include "train/dist/mpi_backend.h"
 
 namespace aim::dist {
 namespace {
@@ -303,6 +304,46 @@ TEST(DistLaunch, Environment) {
   EXPECT_NE(err.find("MASTER_ADDR and MASTER_PORT are not both set"), std::string::npos) << err;
   err = error_of([&] { detect_launch_env(env({{"WORLD_SIZE", "2"}})); });
   EXPECT_NE(err.find("WORLD_SIZE is set but RANK is not"), std::string::npos) << err;
+  // mpirun without MASTER_ADDR/PORT: the mpi backend needs no rendezvous; NCCL ranks do.
+  e = detect_launch_env(env({{"OMPI_COMM_WORLD_RANK", "1"},
+                             {"OMPI_COMM_WORLD_SIZE", "2"},
+                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}));
+  EXPECT_EQ(e.source, "OMPI_COMM_WORLD_*");
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.master_port, 0);
+  err = error_of([&] { require_rendezvous(e, "NCCL ranks"); });
+  EXPECT_NE(err.find("NCCL ranks needs the TCP rendezvous, but OMPI_COMM_WORLD_* gives a world of "
+                     "2 ranks and MASTER_ADDR and MASTER_PORT are not both set"),
+            std::string::npos)
+      << err;
+  // Half of the pair is still an error, under mpirun too.
+  err = error_of([&] {
+    detect_launch_env(env({{"OMPI_COMM_WORLD_RANK", "0"},
+                           {"OMPI_COMM_WORLD_SIZE", "2"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                           {"MASTER_ADDR", "h"}}));
+  });
+  EXPECT_NE(err.find("MASTER_ADDR and MASTER_PORT are not both set"), std::string::npos) << err;
+  e = detect_launch_env(env({{"RANK", "0"},
+                             {"WORLD_SIZE", "2"},
+                             {"LOCAL_RANK", "0"},
+                             {"MASTER_ADDR", "h"},
+                             {"MASTER_PORT", "1234"}}));
+  EXPECT_EQ(error_of([&] { require_rendezvous(e, "NCCL ranks"); }), "");
+}
+
+TEST(DistMpi, BuiltOrAClearError) {
+  // The mpi backend itself runs under mpirun (aim_mpi_tests, tests/mpi/); here only what needs
+  // no MPI job: the library's version, or the error of a build without MPI.
+  if (mpi_built()) {
+    EXPECT_NE(mpi_version().find("MPI"), std::string::npos) << mpi_version();
+  } else {
+    const std::string err = error_of([] { make_mpi_communicator(); });
+    EXPECT_NE(err.find("aim was built without MPI: install libopenmpi-dev (tools/deps.sh) and "
+                       "rebuild"),
+              std::string::npos)
+        << err;
+  }
 }
 
 int free_port() {

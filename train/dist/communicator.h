@@ -113,6 +113,37 @@ const char* collective_name(CollectiveKind k);
 int64_t check_collective(const Communicator& c, CollectiveKind k, const Tensor& in,
                          const Tensor& out, ReduceOp op, int root);
 
+// A backend whose collectives all go through one issue(kind, in, out, op, root, label) path (local,
+// mpi): the public calls forward to it (in == out for all_reduce and broadcast, both undefined for
+// barrier; op Sum and root 0 where the call has none).
+class IssuingCommunicator : public Communicator {
+ public:
+  WorkPtr all_reduce_async(const Tensor& t, ReduceOp op, const std::string& label) override {
+    return issue(CollectiveKind::AllReduce, t, t, op, 0, label);
+  }
+  WorkPtr broadcast_async(const Tensor& t, int root, const std::string& label) override {
+    return issue(CollectiveKind::Broadcast, t, t, ReduceOp::Sum, root, label);
+  }
+  WorkPtr all_gather_async(const Tensor& in, const Tensor& out, const std::string& label) override {
+    return issue(CollectiveKind::AllGather, in, out, ReduceOp::Sum, 0, label);
+  }
+  WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op,
+                               const std::string& label) override {
+    return issue(CollectiveKind::ReduceScatter, in, out, op, 0, label);
+  }
+  WorkPtr all_to_all_async(const Tensor& in, const Tensor& out, const std::string& label) override {
+    return issue(CollectiveKind::AllToAll, in, out, ReduceOp::Sum, 0, label);
+  }
+  WorkPtr barrier_async() override {
+    return issue(CollectiveKind::Barrier, Tensor(), Tensor(), ReduceOp::Sum, 0, "");
+  }
+
+ protected:
+  using Communicator::Communicator;
+  virtual WorkPtr issue(CollectiveKind k, const Tensor& in, const Tensor& out, ReduceOp op,
+                        int root, const std::string& label) = 0;
+};
+
 // ---- running ranks -----------------------------------------------------------------------
 // Runs fn(rank, comm) on one thread per communicator (comms[r] must have rank r). The first
 // failure (an exception in fn) aborts every communicator with "rank k failed: <what>", so the

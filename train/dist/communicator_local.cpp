@@ -198,10 +198,10 @@ class LocalWork final : public Work {
   Clock::time_point t0_, t1_;
 };
 
-class LocalCommunicator final : public Communicator {
+class LocalCommunicator final : public IssuingCommunicator {
  public:
   LocalCommunicator(std::shared_ptr<LocalGroup::State> g, int rank)
-      : Communicator(g->opt), g_(std::move(g)), rank_(rank) {
+      : IssuingCommunicator(g->opt), g_(std::move(g)), rank_(rank) {
     worker_ = std::thread([this] { loop(); });
   }
   ~LocalCommunicator() override {
@@ -222,32 +222,13 @@ class LocalCommunicator final : public Communicator {
   std::string backend() const override { return "local"; }
   Device device() const override { return kCPU; }
 
-  WorkPtr all_reduce_async(const Tensor& t, ReduceOp op, const std::string& label) override {
-    return issue(CollectiveKind::AllReduce, t, t, op, 0, label);
-  }
-  WorkPtr broadcast_async(const Tensor& t, int root, const std::string& label) override {
-    return issue(CollectiveKind::Broadcast, t, t, ReduceOp::Sum, root, label);
-  }
-  WorkPtr all_gather_async(const Tensor& in, const Tensor& out, const std::string& label) override {
-    return issue(CollectiveKind::AllGather, in, out, ReduceOp::Sum, 0, label);
-  }
-  WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op,
-                               const std::string& label) override {
-    return issue(CollectiveKind::ReduceScatter, in, out, op, 0, label);
-  }
-  WorkPtr all_to_all_async(const Tensor& in, const Tensor& out, const std::string& label) override {
-    return issue(CollectiveKind::AllToAll, in, out, ReduceOp::Sum, 0, label);
-  }
-  WorkPtr barrier_async() override {
-    return issue(CollectiveKind::Barrier, Tensor(), Tensor(), ReduceOp::Sum, 0, "");
-  }
   void abort(const std::string& reason) override {
     g_->fail(str("dist: rank ", rank_, " failed: ", reason));
   }
 
  private:
   WorkPtr issue(CollectiveKind k, const Tensor& in, const Tensor& out, ReduceOp op, int root,
-                const std::string& label) {
+                const std::string& label) override {
     Slot s;
     s.kind = k;
     s.count = check_collective(*this, k, in, out, op, root);

@@ -343,6 +343,7 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(const std::ve
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, Options o, int device) {
+  require_rendezvous(env, "a NCCL communicator under a launcher");
   const int dev = device >= 0 ? device : env.local_rank;
   const int have = cuda_device_count();
   AIM_CHECK(dev < have, "dist nccl: rank ", env.rank, " wants cuda:", dev, " (LOCAL_RANK ",

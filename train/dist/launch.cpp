@@ -75,6 +75,9 @@ LaunchEnv detect_launch_env(const std::function<const char*(const char*)>& geten
   if (e.world_size > 1) {
     const char* a = getenv("MASTER_ADDR");
     const char* p = getenv("MASTER_PORT");
+    // mpirun's processes may run the mpi backend, which needs no rendezvous: there the check
+    // waits for a backend that needs one (require_rendezvous).
+    if (e.source == "OMPI_COMM_WORLD_*" && !a && !p) return e;
     AIM_CHECK(a && *a && p, "dist launch: ", e.source, " gives a world of ", e.world_size,
               " ranks but MASTER_ADDR and MASTER_PORT are not both set (rank 0's host and a free "
               "port for the rendezvous)");
@@ -82,6 +85,14 @@ LaunchEnv detect_launch_env(const std::function<const char*(const char*)>& geten
     e.master_port = parse_int("MASTER_PORT", p, 1, 65535);
   }
   return e;
+}
+
+void require_rendezvous(const LaunchEnv& e, const std::string& who) {
+  AIM_CHECK(e.world_size == 1 || (!e.master_addr.empty() && e.master_port > 0),
+            "dist launch: ", who, " needs the TCP rendezvous, but ", e.source, " gives a world of ",
+            e.world_size,
+            " ranks and MASTER_ADDR and MASTER_PORT are not both set (rank 0's host and a free "
+            "port for the rendezvous; mpirun -x MASTER_ADDR=... -x MASTER_PORT=...)");
 }
 
 LaunchEnv detect_launch_env() {

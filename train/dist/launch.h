@@ -23,12 +23,16 @@ struct LaunchEnv {
 //   RANK, WORLD_SIZE, LOCAL_RANK
 //   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
 //   SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
-// and, when the world has more than one rank, MASTER_ADDR and MASTER_PORT (required for every
-// launcher: the rendezvous needs rank 0's address; Slurm users export the first node of
-// $SLURM_JOB_NODELIST). Malformed or inconsistent values are errors naming the variable.
+// and, when the world has more than one rank, MASTER_ADDR and MASTER_PORT (required for
+// RANK/WORLD_SIZE and Slurm: the rendezvous needs rank 0's address; Slurm users export the first
+// node of $SLURM_JOB_NODELIST). Under mpirun they may be left unset when neither is given (the
+// mpi backend needs no rendezvous; NCCL ranks check with require_rendezvous). Malformed or
+// inconsistent values are errors naming the variable.
 LaunchEnv detect_launch_env();
 // The same over any lookup (tests): getenv(name) returns null when the variable is unset.
 LaunchEnv detect_launch_env(const std::function<const char*(const char*)>& getenv);
+// Throws naming `who` ("NCCL ranks") when a world of several ranks has no MASTER_ADDR/PORT.
+void require_rendezvous(const LaunchEnv& env, const std::string& who);
 
 // Every rank sends `payload`; every rank returns all ranks' payloads in rank order. Rank 0
 // listens on `port` (all IPv4 interfaces), the others connect to addr:port, retrying until rank
