@@ -33,7 +33,14 @@ std::atomic<bool> g_record_args{false};
 std::mutex g_mu;
 std::vector<Event> g_events;
 Clock::time_point g_t0;
-double g_overhead_s = 0;
+// The profiler's own bookkeeping time, added from every thread that records (rank threads too):
+// atomic nanoseconds.
+std::atomic<int64_t> g_overhead_ns{0};
+void add_overhead(Clock::time_point since) {
+  g_overhead_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count(),
+      std::memory_order_relaxed);
+}
 std::atomic<int> g_next_tid{0};
 std::atomic<int64_t> g_next_id{0};
 
@@ -159,7 +166,7 @@ void resolve() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_pending.empty()) return;
   resolve_locked();
-  g_overhead_s += std::chrono::duration<double>(Clock::now() - t_in).count();
+  add_overhead(t_in);
 }
 
 // start(): unresolved records and the reference events of the previous run go back to the pool.
@@ -195,7 +202,7 @@ void push(Event ev) {
     s.phases.push_back(ev.name);
   }
   s.stack.push_back(Open{std::move(ev), Clock::now()});
-  g_overhead_s += std::chrono::duration<double>(Clock::now() - t_in).count();
+  add_overhead(t_in);
 }
 
 void pop() {
@@ -222,7 +229,7 @@ void pop() {
     }
 #endif
     g_events.push_back(std::move(o.ev));
-    g_overhead_s += std::chrono::duration<double>(Clock::now() - t_end).count();
+    add_overhead(t_end);
   }
   if (resolve_now) resolve();
 }
@@ -247,7 +254,7 @@ class Observer final : public kernels::OpObserver {
     if (cuda) {
       const auto t_in = Clock::now();
       gpu_before_op(t_state, g_cuda_op_events);
-      g_overhead_s += std::chrono::duration<double>(Clock::now() - t_in).count();
+      add_overhead(t_in);
     }
 #endif
   }
@@ -325,7 +332,7 @@ void start() {
   std::lock_guard<std::mutex> lock(g_mu);
   reset_gpu_locked();
   g_events.clear();
-  g_overhead_s = 0;
+  g_overhead_ns = 0;
   g_t0 = Clock::now();
   kernels::set_op_observer(&g_observer);
   g_on = true;
@@ -341,7 +348,7 @@ const std::vector<Event>& events() {
   resolve();  // CUDA-timed records still waiting for their events
   return g_events;
 }
-double overhead_seconds() { return g_overhead_s; }
+double overhead_seconds() { return double(g_overhead_ns.load()) * 1e-9; }
 
 void set_cuda_op_events(bool on) { g_cuda_op_events = on; }
 bool cuda_op_events() { return g_cuda_op_events; }
