@@ -107,6 +107,7 @@ void* Tensor::raw_data() const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to misplace, whatever the strides (as PyTorch)
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (sizes_[i] == 1) continue;

@@ -93,9 +93,7 @@ CtcPlan plan_common(const char* op, const Tensor& lp, const Tensor& input_length
 void plan_targets(const char* op, CtcPlan& p, const Tensor& targets, const Tensor& target_lengths,
                   int64_t blank, Device dev) {
   AIM_CHECK(targets.defined() && (targets.dim() == 1 || targets.dim() == 2) &&
-                is_index(targets.dtype()) &&
-                // numel 0: Tensor::is_contiguous() says no for sizes [B, 0] (strides [1, 1])
-                (targets.numel() == 0 || targets.is_contiguous()),
+                is_index(targets.dtype()) && targets.is_contiguous(),
             "[", op, "] targets must be a contiguous [B, S] (padded) or [sum(target_lengths)] ",
             "i32/i64 tensor, got ", desc(targets));
   AIM_CHECK(targets.device() == dev, "[", op, "] targets are on ", targets.device().str(),

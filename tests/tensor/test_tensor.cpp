@@ -19,6 +19,17 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_EQ(s.contiguous().to_vector<float>()[1], 3.0f);
 }
 
+TEST(Tensor, EmptyTensorsAreContiguous) {
+  // No element to misplace: contiguous whatever the strides (as PyTorch), so views of them work.
+  EXPECT_TRUE(Tensor::empty({4, 0}).is_contiguous());
+  EXPECT_TRUE(Tensor::empty({0, 3}).is_contiguous());
+  Tensor t = Tensor::arange(12).view({3, 4});
+  const Tensor none = t.slice(1, 2, 2).permute({1, 0});  // [0, 3], transposed strides
+  EXPECT_TRUE(none.is_contiguous());
+  EXPECT_EQ(none.view({3, 0}).sizes(), (Shape{3, 0}));
+  EXPECT_FALSE(t.permute({1, 0}).is_contiguous());
+}
+
 TEST(Tensor, CastRoundTrip) {
   Tensor t = Tensor::from_vector<float>({1.5f, -2.25f, 65504.f, 1e-8f}, {4});
   EXPECT_EQ(t.to(DType::f16).to(DType::f32).to_vector<float>()[2], 65504.f);
