@@ -626,9 +626,10 @@ void conv2d_bias_grad_cpu(const Tensor& dy_t, const Tensor& dbias) {
 namespace {
 
 // ---- cpu.widen --------------------------------------------------------------------------------
-// f16/bf16: every tensor widened to f32, cpu.im2col, the outputs rounded once to 16 bits (dw and
-// dbias accumulate in f32 before their rounding): the rounding points of a tensor-core
-// convolution with f32 accumulation, at the f32 path's speed.
+// f16/bf16: every tensor widened to f32, the f32 algorithm the default selection takes for the
+// shape (cpu.winograd for 3x3 stride-1 convolutions with >= 16 channels, else cpu.im2col), the
+// outputs rounded once to 16 bits (dw and dbias accumulate in f32 before their rounding): the
+// rounding points of a tensor-core convolution with f32 accumulation, at the f32 path's speed.
 
 Tensor widened(const Tensor& t) { return t.defined() ? t.to(DType::f32) : Tensor(); }
 
@@ -638,7 +639,10 @@ void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
   w.w = widened(a.w);
   w.bias = widened(a.bias);
   w.y = Tensor::empty(a.y.sizes(), DType::f32);
-  conv2d_fwd_cpu_im2col(w);
+  if (conv2d_winograd_preferred(w.w, w.p, w.y.size(2), w.y.size(3)))
+    conv2d_fwd_cpu_winograd(w);
+  else
+    conv2d_fwd_cpu_im2col(w);
   a.y.copy_(w.y);
 }
 
@@ -647,7 +651,10 @@ void conv2d_bwd_data_cpu_widen(const Conv2dBwdDataArgs& a) {
   w.dy = widened(a.dy);
   w.w = widened(a.w);
   w.dx = Tensor::empty(a.dx.sizes(), DType::f32);
-  conv2d_bwd_data_cpu_im2col(w);
+  if (conv2d_winograd_preferred(w.w, w.p, w.dy.size(2), w.dy.size(3)))
+    conv2d_bwd_data_cpu_winograd(w);
+  else
+    conv2d_bwd_data_cpu_im2col(w);
   a.dx.copy_(w.dx);
 }
 
@@ -657,7 +664,10 @@ void conv2d_bwd_filter_cpu_widen(const Conv2dBwdFilterArgs& a) {
   w.x = widened(a.x);
   w.dw = widened(a.dw);
   w.dbias = widened(a.dbias);
-  conv2d_bwd_filter_cpu_im2col(w);
+  if (conv2d_winograd_preferred(w.dw, w.p, w.dy.size(2), w.dy.size(3)))
+    conv2d_bwd_filter_cpu_winograd(w);
+  else
+    conv2d_bwd_filter_cpu_im2col(w);
   a.dw.copy_(w.dw);
   if (a.dbias.defined()) a.dbias.copy_(w.dbias);
 }
