@@ -415,7 +415,8 @@ bool is_pointwise(const Dims& d, const Conv2dParams& p) {
 //   of P*Q: per image, sgemm_avx512 would pack all of w for a 100-column product and bwd_filter
 //   would stream its whole dw through memory for a reduction of 100 (measured on CRNN's
 //   512x4608 layers: ~145 -> ~200 GFLOP/s fwd, ~97 -> ~190 bwd_filter GEMM, same load).
-//   Limits: enough blocks for every thread, a column matrix of at most 16 MiB per thread.
+//   Limits: a column matrix of at most 16 MiB per thread; the blocks a multiple of the team size,
+//   the images spread evenly over them (conv_cpu::balanced_images).
 constexpr int64_t kMinCols = 768;
 
 struct Plan {
@@ -431,9 +432,8 @@ Plan plan_of(const Dims& d, const Conv2dParams& p) {
   const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (2 * PQ < kMinCols) {
     const int64_t want = (kMinCols + PQ - 1) / PQ;
-    const int64_t per_thread = std::max<int64_t>(1, d.N / nt);
     const int64_t fit = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, crs * PQ));
-    pl.images = std::max<int64_t>(1, std::min({want, per_thread, fit}));
+    pl.images = conv_cpu::balanced_images(d.N, std::min(want, fit), nt);
   }
   pl.direct = pl.images == 1 && is_pointwise(d, p);
   if (pl.images > 1 || pl.direct) {

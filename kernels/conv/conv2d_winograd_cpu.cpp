@@ -99,7 +99,7 @@ Plan plan_of(const Geo& g) {
   const int64_t per_image = g.TH * g.TW;
   if (per_image < kTargetTiles) {
     const int64_t want = (kTargetTiles + per_image - 1) / per_image;
-    pl.images = std::max<int64_t>(1, std::min<int64_t>(want, g.N / nt));
+    pl.images = conv_cpu::balanced_images(g.N, want, nt);
   }
   pl.trows =
       pl.images > 1 ? g.TH : std::max<int64_t>(1, std::min<int64_t>(g.TH, kTargetTiles / g.TW));

@@ -3,6 +3,7 @@
 #pragma once
 #include <omp.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -29,6 +30,15 @@ void for_blocks(int64_t blocks, F&& body) {
   } else {
     for (int64_t b = 0; b < blocks; ++b) body(b, 0);
   }
+}
+
+// Images per block for blocks of at most `most` images: the fewest blocks that are a multiple of
+// the team size nt, with the images spread evenly over them (64 images, at most 20 per block, 2
+// threads: 4 blocks of 16, not 20 + 20 + 20 + 4, which left one thread 40 images and the other 24).
+inline int64_t balanced_images(int64_t N, int64_t most, int nt) {
+  int64_t blocks = (N + most - 1) / std::max<int64_t>(1, most);
+  blocks = (blocks + nt - 1) / nt * nt;
+  return std::max<int64_t>(1, (N + blocks - 1) / blocks);
 }
 
 // Per-thread buffers (slots 0..3) that only grow: first touch paid once per thread (MACHINE.md
