@@ -157,6 +157,12 @@ if [ -x "$bdir/aim-infer" ]; then
   step "infer resnet50 cuda-graph" 60 "$bdir/aim-infer" resnet50 --device cuda --fp16 --cuda-graph --iters 50 --batch-size 16 --compare-samples 0 --results "$OUT/precision.jsonl"
   # Data parallel over NCCL with one GPU (issue 9): the communicator and reducer on a device.
   step "train din --gpus 1" 60 "$bdir/aim-train" din --device cuda --gpus 1 --config size=tiny --steps 20 --progress lines --results "$OUT/precision.jsonl"
+  # ... and on every GPU of the machine when it has several, with the overlap figures in results.
+  ngpu=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU' || true)
+  if [ "${ngpu:-0}" -gt 1 ]; then
+    step "train din --gpus $ngpu" 90 "$bdir/aim-train" din --device cuda --gpus "$ngpu" --steps 100 --batch-size 256 --eval-every 0 --eval-samples 2000 --progress lines --results "$OUT/precision.jsonl"
+    step "train resnet50 --gpus $ngpu --sync-bn" 120 "$bdir/aim-train" resnet50 --device cuda --gpus "$ngpu" --sync-bn --steps 20 --batch-size 32 --eval-every 0 --eval-samples 256 --progress lines --results "$OUT/precision.jsonl"
+  fi
   step "infer din cuda-graph" 60 "$bdir/aim-infer" din --device cuda --cuda-graph --iters 50 --batch-size 256 --results "$OUT/precision.jsonl"
   if "$bdir/aim-infer" --list 2>/dev/null | grep -q '^crnn'; then
     step "infer crnn fp16" 60 "$bdir/aim-infer" crnn --device cuda --fp16 --iters 50 --batch-size 128 --results "$OUT/precision.jsonl"
