@@ -211,6 +211,10 @@ class Op final : public OpBase {
 
   const Variant<Args>& select(const Args& a) {
     const bool on_cuda = a.device().is_cuda();
+    const Backend b = on_cuda ? Backend::CUDA : Backend::CPU;
+    std::string def;  // this call's default: the rule's choice, else the registered one
+    if (auto r = default_rules_.find(b); r != default_rules_.end()) def = r->second(a);
+    if (def.empty()) def = default_variant(b, a.dtype());
     std::string wanted;
     if (const std::string* o = variant_override(name_)) {
       wanted = *o;
@@ -220,12 +224,8 @@ class Op final : public OpBase {
       if (it != s.per_op.end())
         wanted = it->second;
       else if (!s.mode.empty())
-        wanted = preferred(on_cuda ? Backend::CUDA : Backend::CPU, s.mode);
+        wanted = preferred(b, s.mode, def);
     }
-    const Backend b = on_cuda ? Backend::CUDA : Backend::CPU;
-    std::string def;
-    if (auto r = default_rules_.find(b); r != default_rules_.end()) def = r->second(a);
-    if (def.empty()) def = default_variant(b, a.dtype());
     if (wanted.empty()) wanted = def;
     const Variant<Args>* v = find_for(wanted, on_cuda);
     if (!v) no_such_variant(name_, wanted, a.device(), list_names());
@@ -292,8 +292,9 @@ class Op final : public OpBase {
     if (!dtype_ok) return str("takes dtypes {", names, "}, got ", dtype_name(a.dtype()));
     return v.supports ? v.supports(a) : std::string();
   }
-  std::string preferred(Backend b, const std::string& mode) const {
-    const std::string def = default_variant(b);
+  // --kernels own|vendor: this call's default when it is of that provider, else the first variant
+  // of that provider.
+  std::string preferred(Backend b, const std::string& mode, const std::string& def) const {
     const Provider want = mode == "vendor" ? Provider::Vendor : Provider::Own;
     for (const auto& e : variants_)
       if (e.backend == b && e.name == def && e.provider == want) return def;

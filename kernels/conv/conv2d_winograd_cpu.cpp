@@ -50,9 +50,11 @@ std::string conv2d_winograd_supports(const Tensor& w, const Conv2dParams& p) {
   return "";
 }
 
+// Checked on every default dispatch of a convolution: plain comparisons, no message built.
 bool conv2d_winograd_preferred(const Tensor& w, const Conv2dParams& p, int64_t P, int64_t Q) {
-  return w.dtype() == DType::f32 && conv2d_winograd_supports(w, p).empty() && w.size(0) >= 16 &&
-         w.size(1) >= 16 && P >= 2 && Q >= 2;
+  return w.dtype() == DType::f32 && w.size(2) == 3 && w.size(3) == 3 && p.stride_h == 1 &&
+         p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 && cpu_has_avx512() &&
+         w.size(0) >= 16 && w.size(1) >= 16 && P >= 2 && Q >= 2;
 }
 
 #pragma GCC push_options

@@ -225,8 +225,9 @@ TEST(CtcParity, LossAndGradientMatchTorch) {
             for (int64_t c = 0; c < p.C; ++c) {
               const size_t i = size_t((t * p.B + b) * p.C + c);
               if (std::isinf(none[size_t(b)])) {
-                if (t < p.input_len[size_t(b)])  // PyTorch: 0 past the input length
+                if (t < p.input_len[size_t(b)]) {  // PyTorch: 0 past the input length
                   EXPECT_TRUE(std::isnan(tg[i])) << "torch's infeasible gradient is no longer NaN";
+                }
                 EXPECT_EQ(gv[i], 0.0) << "grad[" << t << "," << b << "," << c << "]";
               } else {
                 EXPECT_NEAR(gv[i], tg[i], tol) << "grad[" << t << "," << b << "," << c << "]";

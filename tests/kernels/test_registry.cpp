@@ -2,6 +2,7 @@
 // naming the reason unless fallback is allowed, and then the substitution is recorded.
 #include <gtest/gtest.h>
 
+#include "kernels/conv/conv2d.h"
 #include "kernels/matmul/gemm_avx512.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/registry.h"
@@ -36,6 +37,31 @@ TEST(Registry, OverrideSelectsAndCounts) {
   fast = true;
 #endif
   EXPECT_EQ(op.select(small_matmul(DType::f16)).name, fast ? "cpu.widen" : "cpu.ref");
+}
+
+Conv2dFwdArgs conv(int64_t C, int64_t K, int64_t R) {
+  Conv2dFwdArgs a;
+  a.x = random_tensor({2, C, 6, 7}, DType::f32, 1);
+  a.w = random_tensor({K, C, R, R}, DType::f32, 2);
+  a.p.pad_top = a.p.pad_bottom = a.p.pad_left = a.p.pad_right = R / 2;
+  a.y = Tensor::empty({2, K, 6, 7}, DType::f32);
+  return a;
+}
+
+// A default rule picks the variant per call (conv2d: Winograd for 3x3 stride-1 convolutions with
+// >= 16 channels each way); --kernels own keeps that choice, an override still wins.
+TEST(Registry, DefaultRuleChoosesPerCall) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "cpu.winograd needs AVX-512";
+  auto& op = registry().op<Conv2dFwdArgs>("conv2d_fwd");
+  EXPECT_EQ(op.select(conv(16, 32, 3)).name, "cpu.winograd");
+  EXPECT_EQ(op.select(conv(3, 32, 3)).name, "cpu.im2col");   // too few input channels
+  EXPECT_EQ(op.select(conv(16, 32, 1)).name, "cpu.im2col");  // 1x1
+  set_kernel_selection("own", false);
+  EXPECT_EQ(op.select(conv(16, 32, 3)).name, "cpu.winograd");
+  EXPECT_EQ(op.select(conv(3, 32, 3)).name, "cpu.im2col");
+  set_kernel_selection("", false);
+  ScopedVariant use("conv2d_fwd", "cpu.im2col");
+  EXPECT_EQ(op.select(conv(16, 32, 3)).name, "cpu.im2col");
 }
 
 TEST(Registry, UnsupportedChoiceNamesTheReason) {

@@ -71,8 +71,11 @@ TEST(Profiler, OpInsideAnOpIsInner) {
   int inner = 0;
   for (const Event& e : events()) inner += e.inner && e.name == "matmul";
   EXPECT_EQ(inner, 1);
-  for (const Event& e : events())
-    if (e.name == "rnn_fwd") EXPECT_FALSE(e.inner);
+  for (const Event& e : events()) {
+    if (e.name == "rnn_fwd") {
+      EXPECT_FALSE(e.inner);
+    }
+  }
   std::ostringstream os;
   print_tables(os, events(), 1, default_cpu_ceilings());
   EXPECT_EQ(os.str().find("matmul/cpu.avx512"), std::string::npos) << os.str();

@@ -8,7 +8,34 @@
 #include <mutex>
 #include <thread>
 
+#include "profiler/profiler.h"
+
 namespace aim::dist {
+
+void HostWork::run(const std::function<void()>& fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    t0_ = Clock::now();
+  }
+  std::string error;
+  try {
+    profiler::Scope scope(label_, profiler::ScopeKind::Phase);  // the running thread's track
+    fn();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  t1_ = Clock::now();
+  error_ = std::move(error);
+  done_ = true;
+  cv_.notify_all();
+}
+
+void HostWork::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  if (!error_.empty()) throw Error(error_);
+}
 
 const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::Sum ? "sum" : "avg"; }
 

@@ -29,8 +29,10 @@
 //   "dist: rank 0 timed out after 2000 ms in all_reduce #5 (f32 x 1024) waiting for rank(s) 2"
 #pragma once
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "tensor/tensor.h"
@@ -62,6 +64,26 @@ class Work {
   double seconds() const { return std::chrono::duration<double>(ended() - started()).count(); }
 };
 using WorkPtr = std::shared_ptr<Work>;
+
+// A collective run by a host thread of its backend (the local backend's worker, the mpi
+// backend's MPI thread): that thread calls run(fn) once; fn's exception becomes wait()'s error,
+// and the run is a span named `label` on that thread's track in traces.
+class HostWork : public Work {
+ public:
+  explicit HostWork(std::string label) : label_(std::move(label)) {}
+  void run(const std::function<void()>& fn);
+  void wait() override;
+  Clock::time_point started() const override { return t0_; }
+  Clock::time_point ended() const override { return t1_; }
+
+ private:
+  std::string label_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::string error_;
+  Clock::time_point t0_, t1_;
+};
 
 class Communicator {
  public:

@@ -158,44 +158,15 @@ struct LocalGroup::State {
 
 namespace {
 
-class LocalWork final : public Work {
+// A queued collective: the worker runs it through HostWork::run.
+class LocalWork final : public HostWork {
  public:
-  explicit LocalWork(std::function<void()> run, std::string label)
-      : run_(std::move(run)), label_(std::move(label)) {}
-  void execute() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      t0_ = Clock::now();
-    }
-    std::string error;
-    try {
-      profiler::Scope scope(label_, profiler::ScopeKind::Phase);  // own track: the worker's
-      run_();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    t1_ = Clock::now();
-    error_ = std::move(error);
-    done_ = true;
-    cv_.notify_all();
-  }
-  void wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-    if (!error_.empty()) throw Error(error_);
-  }
-  Clock::time_point started() const override { return t0_; }
-  Clock::time_point ended() const override { return t1_; }
+  LocalWork(std::function<void()> run, std::string label)
+      : HostWork(std::move(label)), run_(std::move(run)) {}
+  void execute() { run(run_); }
 
  private:
   std::function<void()> run_;
-  std::string label_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::string error_;
-  Clock::time_point t0_, t1_;
 };
 
 class LocalCommunicator final : public IssuingCommunicator {

@@ -280,45 +280,6 @@ std::string describe(const Call& c) {
   return describe(c.kind, c.dtype, c.count, c.op, c.root, c.seq);
 }
 
-class MpiWork final : public Work {
- public:
-  explicit MpiWork(std::string label) : label_(std::move(label)) {}
-  // On the MPI thread.
-  void run(const std::function<void()>& fn) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      t0_ = Clock::now();
-    }
-    std::string error;
-    try {
-      profiler::Scope scope(label_, profiler::ScopeKind::Phase);  // the MPI thread's track
-      fn();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    t1_ = Clock::now();
-    error_ = std::move(error);
-    done_ = true;
-    cv_.notify_all();
-  }
-  void wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-    if (!error_.empty()) throw Error(error_);
-  }
-  Clock::time_point started() const override { return t0_; }
-  Clock::time_point ended() const override { return t1_; }
-
- private:
-  std::string label_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::string error_;
-  Clock::time_point t0_, t1_;
-};
-
 class MpiCommunicator final : public IssuingCommunicator {
  public:
   MpiCommunicator(MPI_Comm comm, int rank, int size, Options o)
@@ -362,7 +323,7 @@ class MpiCommunicator final : public IssuingCommunicator {
                                 : c.count;
     AIM_CHECK(biggest <= INT_MAX, "[dist ", collective_name(k), "] rank ", rank_, ": ", biggest,
               " elements exceed MPI's int element count (", INT_MAX, "): split the tensor");
-    auto w = std::make_shared<MpiWork>(label.empty() ? std::string(collective_name(k)) : label);
+    auto w = std::make_shared<HostWork>(label.empty() ? std::string(collective_name(k)) : label);
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.empty()) throw Error(failure_);
     c.seq = ++seq_;
