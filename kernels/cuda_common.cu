@@ -7,7 +7,7 @@ namespace aim::kernels::AIM_CUDA_NS {
 
 void memset_zero(void* p, size_t bytes, Device d) {
   if (bytes == 0) return;
-#ifdef AIM_SIMT
+#if defined(AIM_SIMT) && !defined(AIM_SIMT_DEVICE)
   (void)d;
   std::memset(p, 0, bytes);
 #else

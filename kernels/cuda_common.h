@@ -5,7 +5,20 @@
 // AIM_DYNAMIC_SHARED, inline PTX only behind #ifndef AIM_SIMT with a plain fallback.
 #pragma once
 
-#ifdef AIM_SIMT
+#if defined(AIM_SIMT) && defined(AIM_SIMT_DEVICE)
+// The emulated CUDA device (AIM_CUDA_EMULATOR build): these are the CUDA variants, launched on
+// their stream with their pointer arguments checked (kernels/simt/device).
+#include "kernels/simt/device/device.h"
+#include "tensor/cuda_check.h"
+#define AIM_CUDA_NS cuda
+#define AIM_CUDA_BACKEND ::aim::kernels::Backend::CUDA
+#define AIM_LAUNCH(grid, block, smem, stream, ...) \
+  ::aim::simt::device::DeviceLaunch(grid, block, smem, stream, #__VA_ARGS__, __VA_ARGS__)
+#define AIM_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::aim::simt::dynamic_shared())
+#define AIM_CHECK_LAUNCH() \
+  do {                     \
+  } while (0)
+#elif defined(AIM_SIMT)
 #include "kernels/simt/simt.h"
 #define AIM_CUDA_NS simt
 #define AIM_CUDA_BACKEND ::aim::kernels::Backend::SIMT

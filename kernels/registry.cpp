@@ -263,9 +263,11 @@ void register_all_ops(Registry& r) {
 #define AIM_OP_GROUP(name) cuda::register_##name##_cuda(r);
 #include "kernels/families.def"
 #undef AIM_OP_GROUP
+#ifndef AIM_CUDA_EMULATED  // the emulated device has no vendor libraries
 #define AIM_VENDOR_GROUP(name) register_##name(r);
 #include "kernels/vendor_families.def"
 #undef AIM_VENDOR_GROUP
+#endif
 #endif
 }
 

@@ -199,6 +199,9 @@ class Op final : public OpBase {
   // Runs the selected variant.
   void operator()(const Args& a) {
     const Variant<Args>& v = select(a);
+    // Kernels launch on the current device: make it the tensors' (a rank thread, a copy to
+    // another GPU). Nothing for CPU tensors.
+    const DeviceGuard device_guard(a.device());
     v.calls->fetch_add(1, std::memory_order_relaxed);
     dispatch_begin(
         name_, v.range_name, v.name, v.backend, [&] { return cost_ ? cost_(a) : Cost{}; },

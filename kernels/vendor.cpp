@@ -56,19 +56,6 @@ StreamState& stream_state(Device d) {  // caller holds the lock
 
 }  // namespace
 
-DeviceGuard::DeviceGuard(Device d) {
-  check_cuda_device(d);
-  AIM_CUDA_CHECK(cudaGetDevice(&previous_));
-  if (previous_ != d.index) {
-    AIM_CUDA_CHECK(cudaSetDevice(d.index));
-    changed_ = true;
-  }
-}
-
-DeviceGuard::~DeviceGuard() {
-  if (changed_) cudaSetDevice(previous_);  // no throwing from a destructor
-}
-
 cudaStream_t stream(Device d) {
   check_cuda_device(d);
   return static_cast<cudaStream_t>(current_stream(d.index));

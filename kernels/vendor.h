@@ -23,18 +23,8 @@ namespace aim::kernels::vendor {
 // cuBLAS's recommended workspace on Hopper.
 constexpr size_t kDefaultWorkspaceBytes = size_t(32) << 20;
 
-// Makes `d` the current CUDA device for a scope (handles and calls act on the current device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(Device d);
-  ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-  bool changed_ = false;
-};
+// Makes `d` the current CUDA device for a scope (tensor/device.h).
+using DeviceGuard = ::aim::DeviceGuard;
 
 cudaStream_t stream(Device d);        // the current stream of this host thread for d
 cublasHandle_t cublas(Device d);      // for (d, current stream): stream and workspace set

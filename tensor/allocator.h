@@ -54,7 +54,16 @@ void launch_graph(GraphHandle g, StreamHandle s);
 void destroy_graph(GraphHandle g);
 void synchronize_stream(int device, StreamHandle s);
 
-// Raw copies between devices (synchronous with respect to the current stream).
+// Host synchronisations and device-to-host copies on a CUDA device since the process started:
+// what the emulated runtime counted (every call), else what aim's own wrappers did (copy_bytes,
+// synchronize, synchronize_stream). Zero for the CPU. Diffs over steps give per-step counts.
+struct DeviceSyncCounters {
+  int64_t host_syncs = 0, d2h_bytes = 0, d2h_copies = 0, launches = 0;
+};
+DeviceSyncCounters device_sync_counters(Device d);
+
+// Raw copies between devices on the current stream of the CUDA side; a device-to-host copy
+// returns when the bytes are there (a host synchronisation), the others are stream-ordered.
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
 void synchronize(Device d);
 

@@ -21,6 +21,14 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   if (n) std::memcpy(dst, src, n);
 }
 void synchronize(Device) {}
+DeviceSyncCounters device_sync_counters(Device) { return {}; }
+DeviceGuard::DeviceGuard(Device d) {
+  AIM_CHECK(!d.is_cuda(), d.str(), " requested but aim was built without CUDA (AIM_CUDA=OFF)");
+}
+DeviceGuard::~DeviceGuard() = default;
+void set_current_device(Device d) {
+  AIM_CHECK(!d.is_cuda(), d.str(), " requested but aim was built without CUDA (AIM_CUDA=OFF)");
+}
 
 namespace {
 [[noreturn]] void no_cuda(const char* what) {

@@ -1,9 +1,16 @@
 // CUDA side of tensor/: device discovery, the caching allocator, streams, copies.
-#include <cublas_api.h>
+// In the AIM_CUDA_EMULATOR build the same code runs over the emulated runtime and NCCL of
+// kernels/simt/device (no cuBLAS/cuDNN there).
 #include <cuda_runtime.h>
-#include <cudnn.h>
 #include <nccl.h>
+#ifdef AIM_CUDA_EMULATED
+#include "kernels/simt/device/device.h"
+#else
+#include <cublas_api.h>
+#include <cudnn.h>
+#endif
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -55,12 +62,18 @@ std::vector<std::pair<std::string, std::string>> cuda_environment() {
     return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
   };
   env.emplace_back("cuda_toolkit", ver(CUDART_VERSION));
+#ifdef AIM_CUDA_EMULATED
+  env.emplace_back("device", "emulated: " + std::to_string(cuda_device_count()) +
+                                 " devices (AIM_SIM_GPUS), own kernels on the SIMT emulator, "
+                                 "no vendor libraries");
+#else
   env.emplace_back("cudnn_headers", std::to_string(CUDNN_MAJOR) + "." +
                                         std::to_string(CUDNN_MINOR) + "." +
                                         std::to_string(CUDNN_PATCHLEVEL));
+  env.emplace_back("cudnn", std::to_string(cudnnGetVersion()));
+#endif
   env.emplace_back("nccl_headers", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
                                        "." + std::to_string(NCCL_PATCH));
-  env.emplace_back("cudnn", std::to_string(cudnnGetVersion()));
   int nccl = 0;
   if (ncclGetVersion(&nccl) == ncclSuccess) env.emplace_back("nccl", std::to_string(nccl));
   if (cuda_device_count() == 0) {
@@ -186,6 +199,59 @@ StreamHandle current_stream(int device) {
 }
 void set_current_stream(int device, StreamHandle s) { t_streams[device] = s; }
 
+// Host synchronisations and device-to-host traffic of aim's own wrappers (copy_bytes,
+// synchronize*), per device. The emulated runtime counts every call instead, its own included.
+namespace {
+struct SyncCounts {
+  std::atomic<int64_t> syncs{0}, d2h_bytes{0}, d2h_copies{0};
+};
+SyncCounts& sync_counts(int device) {
+  static SyncCounts counts[64];
+  AIM_CHECK(device >= 0 && device < 64, "cuda:", device, ": device index out of range");
+  return counts[device];
+}
+void count_sync(int device) { sync_counts(device).syncs.fetch_add(1); }
+}  // namespace
+
+DeviceSyncCounters device_sync_counters(Device d) {
+  DeviceSyncCounters c;
+  if (!d.is_cuda()) return c;
+#ifdef AIM_CUDA_EMULATED
+  const simt::device::Counters e = simt::device::counters(d.index);
+  c.host_syncs = e.host_syncs;
+  c.d2h_bytes = e.d2h_bytes;
+  c.d2h_copies = e.d2h_copies;
+  c.launches = e.launches;
+#else
+  const SyncCounts& s = sync_counts(d.index);
+  c.host_syncs = s.syncs.load();
+  c.d2h_bytes = s.d2h_bytes.load();
+  c.d2h_copies = s.d2h_copies.load();
+#endif
+  return c;
+}
+
+DeviceGuard::DeviceGuard(Device d) {
+  if (!d.is_cuda()) return;
+  AIM_CHECK(d.index >= 0 && d.index < cuda_device_count(), d.str(), " is not available (",
+            cuda_device_count(), " CUDA devices",
+            cuda_unavailable_reason().empty() ? "" : "; " + cuda_unavailable_reason(), ")");
+  AIM_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != d.index) {
+    AIM_CUDA_CHECK(cudaSetDevice(d.index));
+    changed_ = true;
+  }
+}
+DeviceGuard::~DeviceGuard() {
+  if (changed_) cudaSetDevice(previous_);  // no throwing from a destructor
+}
+void set_current_device(Device d) {
+  if (d.is_cuda()) AIM_CUDA_CHECK(cudaSetDevice(d.index));
+}
+
+// Only a device-to-host copy waits: the host reads the bytes next. A host-to-device copy from
+// pageable memory is staged before cudaMemcpyAsync returns, so the source may be reused at once;
+// device-to-device copies are ordered on the stream like kernels.
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
   if (n == 0) return;
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
@@ -196,42 +262,38 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   const cudaMemcpyKind kind = dst_dev.is_cpu()   ? cudaMemcpyDeviceToHost
                               : src_dev.is_cpu() ? cudaMemcpyHostToDevice
                                                  : cudaMemcpyDeviceToDevice;
+  DeviceGuard g(d);
   const auto stream = static_cast<cudaStream_t>(current_stream(d.index));
   AIM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, stream));
-  AIM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (kind == cudaMemcpyDeviceToHost) {
+    SyncCounts& c = sync_counts(d.index);
+    c.d2h_copies.fetch_add(1);
+    c.d2h_bytes.fetch_add(int64_t(n));
+    c.syncs.fetch_add(1);
+    AIM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
 }
 
-namespace {
-struct DeviceGuard {  // cudaSetDevice for a scope
-  explicit DeviceGuard(int d) {
-    AIM_CUDA_CHECK(cudaGetDevice(&prev));
-    AIM_CUDA_CHECK(cudaSetDevice(d));
-  }
-  ~DeviceGuard() { cudaSetDevice(prev); }
-  int prev = 0;
-};
-}  // namespace
-
 StreamHandle create_stream(int device) {
-  DeviceGuard g(device);
+  DeviceGuard g(cuda_device(device));
   cudaStream_t s = nullptr;
   AIM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return s;
 }
 
 void destroy_stream(int device, StreamHandle s) {
-  DeviceGuard g(device);
+  DeviceGuard g(cuda_device(device));
   AIM_CUDA_CHECK(cudaStreamDestroy(static_cast<cudaStream_t>(s)));
 }
 
 void begin_capture(int device, StreamHandle s) {
-  DeviceGuard g(device);
+  DeviceGuard g(cuda_device(device));
   AIM_CUDA_CHECK(
       cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeRelaxed));
 }
 
 GraphHandle end_capture(int device, StreamHandle s) {
-  DeviceGuard g(device);
+  DeviceGuard g(cuda_device(device));
   cudaGraph_t graph = nullptr;
   const cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(s), &graph);
   if (e != cudaSuccess) {
@@ -258,13 +320,16 @@ void destroy_graph(GraphHandle g) {
 }
 
 void synchronize_stream(int device, StreamHandle s) {
-  DeviceGuard g(device);
+  DeviceGuard g(cuda_device(device));
+  count_sync(device);
   AIM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(s)));
 }
 
 void synchronize(Device d) {
-  if (d.is_cuda())
-    AIM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(d.index))));
+  if (!d.is_cuda()) return;
+  DeviceGuard g(d);
+  count_sync(d.index);
+  AIM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(d.index))));
 }
 
 }  // namespace aim

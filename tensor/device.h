@@ -45,4 +45,20 @@ std::string cuda_unavailable_reason();
 // CUDA, and the unavailability reason when there is no usable GPU.
 std::vector<std::pair<std::string, std::string>> cuda_environment();
 
+// Makes `d` the calling thread's current CUDA device for a scope, and restores the previous one
+// (kernels launch on the current device, which must be their tensors'). A CPU device: nothing.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device d);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool changed_ = false;
+};
+// Sets the calling thread's current CUDA device (a rank thread's GPU); nothing for the CPU.
+void set_current_device(Device d);
+
 }  // namespace aim

@@ -454,6 +454,9 @@ int main(int argc, char** argv) {
       j["throughput_unit"] = "samples/s";
       j["step_time_ms"] = {{"p50", r.step_p50_ms}, {"p90", r.step_p90_ms}, {"p99", r.step_p99_ms}};
       j["data_wait_s"] = r.data_wait_s;
+      if (aim::parse_device(to.device).is_cuda())  // per training step (steps after the first)
+        j["host_syncs_per_step"] = r.host_syncs_per_step,
+        j["d2h_bytes_per_step"] = r.d2h_bytes_per_step;
       j["gflop_per_step"] = r.train_flops_per_step / 1e9;
       j["achieved_gflops"] = r.step_p50_ms > 0 ? r.train_flops_per_step / (r.step_p50_ms * 1e6) : 0;
       j["metrics"] = r.final_metrics;

@@ -355,6 +355,9 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
             "train: eval_every, checkpoint_every, prefetch, clip_norm must be >= 0 and "
             "eval_samples > 0");
   const Device dev = comm ? comm->device() : parse_device(opt.device);
+  // This thread launches on the rank's GPU (a rank thread of --gpus N, a launcher rank with
+  // LOCAL_RANK > 0): every kernel, allocation and stream of the rank is on `dev`.
+  set_current_device(dev);
 
   std::unique_ptr<models::Model> model = entry.build(cfg, opt.seed);
   if (!opt.weights.empty()) {
@@ -525,11 +528,14 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   AIM_CHECK(!opt.sync_batchnorm || comm,
             "--sync-bn synchronises batch statistics over data-parallel ranks: it needs --ranks, "
             "--gpus or a launcher");
-  // Averages one f32 scalar (device tensor) over the ranks and returns it on the host.
-  auto rank_mean = [&](const Tensor& scalar) {
+  // One f32 scalar (device tensor) as a [1] tensor on the same device, averaged over the ranks.
+  auto rank_mean_tensor = [&](const Tensor& scalar) {
     Tensor t = scalar.to(DType::f32).contiguous().view({1}).clone();
-    comm->all_reduce(t, dist::ReduceOp::Avg);
-    return double(t.to(kCPU).to_vector<float>()[0]);
+    if (comm) comm->all_reduce(t, dist::ReduceOp::Avg);
+    return t;
+  };
+  auto rank_mean = [&](const Tensor& scalar) {
+    return double(rank_mean_tensor(scalar).to(kCPU).to_vector<float>()[0]);
   };
   double dist_comm_s = 0, dist_bwd_s = 0, dist_overlap_s = 0, dist_wait_s = 0, dist_sparse_s = 0;
   int64_t dist_steps = 0;
@@ -570,6 +576,39 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   double device_s = 0, loop_s = 0, flops = 0, interval_loss = 0, interval_s = 0;
   int64_t interval_n = 0, data_position = start_position;
   std::string last_metrics;
+  // On a GPU the losses stay on the device, in `loss_buf`, and are read once per log interval:
+  // that read is the step's only host synchronisation (a non-finite loss is found there, naming
+  // its step). On the CPU every step's loss is read at once.
+  const bool defer_loss = dev.is_cuda() && !opt.progress_bar;
+  Tensor loss_buf;
+  std::vector<std::pair<int64_t, bool>> loss_steps;  // (step, overflowed) of each buffered loss
+  // Host synchronisations and device-to-host bytes inside the steps (evaluations and
+  // checkpoints between steps excluded), over the steps after the first (it sets up).
+  int64_t syncs_in_steps = 0, d2h_in_steps = 0, counted_steps = 0;
+  auto read_losses = [&] {
+    if (loss_steps.empty()) return;
+    const std::vector<float> v =
+        loss_buf.slice(0, 0, int64_t(loss_steps.size())).to(kCPU).to_vector<float>();
+    for (size_t i = 0; i < loss_steps.size(); ++i) {
+      const double l = v[i];
+      const auto [at, overflowed] = loss_steps[i];
+      if (!std::isfinite(l) && !overflowed) {  // fp16: an overflowed loss is a skipped step
+        const std::string where = first_non_finite(*model);
+        AIM_FAIL("train: loss is ", l, " at step ", at, " (", entry.name, ", lr ", optim->lr(),
+                 ", optimizer ", opt.optim.name, ")",
+                 at == step ? std::string()
+                            : str(" (read at step ", step,
+                                  ": losses are read once per log "
+                                  "interval on a GPU)"),
+                 where.empty() ? std::string("; every parameter and gradient is finite")
+                               : "; first non-finite tensor: " + where,
+                 "; stopping");
+      }
+      r.losses.push_back(l);
+      interval_loss += l;
+    }
+    loss_steps.clear();
+  };
 
   // Profiled steps: [prof_a, prof_b] (1-based); the first step is skipped by default (warm-up:
   // allocations, first touches).
@@ -609,6 +648,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     std::optional<Fetched> f = fetch();
     AIM_CHECK(f.has_value(), "train: the loader ended early at step ", step);
     const auto t0 = Clock::now();
+    const DeviceSyncCounters sync0 = device_sync_counters(dev);
     const TensorMap batch = to_device(f->batch, dev);
     optim->set_lr(sched.lr(step));
     std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
@@ -666,19 +706,26 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     }
     // The loss of the step: under ranks their mean, the loss of the whole N B batch (this also
     // makes a NaN on one rank stop every rank with the same message).
-    const double l = comm ? rank_mean(loss.data())
-                          : double(loss.data().to(DType::f32).to_vector<float>()[0]);  // syncs
+    {
+      const Tensor l1 = rank_mean_tensor(loss.data());
+      const int64_t cap = defer_loss ? log_every : 1;
+      if (!loss_buf.defined() || loss_buf.size(0) < cap)
+        loss_buf = Tensor::empty({cap}, DType::f32, l1.device());
+      const int64_t at = int64_t(loss_steps.size());
+      loss_buf.slice(0, at, at + 1).copy_(l1);
+      loss_steps.emplace_back(step + 1, overflow);
+    }
+    const bool log_point = (step + 1) % log_every == 0 || step + 1 == r.total_steps;
+    if (!defer_loss || log_point) read_losses();  // syncs
     phase.reset();
     const double dt = seconds_since(t0);
     loop_s += seconds_since(t_fetch);
     ++step;
-    if (!std::isfinite(l) && !overflow) {  // fp16: an overflowed loss is a skipped step
-      const std::string where = first_non_finite(*model);
-      AIM_FAIL("train: loss is ", l, " at step ", step, " (", entry.name, ", lr ", optim->lr(),
-               ", optimizer ", opt.optim.name, ")",
-               where.empty() ? std::string("; every parameter and gradient is finite")
-                             : "; first non-finite tensor: " + where,
-               "; stopping");
+    if (step > r.first_step + 1 || r.total_steps - r.first_step == 1) {
+      const DeviceSyncCounters sync1 = device_sync_counters(dev);
+      syncs_in_steps += sync1.host_syncs - sync0.host_syncs;
+      d2h_in_steps += sync1.d2h_bytes - sync0.d2h_bytes;
+      ++counted_steps;
     }
     {
       profiler::Scope zero("opt", profiler::ScopeKind::Phase);
@@ -692,11 +739,9 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     }
     data_position = f->position;
     flops += model->train_flops(batch);
-    r.losses.push_back(l);
     step_ms.push_back(dt * 1e3);
     device_s += dt;
     interval_s += dt;
-    interval_loss += l;
     ++interval_n;
 
     if (lead && ((opt.eval_every > 0 && step % opt.eval_every == 0) || step == r.total_steps)) {
@@ -729,7 +774,12 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       if (comm) comm->barrier();  // the checkpoint is complete when any rank goes on
     }
   }
+  read_losses();
   progress.finish();
+  if (counted_steps > 0) {
+    r.host_syncs_per_step = double(syncs_in_steps) / double(counted_steps);
+    r.d2h_bytes_per_step = double(d2h_in_steps) / double(counted_steps);
+  }
   // Every rank is done with its steps (and its collectives' scopes are closed) before rank 0
   // reads the process-wide profiler events, evaluates and writes the final checkpoint.
   if (comm) comm->barrier();

@@ -181,6 +181,9 @@ struct TrainResult {
   double wall_s = 0;                // whole call, evaluations included
   std::string data_description;
   DistStats dist;  // ranks > 1
+  // CUDA: host synchronisations and device-to-host bytes per training step (the steps after the
+  // first; evaluations and checkpoints excluded only when they fall outside those steps).
+  double host_syncs_per_step = 0, d2h_bytes_per_step = 0;
 };
 
 // Builds an optimizer from the options over `params`; unknown names are an aim::Error listing

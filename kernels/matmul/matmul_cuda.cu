@@ -309,7 +309,9 @@ void register_matmul_cuda(Registry& r) {
           matmul_cuda_tiled,
           {DType::f32, DType::f64, DType::f16, DType::bf16},
           tiled_supports});
-  // The CUDA default (cuda.cublas) is set by register_matmul_cublas.
+  // The default without cuBLAS (the emulated device); register_matmul_cublas, which runs after
+  // the own families, makes cuda.cublas the default where cuBLAS is built.
+  op.set_default(AIM_CUDA_BACKEND, "cuda.tiled");
 }
 
 }  // namespace aim::kernels::AIM_CUDA_NS

@@ -8,7 +8,6 @@
 #include <mutex>
 #include <thread>
 
-#include "kernels/vendor.h"
 #include "tensor/allocator.h"
 #include "tensor/cuda_check.h"
 #include "train/dist/nccl_backend.h"
@@ -76,7 +75,7 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int rank, int size, int device, Options o)
       : Communicator(o), comm_(comm), rank_(rank), size_(size), dev_(device) {
-    kernels::vendor::DeviceGuard g(cuda_device(dev_));
+    DeviceGuard g(cuda_device(dev_));
     AIM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     AIM_CUDA_CHECK(cudaEventCreate(&epoch_));
     AIM_CUDA_CHECK(cudaEventRecord(epoch_, stream_));
@@ -85,7 +84,7 @@ class NcclCommunicator final : public Communicator {
     AIM_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
   }
   ~NcclCommunicator() override {
-    kernels::vendor::DeviceGuard g(cuda_device(dev_));
+    DeviceGuard g(cuda_device(dev_));
     if (failed_) {
       if (!aborted_) ncclCommAbort(comm_);
     } else {
@@ -200,7 +199,7 @@ class NcclCommunicator final : public Communicator {
     if (!failed_) {
       failed_ = true;
       failure_ = msg;
-      kernels::vendor::DeviceGuard g(cuda_device(dev_));
+      DeviceGuard g(cuda_device(dev_));
       ncclCommAbort(comm_);
       aborted_ = true;
     }
@@ -217,7 +216,7 @@ class NcclCommunicator final : public Communicator {
       fail(abort_reason_);
     }
     const std::string what = describe(k, ++seq_, t, count);
-    kernels::vendor::DeviceGuard g(cuda_device(dev_));
+    DeviceGuard g(cuda_device(dev_));
     const auto caller = static_cast<cudaStream_t>(current_stream(dev_));
     cudaEvent_t ready, start, end;
     AIM_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
@@ -282,7 +281,7 @@ void NcclWork::wait() {
         });
     t0_ = c_->host_time(start_);
     t1_ = c_->host_time(end_);
-    kernels::vendor::DeviceGuard g(cuda_device(c_->device_index()));
+    DeviceGuard g(cuda_device(c_->device_index()));
     AIM_CUDA_CHECK(cudaStreamWaitEvent(
         static_cast<cudaStream_t>(current_stream(c_->device_index())), end_, 0));
   } catch (const std::exception& e) {
@@ -349,7 +348,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchEnv& env, Optio
   AIM_CHECK(dev < have, "dist nccl: rank ", env.rank, " wants cuda:", dev, " (LOCAL_RANK ",
             env.local_rank, ") but ", have, " CUDA device(s) are visible",
             have == 0 ? ": " + cuda_unavailable_reason() : "");
-  kernels::vendor::DeviceGuard g(cuda_device(dev));
+  DeviceGuard g(cuda_device(dev));
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
   if (env.rank == 0) AIM_NCCL_CHECK(ncclGetUniqueId(&id));

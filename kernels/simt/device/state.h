@@ -1,0 +1,50 @@
+// Internals shared by the emulated CUDA runtime (runtime.cpp) and the emulated NCCL (nccl.cpp).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace aim::simt::device {
+
+using Clock = std::chrono::steady_clock;
+
+// Work a stream must wait for before it runs anything else: a collective whose peers have not
+// all arrived. The rank that arrives last completes it (or an abort fails it).
+struct Pending {
+  std::string what;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::string error;  // set when it failed (aborted communicator)
+  Clock::time_point finished;
+  void complete(const std::string& err = "");
+  bool is_done();
+};
+using PendingPtr = std::shared_ptr<Pending>;
+
+// Where a pointer lies: device memory of `device`, pinned host memory (device = -1), or pageable
+// host memory (found = false).
+struct Where {
+  bool found = false, pinned = false;
+  int device = -1;
+  uintptr_t base = 0;
+  size_t size = 0;
+};
+Where where(const void* p);
+
+int current_device();
+// The stream's device; throws for a destroyed or unknown stream.
+int stream_device(cudaStream_t s);
+// Makes later work on s wait for p (an issued collective).
+void stream_add_pending(cudaStream_t s, PendingPtr p);
+// True while s is being captured into a graph.
+bool stream_capturing(cudaStream_t s);
+// Waits until p is done (throws on failure or after AIM_EMU_WAIT_S seconds, default 600).
+void wait_pending(const PendingPtr& p, const std::string& for_what);
+
+}  // namespace aim::simt::device

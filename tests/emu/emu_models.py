@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Every model on the emulated CUDA device (AIM_CUDA_EMULATOR build; issue 18).
+
+usage: emu_models.py BUILD_DIR SOURCE_DIR [model ...]
+
+For each model of `aim-train --list` (tiny configuration, a few steps):
+  - aim-train --device cuda: fp32, fp16 and bf16; the fp32 losses agree with the same run on the
+    CPU; --results reports host_syncs_per_step, held to the target (at most one host
+    synchronisation per training step: the loss read every --log-every steps);
+  - aim-infer --device cuda: fp32, --fp16, --bf16, --int8, and --cuda-graph (a capture must be
+    legal: the emulated runtime fails it on any synchronising call);
+then data parallel on emulated GPUs against the CPU: din with --gpus 8 and resnet50 with --gpus 2
+--sync-bn, final weights within the tolerances of the data-parallel equivalence tests.
+Prints one table row per run; exits 1 listing every failure.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+build, source = sys.argv[1], sys.argv[2]
+only = set(sys.argv[3:])
+TRAIN, INFER = os.path.join(build, "aim-train"), os.path.join(build, "aim-infer")
+sys.path.insert(0, os.path.join(source, "tests", "parity"))
+
+SYNC_TARGET = 1.0  # host synchronisations per training step (issue 18)
+
+# Per model: batch size and evaluation samples small enough for the emulator (the SIMT kernels run
+# every CUDA thread as a fiber on the CPU), steps >= 3 so that steps 2.. are counted.
+SETTINGS = {
+    "din": dict(batch=16, eval=32),
+    "dien": dict(batch=8, eval=16),
+    "ncf": dict(batch=16, eval=100),
+    "wide_deep": dict(batch=16, eval=32),
+    "crnn": dict(batch=2, eval=4),
+}
+CNN = dict(batch=2, eval=4)
+STEPS = 3
+
+failures = []
+rows = []
+
+
+def models():
+    out = subprocess.run([TRAIN, "--list"], capture_output=True, text=True, check=True).stdout
+    names = [line.split()[0] for line in out.splitlines() if line and not line[0].isspace()]
+    return [n for n in names if not only or n in only]
+
+
+def run(cmd, what, timeout=900):
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    dt = time.time() - t0
+    if p.returncode != 0:
+        failures.append("%s: exit %d: %s" % (what, p.returncode, (p.stdout + p.stderr)[-1500:]))
+    return p, dt
+
+
+def last_result(path):
+    with open(path) as f:
+        return json.loads(f.readlines()[-1])
+
+
+def train(model, device, extra, tmp, tag):
+    s = SETTINGS.get(model, CNN)
+    res = os.path.join(tmp, "%s-%s-%s.jsonl" % (model, device, tag))
+    cmd = [TRAIN, model, "--device", device, "--config", "size=tiny", "--steps", str(STEPS),
+           "--batch-size", str(s["batch"]), "--eval-samples", str(s["eval"]), "--eval-every", "0",
+           "--progress", "lines", "--results", res] + extra
+    p, dt = run(cmd, "aim-train %s --device %s %s" % (model, device, " ".join(extra)))
+    return (last_result(res) if p.returncode == 0 and os.path.exists(res) else None), dt
+
+
+def infer(model, extra):
+    s = SETTINGS.get(model, CNN)
+    cmd = [INFER, model, "--device", "cuda", "--config", "size=tiny", "--batch-size",
+           str(s["batch"]), "--iters", "2", "--warmup", "1"] + extra
+    if "--int8" in extra:
+        cmd += ["--calib-batches", "1"]
+    if any(x in extra for x in ("--int8", "--fp16", "--bf16")):
+        cmd += ["--compare-samples", "0"]
+    return run(cmd, "aim-infer %s --device cuda %s" % (model, " ".join(extra)))
+
+
+def check_model(model, tmp):
+    # Training: fp32 against the CPU, the synchronisation target, then mixed precision.
+    cpu, _ = train(model, "cpu", [], tmp, "fp32")
+    for prec in ("fp32", "fp16", "bf16"):
+        r, dt = train(model, "cuda", [] if prec == "fp32" else ["--precision", prec], tmp, prec)
+        if r is None:
+            rows.append((model, "train " + prec, "FAIL", "", dt))
+            continue
+        syncs = r.get("host_syncs_per_step")
+        ok = syncs is not None and syncs <= SYNC_TARGET
+        note = "syncs/step %s, d2h %s B/step" % (syncs, r.get("d2h_bytes_per_step"))
+        if not ok:
+            failures.append("aim-train %s --device cuda (%s): %s host synchronisations per step "
+                            "(target <= %g; tools/emu-sync-trace.sh shows where)" %
+                            (model, prec, syncs, SYNC_TARGET))
+        if prec == "fp32" and cpu is not None:
+            a, b = r["final_loss"], cpu["final_loss"]
+            close = abs(a - b) <= 1e-3 * max(1.0, abs(b))
+            note += ", loss %.6g (cpu %.6g)" % (a, b)
+            if not close:
+                failures.append("aim-train %s: final loss on the emulated device %.7g, on the CPU "
+                                "%.7g" % (model, a, b))
+            ok = ok and close
+        rows.append((model, "train " + prec, "ok" if ok else "FAIL", note, dt))
+    # Inference in every precision, and a captured step.
+    for extra in ([], ["--fp16"], ["--bf16"], ["--int8"], ["--cuda-graph"]):
+        p, dt = infer(model, extra)
+        rows.append((model, "infer " + (" ".join(extra) or "fp32"),
+                     "ok" if p.returncode == 0 else "FAIL", "", dt))
+
+
+def weights_diff(a, b):
+    import st  # tests/parity/st.py (torch)
+    x, y = st.load(a), st.load(b)
+    if set(x) != set(y):
+        return float("inf")
+    return max(float((x[k].double() - y[k].double()).abs().max()) for k in x
+               if x[k].is_floating_point())
+
+
+def check_data_parallel(tmp):
+    cases = [("din", ["--gpus", "8"], ["--ranks", "8"], 8, 1e-5),
+             ("resnet50", ["--gpus", "2", "--sync-bn"], ["--ranks", "2", "--sync-bn"], 2, 1e-4)]
+    for model, gpu, cpu, per_rank, tol in cases:
+        if only and model not in only:
+            continue
+        common = [model, "--config", "size=tiny", "--steps", "3", "--batch-size", str(per_rank),
+                  "--eval-samples", "16", "--eval-every", "0", "--optimizer", "sgd", "--lr", "0.05",
+                  "--momentum", "0.9", "--progress", "lines"]
+        wg, wc = os.path.join(tmp, model + "-gpus.st"), os.path.join(tmp, model + "-ranks.st")
+        pg, dg = run([TRAIN] + common + ["--device", "cuda", "--save-weights", wg] + gpu,
+                     "aim-train %s --device cuda %s" % (model, " ".join(gpu)))
+        pc, _ = run([TRAIN] + common + ["--device", "cpu", "--save-weights", wc] + cpu,
+                    "aim-train %s --device cpu %s" % (model, " ".join(cpu)))
+        if pg.returncode or pc.returncode:
+            rows.append((model, " ".join(gpu), "FAIL", "", dg))
+            continue
+        try:
+            worst = weights_diff(wg, wc)
+        except ImportError as e:  # torch missing: the reader needs it
+            rows.append((model, " ".join(gpu), "skip", "no torch to read safetensors: %s" % e, dg))
+            continue
+        ok = worst <= tol
+        if not ok:
+            failures.append("%s %s on the emulated device vs %s on the CPU: weights differ by %.3g "
+                            "(tolerance %g)" % (model, " ".join(gpu), " ".join(cpu), worst, tol))
+        rows.append((model, " ".join(gpu), "ok" if ok else "FAIL",
+                     "weights vs CPU %s: max diff %.3g (tol %g)" % (" ".join(cpu), worst, tol), dg))
+
+
+def main():
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in models():
+            check_model(m, tmp)
+        check_data_parallel(tmp)
+    print("%-12s %-22s %-5s %7s  %s" % ("model", "run", "", "s", "note"))
+    for m, what, status, note, dt in rows:
+        print("%-12s %-22s %-5s %7.1f  %s" % (m, what, status, dt, note))
+    print("emu_models: %d runs, %d failures, %.0f s" % (len(rows), len(failures), time.time() - t0))
+    for f in failures:
+        print("FAIL: " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+// The emulated CUDA device (AIM_CUDA_EMULATOR build, kernels/simt/device): what it checks and
+// counts, and the defects it was built to catch. Each check would have failed on the code before
+// issue 18 (noted per test).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "kernels/copy/copy.h"
+#include "kernels/registry.h"
+#include "kernels/simt/device/device.h"
+#include "tensor/allocator.h"
+#include "tensor/tensor.h"
+#include "tests/support/common.h"
+#include "train/dist/nccl_backend.h"
+
+namespace aim {
+namespace {
+
+using testing::error_of;
+
+TEST(EmulatedDevice, HasDevices) {
+  ASSERT_GE(cuda_device_count(), 2) << "AIM_SIM_GPUS must be >= 2 for these tests";
+  cudaDeviceProp p{};
+  ASSERT_EQ(cudaGetDeviceProperties(&p, 0), cudaSuccess);
+  EXPECT_EQ(p.major, 9);
+}
+
+// A kernel launched with tensors of cuda:1 while the thread's current device is cuda:0 (what
+// every --gpus rank thread did): the emulator refuses it, naming the kernel and the argument.
+TEST(EmulatedDevice, KernelPointerOfAnotherDeviceIsAnError) {
+  set_current_device(cuda_device(0));
+  Tensor t = Tensor::empty({64}, DType::f32, cuda_device(1));
+  auto& op = kernels::registry().op<kernels::FillArgs>("fill");
+  const kernels::Variant<kernels::FillArgs>* v = nullptr;
+  for (const auto& e : op.variants())
+    if (e.backend == kernels::Backend::CUDA) v = &e;
+  ASSERT_NE(v, nullptr);
+  const std::string msg = error_of([&] { v->run({t, 1.0}); });
+  EXPECT_NE(msg.find("is not memory of the current device cuda:0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(cuda:1"), std::string::npos) << msg;
+}
+
+// Through the dispatcher the device of the tensors is made current (the fix).
+TEST(EmulatedDevice, DispatchSelectsTheTensorsDevice) {
+  set_current_device(cuda_device(0));
+  Tensor t = Tensor::zeros({33}, DType::f32, cuda_device(3));
+  t.fill_(2.5);
+  const std::vector<float> v = t.to(kCPU).to_vector<float>();
+  for (float x : v) EXPECT_EQ(x, 2.5f);
+  int cur = -1;
+  cudaGetDevice(&cur);
+  EXPECT_EQ(cur, 0) << "the guard restores the caller's device";
+}
+
+TEST(EmulatedDevice, HostPointerInAKernelIsAnError) {
+  set_current_device(cuda_device(0));
+  std::vector<float> host(16);
+  const std::string msg =
+      error_of([&] { simt::device::check_kernel_pointer(host.data(), "some_kernel", 2); });
+  EXPECT_NE(msg.find("pageable host memory"), std::string::npos) << msg;
+}
+
+TEST(EmulatedDevice, CopyKindsAreChecked) {
+  set_current_device(cuda_device(0));
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 64), cudaSuccess);
+  std::vector<char> h(64);
+  // A host pointer named as device memory, and a copy past the end of a block.
+  EXPECT_EQ(cudaMemcpy(h.data(), h.data(), 8, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_NE(std::string(cudaGetErrorString(cudaErrorInvalidValue)).find("is not device memory"),
+            std::string::npos);
+  EXPECT_EQ(cudaMemcpy(d, h.data(), 128, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(d, h.data(), 64, cudaMemcpyHostToDevice), cudaSuccess);
+  cudaGetLastError();
+  cudaFree(d);
+}
+
+// Copies to the device and on the device no longer wait; a read back to the host does, once.
+TEST(EmulatedDevice, OnlyDeviceToHostCopiesSynchronise) {
+  set_current_device(cuda_device(0));
+  const Device d = cuda_device(0);
+  Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {4}, d);  // host to device
+  Tensor b = a.clone();                                         // device to device
+  const DeviceSyncCounters c0 = device_sync_counters(d);
+  Tensor c = Tensor::from_vector<float>({5, 6}, {2}, d);
+  Tensor e = b.clone();
+  const DeviceSyncCounters c1 = device_sync_counters(d);
+  EXPECT_EQ(c1.host_syncs - c0.host_syncs, 0);
+  EXPECT_EQ(e.to(kCPU).to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  const DeviceSyncCounters c2 = device_sync_counters(d);
+  EXPECT_EQ(c2.host_syncs - c1.host_syncs, 1);
+  EXPECT_EQ(c2.d2h_bytes - c1.d2h_bytes, 16);
+}
+
+// A synchronising read-back inside a capture invalidates it (what DIN's --cuda-graph did), and
+// end_capture names the call.
+TEST(EmulatedDevice, SynchronisingInsideACaptureFailsTheCapture) {
+  set_current_device(cuda_device(0));
+  const Device d = cuda_device(0);
+  Tensor a = Tensor::from_vector<float>({1, 2, 3}, {3}, d);
+  StreamHandle s = create_stream(0);
+  const StreamHandle prev = current_stream(0);
+  set_current_stream(0, s);
+  begin_capture(0, s);
+  Tensor b = a.clone();
+  const std::string in_capture = error_of([&] { (void)b.to(kCPU); });
+  EXPECT_NE(in_capture.find("capture"), std::string::npos) << in_capture;
+  const std::string end = error_of([&] { (void)end_capture(0, s); });
+  EXPECT_NE(end.find("invalidated by cudaMemcpyAsync device-to-host"), std::string::npos) << end;
+  set_current_stream(0, prev);
+  destroy_stream(0, s);
+}
+
+// A legal capture records the kernels and replays them on the same buffers.
+TEST(EmulatedDevice, CapturedWorkReplays) {
+  set_current_device(cuda_device(0));
+  const Device d = cuda_device(0);
+  Tensor a = Tensor::from_vector<float>({1, 2, 3}, {3}, d);
+  Tensor b = Tensor::zeros({3}, DType::f32, d);
+  StreamHandle s = create_stream(0);
+  const StreamHandle prev = current_stream(0);
+  set_current_stream(0, s);
+  begin_capture(0, s);
+  b.copy_(a);
+  GraphHandle g = end_capture(0, s);
+  EXPECT_EQ(b.to(kCPU).to_vector<float>(), (std::vector<float>{0, 0, 0})) << "captured, not run";
+  a.copy_(Tensor::from_vector<float>({7, 8, 9}, {3}));
+  launch_graph(g, s);
+  synchronize_stream(0, s);
+  EXPECT_EQ(b.to(kCPU).to_vector<float>(), (std::vector<float>{7, 8, 9}));
+  destroy_graph(g);
+  set_current_stream(0, prev);
+  destroy_stream(0, s);
+}
+
+// NCCL over emulated devices: one rank thread per device, each on its own stream.
+TEST(EmulatedDevice, NcclAllReduceOverRankThreads) {
+  const int n = 4;
+  std::vector<int> devs = {0, 1, 2, 3};
+  auto comms = dist::make_nccl_communicators(devs, dist::Options{});
+  std::vector<std::thread> threads;
+  std::vector<std::vector<float>> got(n);
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      set_current_device(cuda_device(r));
+      Tensor t = Tensor::from_vector<float>({float(r), 1.0f}, {2}, cuda_device(r));
+      comms[size_t(r)]->all_reduce(t, dist::ReduceOp::Sum);
+      got[size_t(r)] = t.to(kCPU).to_vector<float>();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(got[size_t(r)], (std::vector<float>{6.0f, 4.0f}));
+}
+
+}  // namespace
+}  // namespace aim
