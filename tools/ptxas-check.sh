@@ -86,8 +86,13 @@ def images(obj):
             data = fat[off + ehs:off + ehs + size]
             if kind in (1, 2) and arch == 90:
                 if data[:4] == b"\x28\xb5\x2f\xfd":
-                    data = subprocess.run(["zstd", "-d", "-c", "-q"], input=data[:payload_size],
-                                          check=True, capture_output=True).stdout
+                    try:
+                        data = subprocess.run(["zstd", "-d", "-c", "-q"], input=data[:payload_size],
+                                              check=True, capture_output=True).stdout
+                    except FileNotFoundError:
+                        print("[ptxas-check] nvcc compressed the fat binary with zstd and there is no "
+                              "zstd here (apt-get install zstd)", file=sys.stderr)
+                        sys.exit(2)
                 elif flags & 0x2000:
                     data = lz4_block(data[:payload_size], dsize)
                 if kind == 2:
