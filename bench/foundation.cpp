@@ -3,11 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 
 #include "bench/peak_cpu.h"
+#include "bench/timing.h"
 #include "bench/train_step.h"
 #include "kernels/elementwise/binary.h"
 #include "kernels/matmul/matmul.h"
@@ -39,40 +39,12 @@ using namespace aim::kernels;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Best-of-reps wall time of fn on `device` (CUDA: events on the current stream).
+// Best-of-reps wall time of fn on `device` in seconds (CUDA: events on the current stream).
 double time_best(Device device, int warmup, int reps, const std::function<void()>& fn) {
-  (void)device;  // only CUDA timing needs it
   for (int i = 0; i < warmup; ++i) fn();
+  RepTimer timer(device);
   double best = 1e30;
-#ifdef AIM_BENCH_CUDA
-  if (device.is_cuda()) {
-    cudaEvent_t a, b;
-    AIM_CUDA_CHECK(cudaEventCreate(&a));
-    AIM_CUDA_CHECK(cudaEventCreate(&b));
-    auto s = static_cast<cudaStream_t>(current_stream(device.index));
-    for (int i = 0; i < reps; ++i) {
-      AIM_CUDA_CHECK(cudaEventRecord(a, s));
-      fn();
-      AIM_CUDA_CHECK(cudaEventRecord(b, s));
-      AIM_CUDA_CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      AIM_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      best = std::min(best, double(ms) / 1e3);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return best;
-  }
-#endif
-  for (int i = 0; i < reps; ++i) {
-    const double t0 = now_s();
-    fn();
-    best = std::min(best, now_s() - t0);
-  }
+  for (int i = 0; i < reps; ++i) best = std::min(best, timer.time_ms(fn) / 1e3);
   return best;
 }
 

@@ -1,14 +1,13 @@
 #include "bench/op_lab.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
 
+#include "bench/timing.h"
 #include "kernels/conv/conv2d.h"
 #include "kernels/elementwise/unary.h"
 #include "kernels/norm/batchnorm.h"
@@ -25,8 +24,6 @@
 
 namespace aim::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::string join(const std::vector<int64_t>& v) {
   std::string s;
@@ -50,13 +47,6 @@ kernels::TestShape to_test_shape(const kernels::OpBase& op, const std::vector<in
             " fields like its test shapes (e.g. ", join(op.test_shapes.back()), "), got ", join(s),
             " (aim-bench op ", op.name(), " --shape ? lists them)");
   return s;
-}
-
-// Evicts the caches between repetitions: writes a buffer larger than the last-level cache.
-void flush_caches() {
-  static std::vector<char> buf(size_t(64) << 20);
-  static char v = 0;
-  std::memset(buf.data(), ++v, buf.size());
 }
 
 double median(std::vector<double> v) {
@@ -151,20 +141,17 @@ std::vector<nlohmann::json> time_variants(const TimedCase& tc, const OpLabOption
       report("skip", why);
       continue;
     }
-    const auto t_warm = Clock::now();
-    tc.run(v, dev);
-    synchronize(dev);
+    // CPU: steady clock; CUDA: events on the current stream, and the L2 flushed on the device
+    // (a memset of twice its size on the stream) before every repetition, outside the events.
+    RepTimer timer(dev);
+    const auto run_once = [&] { tc.run(v, dev); };
     // Slow variants (cpu.ref at large shapes) get fewer repetitions: ~2 s each, at least 3.
-    const double warm_s = std::chrono::duration<double>(Clock::now() - t_warm).count();
+    const double warm_s = timer.time_ms(run_once) / 1e3;
     const int reps = warm_s > 0.2 ? std::max(3, std::min(o.reps, int(2.0 / warm_s))) : o.reps;
     std::vector<double> ms;
     for (int r = 0; r < reps; ++r) {
-      flush_caches();
-      synchronize(dev);
-      const auto t0 = Clock::now();
-      tc.run(v, dev);
-      synchronize(dev);
-      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      timer.flush_caches();
+      ms.push_back(timer.time_ms(run_once));
     }
     const kernels::CheckResult after =
         kernels::check_variant(*op, v.name, v.backend, check_shape, dt, 13);

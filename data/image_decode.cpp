@@ -2,13 +2,18 @@
 
 // Order matters: jpeglib.h uses size_t and FILE without declaring them; jerror.h needs jpeglib.h.
 // The comment lines keep clang-format from sorting these includes.
+// Each library is optional in the build (CMakeLists.txt): without it, its decoder throws.
 #include <cstddef>
 #include <cstdio>
 //
+#ifdef AIM_HAVE_JPEG
 #include <jpeglib.h>
 //
 #include <jerror.h>
+#endif
+#ifdef AIM_HAVE_PNG
 #include <png.h>
+#endif
 
 #include <algorithm>
 #include <cctype>
@@ -28,6 +33,7 @@ namespace {
 // Larger images are refused rather than allocated (a corrupt header can claim 65535 x 65535).
 constexpr int64_t kMaxPixels = int64_t(1) << 28;
 
+#ifdef AIM_HAVE_JPEG
 // ---- JPEG ------------------------------------------------------------------------------------
 // libjpeg's default error handler calls exit(); ours longjmps back to the decode function, which
 // throws. setjmp/longjmp cannot skip C++ destructors here: the protected function keeps only
@@ -112,6 +118,9 @@ bool jpeg_decode_into(const uint8_t* data, size_t size, Image* img, std::vector<
   return true;
 }
 
+#endif  // AIM_HAVE_JPEG
+
+#ifdef AIM_HAVE_PNG
 // ---- PNG -------------------------------------------------------------------------------------
 
 struct PngState {
@@ -180,7 +189,12 @@ bool png_decode_into(PngState* st, Image* img, std::vector<png_bytep>* rows) {
   return true;
 }
 
-bool has_png_signature(const uint8_t* d, size_t n) { return n >= 8 && png_sig_cmp(d, 0, 8) == 0; }
+#endif  // AIM_HAVE_PNG
+
+bool has_png_signature(const uint8_t* d, size_t n) {
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  return n >= 8 && std::memcmp(d, sig, 8) == 0;
+}
 bool has_jpeg_soi(const uint8_t* d, size_t n) { return n >= 2 && d[0] == 0xFF && d[1] == 0xD8; }
 
 std::string lower_extension(const std::string& path) {
@@ -248,20 +262,37 @@ Taps axis_taps(int64_t in, int64_t out, int64_t first, int64_t count, bool antia
 }  // namespace
 
 Image decode_jpeg(const uint8_t* data, size_t size, const std::string& name) {
+#ifndef AIM_HAVE_JPEG
+  (void)data;
+  (void)size;
+  AIM_FAIL(name,
+           ": cannot decode JPEG: aim was built without libjpeg (CMake found no JPEG; "
+           "install libjpeg-turbo's headers, Debian libjpeg62-turbo-dev or Ubuntu "
+           "libjpeg-turbo8-dev, and reconfigure)");
+#else
   Image img;
   std::vector<uint8_t> row;
   JpegError err;
   err.message[0] = 0;
   if (!jpeg_decode_into(data, size, &img, &row, &err)) AIM_FAIL(name, ": ", err.message);
   return img;
+#endif
 }
 
 Image decode_png(const uint8_t* data, size_t size, const std::string& name) {
+#ifndef AIM_HAVE_PNG
+  (void)data;
+  (void)size;
+  AIM_FAIL(name,
+           ": cannot decode PNG: aim was built without libpng (CMake found no PNG; install "
+           "libpng-dev and reconfigure)");
+#else
   Image img;
   std::vector<png_bytep> rows;
   PngState st{data, size, 0, {0}};
   if (!png_decode_into(&st, &img, &rows)) AIM_FAIL(name, ": ", st.message);
   return img;
+#endif
 }
 
 Image decode_image_file(const std::string& path) {

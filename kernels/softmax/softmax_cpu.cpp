@@ -374,6 +374,9 @@ std::vector<TestShape> softmax_test_shapes() {
     }
   for (int64_t log : {0, 1})
     for (int64_t mask : {0, 4}) {
+      v.push_back({log, mask, -1, 1, 2, 200});     // block_row: 256 threads, 1 per thread
+      v.push_back({log, mask, -1, 1, 1, 3000});    // block_row: 16 per thread
+      v.push_back({log, mask, -1, 1, 1, 5000});    // block_row: 32 per thread
       v.push_back({log, mask, -1, 1, 2, 9001});    // block_row, streamed row (C > 8192)
       v.push_back({log, mask, -1, 1, 256, 4096});  // larger: skipped under SIMT
       v.push_back({log, mask, 1, 4, 2049, 33});    // larger, strided dim

@@ -6,9 +6,11 @@
 // many short rows (attention scores, classifier heads). Refuses dim != last and C > 1024.
 //
 // cuda.block_row (default; any dim, any C):
-//  - dim = last, C <= 8192: one block per row (min(256, C rounded up to 32) threads), each
-//    thread holds kPer = 1..32 elements in registers: one read, one write, block reductions
-//    through shared memory. [4096, 4096] f32: 16 values per thread, bandwidth bound.
+//  - dim = last, C <= 8192: one block per row (the smallest of 32, 64, 128, 256 threads that
+//    covers C), each thread holds kPer = 1..32 elements in registers: one read, one write, block
+//    reductions through shared memory. [4096, 4096] f32: 16 values per thread, bandwidth bound.
+//    The block size is a template parameter so the per-thread elements sit at immediate offsets;
+//    no instantiation spills on sm_90 (tools/ptxas-check.sh; 32 per thread: ~100-170 registers).
 //  - dim = last, C > 8192: one 256-thread block per row, the row streamed three times (max, sum,
 //    write); the re-reads come from L2 for rows up to a few MB.
 //  - dim != last: one thread per (o, i) row, consecutive threads on consecutive i (coalesced);
@@ -55,15 +57,20 @@ __device__ __forceinline__ RowPtrs row_ptrs(int64_t row, const bool* mask,
   return {o * g.C * g.inner + i, mask ? mask + g.row_offset(o, i) : nullptr};
 }
 
+constexpr int kRowWarpsPerBlock = 8;  // cuda.warp_row: rows (warps) per 256-thread block
+
 // ---- forward ------------------------------------------------------------------------------------
 
-// Register-resident row: a warp (kBlock false) or a block (kBlock true) per row, contiguous rows.
-template <bool kBlock, int kPer, class T>
-__global__ void softmax_reg_row_kernel(const T* x, T* y, const bool* mask, SoftmaxGeometry g,
-                                       bool log) {
+// Register-resident row: a warp (kBlock false) or a block of kThreads (kBlock true) per row,
+// contiguous rows. The stride between a thread's elements (kThreads) is a compile-time constant so
+// that element j's address is one immediate offset from the thread's first: with a run-time
+// stride every element kept its own 64-bit address and the 32-per-thread kernels spilled.
+template <bool kBlock, int kThreads, int kPer, class T>
+__global__ void __launch_bounds__(kBlock ? kThreads : kRowWarpsPerBlock* kWarpSize)
+    softmax_reg_row_kernel(const T* x, T* y, const bool* mask, SoftmaxGeometry g, bool log) {
   using A = typename Acc<T>::type;
   __shared__ A scratch[kWarpSize];
-  const int nt = kBlock ? int(blockDim.x) : kWarpSize;
+  constexpr int nt = kBlock ? kThreads : kWarpSize;
   const int t = kBlock ? int(threadIdx.x) : int(threadIdx.x % kWarpSize);
   const int64_t row =
       kBlock ? int64_t(blockIdx.x)
@@ -73,16 +80,18 @@ __global__ void softmax_reg_row_kernel(const T* x, T* y, const bool* mask, Softm
   T* yr = y + row * g.C;
   const bool* mr = mask ? mask + g.row_offset(row, 0) : nullptr;
   A v[kPer];
-  bool keep[kPer];
+  static_assert(kPer <= 32, "keep holds one bit per element");
+  uint32_t keep = 0;  // bit j: element j is in the row and not masked (one register, not kPer)
   A mx = neg_inf<A>();
   int any = 0;
   AIM_UNROLL
   for (int j = 0; j < kPer; ++j) {
     const int64_t c = t + int64_t(j) * nt;
-    keep[j] = c < g.C && (!mr || mr[c * g.c_stride]);
-    v[j] = keep[j] ? to_acc<A>(xr[c]) : neg_inf<A>();
+    const bool k = c < g.C && (!mr || mr[c * g.c_stride]);
+    keep |= uint32_t(k) << j;
+    v[j] = k ? to_acc<A>(xr[c]) : neg_inf<A>();
     mx = v[j] > mx ? v[j] : mx;
-    any |= keep[j];
+    any |= k;
   }
   if constexpr (kBlock) {
     any = __syncthreads_or(any);
@@ -94,7 +103,7 @@ __global__ void softmax_reg_row_kernel(const T* x, T* y, const bool* mask, Softm
   A s = A(0);
   AIM_UNROLL
   for (int j = 0; j < kPer; ++j) {
-    if (!keep[j]) continue;
+    if (!(keep >> j & 1u)) continue;
     v[j] -= mx;
     const A e = exp_a(v[j]);
     if (!log) v[j] = e;
@@ -107,7 +116,7 @@ __global__ void softmax_reg_row_kernel(const T* x, T* y, const bool* mask, Softm
   for (int j = 0; j < kPer; ++j) {
     const int64_t c = t + int64_t(j) * nt;
     if (c >= g.C) continue;
-    yr[c] = from_acc<T>(!any || !keep[j] ? masked : log ? v[j] - shift : v[j] * r);
+    yr[c] = from_acc<T>(!any || !(keep >> j & 1u) ? masked : log ? v[j] - shift : v[j] * r);
   }
 }
 
@@ -187,12 +196,13 @@ __device__ __forceinline__ A bwd_out(A dy, A y, A s, bool log) {
   return log ? dy - exp_a(y) * s : y * (dy - s);
 }
 
-template <bool kBlock, int kPer, class T>
-__global__ void softmax_bwd_reg_row_kernel(const T* dy, const T* y, T* dx, const bool* mask,
-                                           SoftmaxGeometry g, bool log) {
+template <bool kBlock, int kThreads, int kPer, class T>
+__global__ void __launch_bounds__(kBlock ? kThreads : kRowWarpsPerBlock* kWarpSize)
+    softmax_bwd_reg_row_kernel(const T* dy, const T* y, T* dx, const bool* mask, SoftmaxGeometry g,
+                               bool log) {
   using A = typename Acc<T>::type;
   __shared__ A scratch[kWarpSize];
-  const int nt = kBlock ? int(blockDim.x) : kWarpSize;
+  constexpr int nt = kBlock ? kThreads : kWarpSize;
   const int t = kBlock ? int(threadIdx.x) : int(threadIdx.x % kWarpSize);
   const int64_t row =
       kBlock ? int64_t(blockIdx.x)
@@ -201,21 +211,23 @@ __global__ void softmax_bwd_reg_row_kernel(const T* dy, const T* y, T* dx, const
   const int64_t off = row * g.C;
   const bool* mr = mask ? mask + g.row_offset(row, 0) : nullptr;
   A vd[kPer], vy[kPer];
-  bool keep[kPer];
+  static_assert(kPer <= 32, "keep holds one bit per element");
+  uint32_t keep = 0;  // bit j: element j is in the row and not masked
   A s = A(0);
   AIM_UNROLL
   for (int j = 0; j < kPer; ++j) {
     const int64_t c = t + int64_t(j) * nt;
-    keep[j] = c < g.C && (!mr || mr[c * g.c_stride]);
+    const bool k = c < g.C && (!mr || mr[c * g.c_stride]);
+    keep |= uint32_t(k) << j;
     vd[j] = c < g.C ? to_acc<A>(dy[off + c]) : A(0);
     vy[j] = c < g.C ? to_acc<A>(y[off + c]) : A(0);
-    if (keep[j]) s += bwd_term(vd[j], vy[j], log);
+    if (k) s += bwd_term(vd[j], vy[j], log);
   }
   s = kBlock ? block_sum(s, scratch) : warp_sum(s);
   AIM_UNROLL
   for (int j = 0; j < kPer; ++j) {
     const int64_t c = t + int64_t(j) * nt;
-    if (c < g.C) dx[off + c] = from_acc<T>(keep[j] ? bwd_out(vd[j], vy[j], s, log) : A(0));
+    if (c < g.C) dx[off + c] = from_acc<T>(keep >> j & 1u ? bwd_out(vd[j], vy[j], s, log) : A(0));
   }
 }
 
@@ -265,7 +277,6 @@ __global__ void softmax_bwd_strided_kernel(const T* dy, const T* y, T* dx, const
 constexpr int kWarpRowMaxC = 1024;   // 32 per lane
 constexpr int kBlockRowMaxPer = 32;  // 256 threads x 32 = 8192 in registers
 constexpr int kBlockThreads = 256;
-constexpr int kWarpsPerBlock = 8;
 
 int per_bucket(int64_t n) {  // next power of two >= n, at least 1
   int p = 1;
@@ -297,6 +308,24 @@ void with_per(int per, F&& f) {
       break;
     default:
       AIM_FAIL("[softmax] internal: no kernel for ", per, " elements per thread");
+  }
+}
+
+// Calls f(threads, per) as integral constants for a contiguous row of C <= 8192: rows up to 256
+// take one element per thread and the smallest block of 32, 64, 128 or 256 threads that covers
+// them; longer rows take 256 threads and 2..32 elements each.
+template <class F>
+void with_block_shape(int64_t C, F&& f) {
+  using One = std::integral_constant<int, 1>;
+  if (C <= 32) {
+    f(std::integral_constant<int, 32>(), One());
+  } else if (C <= 64) {
+    f(std::integral_constant<int, 64>(), One());
+  } else if (C <= 128) {
+    f(std::integral_constant<int, 128>(), One());
+  } else {
+    with_per(per_bucket(ceil_div(C, kBlockThreads)),
+             [&](auto per) { f(std::integral_constant<int, kBlockThreads>(), per); });
   }
 }
 
@@ -336,8 +365,8 @@ void softmax_fwd_launch(const SoftmaxArgs& a, const SoftmaxGeometry& g, const bo
   const auto stream = stream_for(a.x.device());
   if (warp_row) {
     with_per(per_bucket(ceil_div(g.C, kWarpSize)), [&](auto per) {
-      AIM_LAUNCH(unsigned(ceil_div(g.outer, kWarpsPerBlock)), kWarpsPerBlock * kWarpSize, 0, stream,
-                 softmax_reg_row_kernel<false, decltype(per)::value, T>)
+      AIM_LAUNCH(unsigned(ceil_div(g.outer, kRowWarpsPerBlock)), kRowWarpsPerBlock * kWarpSize, 0,
+                 stream, softmax_reg_row_kernel<false, kWarpSize, decltype(per)::value, T>)
       (x, y, m, g, a.log);
     });
   } else if (g.inner != 1) {
@@ -348,10 +377,9 @@ void softmax_fwd_launch(const SoftmaxArgs& a, const SoftmaxGeometry& g, const bo
     AIM_LAUNCH(unsigned(g.outer), kBlockThreads, 0, stream, softmax_stream_row_kernel<T>)
     (x, y, m, g, a.log);
   } else {
-    const int threads = int(std::min<int64_t>(kBlockThreads, ceil_div(g.C, kWarpSize) * kWarpSize));
-    with_per(per_bucket(ceil_div(g.C, threads)), [&](auto per) {
-      AIM_LAUNCH(unsigned(g.outer), threads, 0, stream,
-                 softmax_reg_row_kernel<true, decltype(per)::value, T>)
+    with_block_shape(g.C, [&](auto threads, auto per) {
+      AIM_LAUNCH(unsigned(g.outer), decltype(threads)::value, 0, stream,
+                 softmax_reg_row_kernel<true, decltype(threads)::value, decltype(per)::value, T>)
       (x, y, m, g, a.log);
     });
   }
@@ -367,8 +395,8 @@ void softmax_bwd_launch(const SoftmaxBwdArgs& a, const SoftmaxGeometry& g, const
   const auto stream = stream_for(a.dy.device());
   if (warp_row) {
     with_per(per_bucket(ceil_div(g.C, kWarpSize)), [&](auto per) {
-      AIM_LAUNCH(unsigned(ceil_div(g.outer, kWarpsPerBlock)), kWarpsPerBlock * kWarpSize, 0, stream,
-                 softmax_bwd_reg_row_kernel<false, decltype(per)::value, T>)
+      AIM_LAUNCH(unsigned(ceil_div(g.outer, kRowWarpsPerBlock)), kRowWarpsPerBlock * kWarpSize, 0,
+                 stream, softmax_bwd_reg_row_kernel<false, kWarpSize, decltype(per)::value, T>)
       (dy, y, dx, m, g, a.log);
     });
   } else if (g.inner != 1) {
@@ -380,10 +408,10 @@ void softmax_bwd_launch(const SoftmaxBwdArgs& a, const SoftmaxGeometry& g, const
     AIM_LAUNCH(unsigned(g.outer), kBlockThreads, 0, stream, softmax_bwd_stream_row_kernel<T>)
     (dy, y, dx, m, g, a.log);
   } else {
-    const int threads = int(std::min<int64_t>(kBlockThreads, ceil_div(g.C, kWarpSize) * kWarpSize));
-    with_per(per_bucket(ceil_div(g.C, threads)), [&](auto per) {
-      AIM_LAUNCH(unsigned(g.outer), threads, 0, stream,
-                 softmax_bwd_reg_row_kernel<true, decltype(per)::value, T>)
+    with_block_shape(g.C, [&](auto threads, auto per) {
+      AIM_LAUNCH(
+          unsigned(g.outer), decltype(threads)::value, 0, stream,
+          softmax_bwd_reg_row_kernel<true, decltype(threads)::value, decltype(per)::value, T>)
       (dy, y, dx, m, g, a.log);
     });
   }
