@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # The whole test suite: builds with CUDA compilation on (sm_90) and the SIMT emulator, runs every
-# ctest label (unit, simt, parity; cuda tests skip with the reason when there is no GPU), then
-# builds the CPU-only configuration (-DAIM_CUDA=OFF) and runs its tests too.
+# ctest label (unit, simt, parity; cuda tests skip with the reason when there is no GPU), checks
+# register spills, builds the emulated CUDA device (build-emu) and runs the CUDA path there (labels
+# emu and cuda), then builds the CPU-only configuration (-DAIM_CUDA=OFF) and runs its unit tests.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 start=$(date +%s)
 "$root/tools/build.sh" "$root/build"
 (cd "$root/build" && ctest --output-on-failure -j1)
+# No own kernel spills registers on sm_90 (reads the objects the build made; tools/ptxas-allow.txt).
+if ls "$root"/build/CMakeFiles/aim.dir/kernels/*/*.cu.o >/dev/null 2>&1; then "$root/tools/ptxas-check.sh" "$root/build"; fi
+# The emulated CUDA device: --device cuda served on the CPU (kernels/simt/device/README.md); its
+# runtime checks, every CUDA kernel variant against cpu.ref on emulated devices, and every model's
+# tiny train and infer on cuda (tests/emu/emu_models.py).
+if [ "${AIM_SKIP_EMU:-0}" != "1" ]; then
+  "$root/tools/build.sh" "$root/build-emu" -DAIM_CUDA=OFF -DAIM_CUDA_EMULATOR=ON
+  (cd "$root/build-emu" && ctest --output-on-failure -j1 -L "emu|cuda")
+fi
 if [ "${AIM_SKIP_CPU_ONLY:-0}" != "1" ]; then
   "$root/tools/build.sh" "$root/build-cpu" -DAIM_CUDA=OFF -DAIM_SIMT=OFF
   (cd "$root/build-cpu" && ctest --output-on-failure -j1 -L unit)
