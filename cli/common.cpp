@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "kernels/math_mode.h"
 #include "kernels/registry.h"
 #include "models/registry.h"
 #include "tensor/check.h"
@@ -100,6 +101,13 @@ nlohmann::json substitutions_json() {
   for (const auto& s : kernels::substitutions())
     subs.push_back({{"op", s.op}, {"wanted", s.wanted}, {"used", s.used}, {"reason", s.reason}});
   return subs;
+}
+
+void set_tf32(const std::string& value) {
+  kernels::Tf32 t;
+  if (!kernels::parse_tf32(value, t))
+    throw UsageError("--tf32 '" + value + "' is not allowed (allowed: on, off, conv, matmul)");
+  kernels::set_tf32(t);
 }
 
 void set_threads(int threads) {

@@ -37,5 +37,11 @@ nlohmann::json variants_since(const std::map<std::string, int64_t>& before);
 nlohmann::json substitutions_json();
 // Sets the OpenMP threads (0 = leave the default); negative is a usage error.
 void set_threads(int threads);
+// --tf32 on|off|conv|matmul: sets where fp32 vendor convolutions / matmuls may use TF32
+// (kernels/math_mode.h); anything else is a UsageError naming the flag and the allowed values.
+inline constexpr const char* kTf32Help =
+    "TF32 for fp32 cuDNN/cuBLAS: on | off | conv | matmul (default conv: convolutions may use "
+    "TF32, matmul not, as PyTorch)";
+void set_tf32(const std::string& value);
 
 }  // namespace aim::cli

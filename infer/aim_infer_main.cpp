@@ -17,6 +17,7 @@
 #include "cli/model_command.h"
 #include "infer/session.h"
 #include "kernels/cudnn_util.h"
+#include "kernels/math_mode.h"
 #include "models/registry.h"
 #include "profiler/profiler.h"
 #include "profiler/run_info.h"
@@ -26,7 +27,7 @@ namespace po = boost::program_options;
 using aim::cli::UsageError;
 
 int main(int argc, char** argv) {
-  std::string device, results, batch_list, precision;
+  std::string device, results, batch_list, precision, tf32;
   std::vector<std::string> config;
   aim::infer::InferOptions io;
   int threads = 0;
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     ("weights", po::value<std::string>(&io.weights), "weights to load (.safetensors state dict)")
     ("precision", po::value<std::string>(&precision)->default_value("fp32"),
      "fp32 | fp16 | bf16 | int8 (the long form of --fp16, --bf16, --int8)")
+    ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
     ("fp16", "16-bit GEMM/conv/rnn (autocast, weights cast once; aim-train --list-amp)")
     ("bf16", "as --fp16 with bfloat16")
     ("int8", "post-training int8: per-channel weights, per-tensor inputs calibrated on "
@@ -138,6 +140,7 @@ int main(int argc, char** argv) {
     aim::profiler::set_nvtx(vm.count("nvtx") > 0);
     aim::profiler::set_cuda_op_events(vm.count("profile-ops") > 0);
     aim::cli::set_threads(threads);
+    aim::cli::set_tf32(tf32);
     const aim::Device dev = aim::cli::resolve_device(device);
     io.device = dev.str();
     if (io.cuda_graph && !dev.is_cuda())
@@ -193,6 +196,7 @@ int main(int argc, char** argv) {
       if (const std::string algos = aim::kernels::cudnn_conv_algorithms_summary(); !algos.empty())
         j["cudnn_conv_algorithms"] = algos;
       j["substitutions"] = aim::cli::substitutions_json();
+      j["tf32"] = aim::kernels::tf32_name(aim::kernels::tf32());
       j["env"] = aim::profiler::environment_json();
       j["git_commit"] = aim::profiler::git_commit();
       j["command"] = aim::profiler::command_line(argc, argv);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/math_mode.h"
 #include "kernels/testing.h"
 
 namespace aim::kernels {
@@ -79,6 +80,9 @@ TestCase transfer_case(const TestCase& c, Device d, bool cast_floats, DType floa
 
 CheckResult check_variant(OpBase& op, const std::string& variant, Backend b, const TestShape& s,
                           DType dtype, uint64_t seed) {
+  // The tolerances are fp32's: vendor fp32 variants run without TF32 while they are checked
+  // (kernels/math_mode.h; the setting is restored afterwards).
+  const ScopedTf32 exact(Tf32{false, false});
   const TestCase base = op.make_case(s, dtype, seed);
   TestCase ref = transfer_case(base, kCPU, !op.ref_uses_case_dtype, ref_dtype(dtype), false);
   const std::string ref_why = op.run_case("cpu.ref", Backend::CPU, ref);

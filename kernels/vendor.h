@@ -4,9 +4,10 @@
 // Handles are created lazily, once per (device, stream) — the stream being the calling host
 // thread's current stream for that device (tensor/allocator.h) — and live until the process
 // ends. A cuBLAS handle comes with its stream and its workspace already set, and with the
-// default math mode: no TF32 for fp32 unless a variant asks for it explicitly (by its compute
-// type). cuBLASLt handles are per device (they do not hold a stream; the stream is an argument
-// of cublasLtMatmul). The workspace of a (device, stream) is shared by the libraries on that
+// default math mode: no TF32 for fp32 unless a variant asks for it explicitly by its compute type
+// (CUBLAS_COMPUTE_32F_FAST_TF32), which the variants do as kernels/math_mode.h says (--tf32).
+// cuBLASLt handles are per device (they do not hold a stream; the stream is an argument of
+// cublasLtMatmul). The workspace of a (device, stream) is shared by the libraries on that
 // stream: their calls run in stream order, so they never use it at the same time.
 #pragma once
 #include <cublasLt.h>

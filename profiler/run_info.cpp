@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "kernels/math_mode.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 
@@ -60,6 +61,7 @@ nlohmann::json environment_json() {
 #else
   e["blas"] = "none";
 #endif
+  e["tf32"] = kernels::tf32_name(kernels::tf32());  // --tf32: where fp32 vendor calls may use TF32
   for (const char* v : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "AIM_KERNELS"})
     if (const char* s = std::getenv(v)) e["env"][v] = s;
   nlohmann::json cuda = nlohmann::json::object();

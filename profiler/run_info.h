@@ -8,8 +8,8 @@
 
 namespace aim::profiler {
 
-// {"cpu", "cores", "omp_threads", "compiler", "build", "blas", "env", "cuda": {...}, "host",
-// "time"}
+// {"cpu", "cores", "omp_threads", "compiler", "build", "blas", "tf32", "env", "cuda": {...},
+// "host", "time"}
 nlohmann::json environment_json();
 // HEAD of the working directory's git repository, else of the source tree aim was built from,
 // else "unknown".

@@ -24,6 +24,7 @@
 #include "cli/common.h"
 #include "cli/model_command.h"
 #include "kernels/cudnn_util.h"
+#include "kernels/math_mode.h"
 #include "models/registry.h"
 #include "profiler/profiler.h"
 #include "profiler/run_info.h"
@@ -51,7 +52,7 @@ void require(bool ok, const std::string& flag, const std::string& what, const T&
 
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
-      profile_steps, precision, inject_overflow, inject_failure, dist_backend;
+      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32;
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0, ranks = 0, gpus = 0;
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
     ("precision", po::value<std::string>(&precision)->default_value("fp32"),
      "fp32 | fp16 | bf16: 16-bit GEMM/conv/rnn with f32 master weights (mixed precision); "
      "fp16 adds dynamic loss scaling (--list-amp prints the op policy)")
+    ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
     ("loss-scale", po::value<double>(&to.loss_scaler.init_scale)->default_value(65536),
      "fp16: initial loss scale")
     ("loss-scale-growth-interval",
@@ -377,6 +379,7 @@ int main(int argc, char** argv) {
     // behind one --dist-timeout after the failure instead of hanging the process.
     to.dist.abandon_stuck_ranks = !to.dist.backend.empty();
     aim::cli::set_threads(threads);
+    aim::cli::set_tf32(tf32);
     const aim::Device dev = aim::cli::resolve_device(device);
     to.device = dev.str();
     to.data = data;
@@ -469,6 +472,7 @@ int main(int argc, char** argv) {
       if (const std::string algos = aim::kernels::cudnn_conv_algorithms_summary(); !algos.empty())
         j["cudnn_conv_algorithms"] = algos;
       j["substitutions"] = aim::cli::substitutions_json();
+      j["tf32"] = aim::kernels::tf32_name(aim::kernels::tf32());
       j["env"] = aim::profiler::environment_json();
       j["git_commit"] = aim::profiler::git_commit();
       j["command"] = aim::profiler::command_line(argc, argv);

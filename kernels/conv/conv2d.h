@@ -73,8 +73,8 @@ inline Cost conv2d_fwd_cost(const Conv2dFwdArgs& a) {
   const double b = a.bias.defined() ? double(a.y.numel()) : 0.0;
   return Cost{/*flops=*/2 * conv2d_macs(a.w, a.y) + b,
               /*bytes_read=*/
-                  (double(a.x.numel()) + double(a.w.numel()) +
-                   (a.bias.defined() ? double(a.bias.numel()) : 0.0)) *
+              (double(a.x.numel()) + double(a.w.numel()) +
+               (a.bias.defined() ? double(a.bias.numel()) : 0.0)) *
                   e,
               /*bytes_written=*/double(a.y.numel()) * e};
 }
@@ -97,6 +97,20 @@ inline Cost conv2d_bwd_filter_cost(const Conv2dBwdFilterArgs& a) {
 void check_conv2d_fwd_args(const Conv2dFwdArgs& a);
 void check_conv2d_bwd_data_args(const Conv2dBwdDataArgs& a);
 void check_conv2d_bwd_filter_args(const Conv2dBwdFilterArgs& a);
+
+// Batch chunks of the own CUDA variants (conv2d_cuda.cu, conv2d_cuda_tc.cu). Their kernels index
+// with 32-bit ints, so the launchers run a batch in chunks of whole images whose x-side and
+// y-side slices each hold at most conv2d_chunk_elems() elements (INT_MAX), every chunk a
+// convolution of its own over offset pointers (bwd_filter: all chunks' partial sums are added
+// into dw at once, in order). Tests lower the limit (set_conv2d_chunk_elems, or the environment
+// variable AIM_CONV_MAX_ELEMS_TEST read once) to run several chunks on small shapes.
+int64_t conv2d_chunk_elems();
+void set_conv2d_chunk_elems(int64_t elems);  // <= 0: back to AIM_CONV_MAX_ELEMS_TEST or INT_MAX
+// "" when the chunks can take the call (xs: x or dx, w: w or dw, ys: y or dy): the batch fits an
+// int and w and one image of xs and of ys each hold at most conv2d_chunk_elems(); else why not.
+std::string conv2d_chunk_reason(const Tensor& xs, const Tensor& w, const Tensor& ys);
+// Images per chunk (>= 1, <= N) when conv2d_chunk_reason is "".
+int64_t conv2d_images_per_chunk(const Tensor& xs, const Tensor& ys);
 
 void conv2d_fwd(const Conv2dFwdArgs& a);
 void conv2d_bwd_data(const Conv2dBwdDataArgs& a);

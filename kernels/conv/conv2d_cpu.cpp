@@ -26,6 +26,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <type_traits>
@@ -163,6 +166,56 @@ Dims dims_bwd_filter(const Conv2dBwdFilterArgs& a) {
 }  // namespace
 
 void check_conv2d_fwd_args(const Conv2dFwdArgs& a) { dims_fwd(a); }
+
+namespace {
+std::atomic<int64_t> g_chunk_elems{0};  // 0: not set
+
+int64_t env_chunk_elems() {
+  static const int64_t v = [] {
+    const char* s = std::getenv("AIM_CONV_MAX_ELEMS_TEST");
+    if (!s || !*s) return int64_t(0);
+    char* end = nullptr;
+    const long long n = std::strtoll(s, &end, 10);
+    AIM_CHECK(*end == 0 && n > 0, "AIM_CONV_MAX_ELEMS_TEST must be a positive integer, got '", s,
+              "'");
+    return int64_t(n);
+  }();
+  return v;
+}
+
+int64_t image_elems(const Tensor& t) { return t.size(0) > 0 ? t.numel() / t.size(0) : 0; }
+}  // namespace
+
+int64_t conv2d_chunk_elems() {
+  int64_t n = g_chunk_elems.load(std::memory_order_relaxed);
+  if (n <= 0) n = env_chunk_elems();
+  return n > 0 ? std::min<int64_t>(n, INT_MAX) : int64_t(INT_MAX);
+}
+
+void set_conv2d_chunk_elems(int64_t elems) {
+  g_chunk_elems.store(std::max<int64_t>(elems, 0), std::memory_order_relaxed);
+}
+
+std::string conv2d_chunk_reason(const Tensor& xs, const Tensor& w, const Tensor& ys) {
+  const int64_t limit = conv2d_chunk_elems();
+  const std::string lim = limit == INT_MAX ? std::string("2^31") : str(limit, " (lowered)");
+  if (xs.size(0) > INT_MAX) return str("needs a batch under 2^31 images, got ", xs.size(0));
+  if (w.numel() > limit)
+    return str("needs the filter under ", lim, " elements (32-bit indexing), got ",
+               to_string(w.sizes()));
+  for (const Tensor* t : {&xs, &ys})
+    if (image_elems(*t) > limit)
+      return str("needs one image under ", lim,
+                 " elements (32-bit indexing within a chunk of images), got ",
+                 to_string(t->sizes()));
+  return "";
+}
+
+int64_t conv2d_images_per_chunk(const Tensor& xs, const Tensor& ys) {
+  const int64_t N = xs.size(0), per = std::max(image_elems(xs), image_elems(ys));
+  if (per == 0) return std::max<int64_t>(N, 1);
+  return std::clamp<int64_t>(conv2d_chunk_elems() / per, 1, std::max<int64_t>(N, 1));
+}
 void check_conv2d_bwd_data_args(const Conv2dBwdDataArgs& a) { dims_bwd_data(a); }
 void check_conv2d_bwd_filter_args(const Conv2dBwdFilterArgs& a) { dims_bwd_filter(a); }
 

@@ -11,14 +11,16 @@
 //                 f16/bf16: into an f32 copy of dw, rounded into dw once at the end.
 //                 dbias by the own fixed-order reduction kernel.
 //   cuBLAS is column-major: a row-major [R, C] matrix is the column-major [C, R] one, so each
-//   row-major product C = A.B is issued as C^T = B^T.A^T. Compute: f32 with CUBLAS_COMPUTE_32F
-//   (no TF32), f16/bf16 with fp32 compute (tensor cores) and fp32 scalars.
+//   row-major product C = A.B is issued as C^T = B^T.A^T. Compute: f32 with CUBLAS_COMPUTE_32F,
+//   or CUBLAS_COMPUTE_32F_FAST_TF32 when TF32 is allowed for convolutions (the default, as cuDNN's
+//   in PyTorch; kernels/math_mode.h), f16/bf16 with fp32 compute (tensor cores) and fp32 scalars.
 //   im2col/col2im/bias kernels: kernels/conv/im2col_cuda.h (defined in conv2d_cuda.cu).
 #include <algorithm>
 #include <climits>
 
 #include "kernels/conv/conv2d.h"
 #include "kernels/conv/im2col_cuda.h"
+#include "kernels/math_mode.h"
 #include "kernels/registry.h"
 #include "kernels/vendor.h"
 #include "tensor/cuda_check.h"
@@ -58,10 +60,13 @@ struct Gemm {
 
 void run(cublasHandle_t h, const Gemm& g) {
   const float alpha = 1.0f;
+  // TF32 only for f32 operands (kernels/math_mode.h); 16-bit inputs take tensor cores anyway.
+  const cublasComputeType_t compute =
+      g.ab_type == CUDA_R_32F && tf32().conv ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   AIM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       h, g.ta, g.tb, int(g.m), int(g.n), int(g.k), &alpha, g.A, g.ab_type, int(g.lda),
       (long long)g.sa, g.B, g.ab_type, int(g.ldb), (long long)g.sb, &g.beta, g.C, g.c_type,
-      int(g.ldc), (long long)g.sc, int(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      int(g.ldc), (long long)g.sc, int(g.batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 struct Sizes {

@@ -18,17 +18,19 @@
 //   split writes its own partial tile into a scratch [splits, K, C/G*R*S] (f32; f64 for double),
 //   a second kernel adds the splits in order into dw (+=): deterministic, no float atomics.
 //   dbias: one 256-thread block per output channel, fixed-order block reduction, += into dbias.
-//   Limits: every tensor under 2^31 elements (32-bit index decode); small K/G or C/G (depthwise)
-//   waste most of a 64-row tile; stride > 1 in bwd_data multiplies the gather by stride_h*stride_w
-//   (zeros skipped by a test, not by the loop). f32 f64 f16 bf16; accumulation in float (double
-//   for f64), 16-bit outputs rounded once.
+//   Large tensors: the index decode is 32-bit; the launchers run the batch in chunks of whole
+//   images whose slices stay under 2^31 elements (conv2d.h: conv2d_images_per_chunk), so only w
+//   and one image of x and of y must be under 2^31 elements; bwd_filter's chunks write their
+//   partials into one scratch and add_splits adds them all at once (dw rounded once).
+//   Limits: small K/G or C/G (depthwise) waste most of a 64-row tile; stride > 1 in bwd_data
+//   multiplies the gather by stride_h*stride_w (zeros skipped by a test, not by the loop).
+//   f32 f64 f16 bf16; accumulation in float (double for f64), 16-bit outputs rounded once.
 // Helpers of the cuBLAS variant (im2col_cuda.h), CUDA builds only:
 //   im2col: one thread per col element [nb, C, R, S, P, Q] (grid-stride), consecutive threads on
 //   consecutive q: coalesced writes, reads strided by stride_w. col2im: one thread per dx element,
 //   gathers its at most R*S contributions from col. Bandwidth bound. add_bias: one thread per y
 //   element. bias_grad: the dbias kernel above.
 #include <algorithm>
-#include <climits>
 
 #include "kernels/conv/conv2d.h"
 #include "kernels/cuda_common.h"
@@ -41,7 +43,8 @@ namespace {
 
 constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
 
-// Sizes and parameters of one convolution, 32-bit (the supports() check keeps them in range).
+// Sizes and parameters of one convolution (of one chunk of images: N), 32-bit: supports() and
+// the batch chunks keep every offset in range.
 struct Geo {
   int N, C, H, W, K, R, S, P, Q, G, Cg, Kg;
   int sh, sw, pt, pl, dh, dw;
@@ -322,41 +325,46 @@ void launch_bias_grad(const Tensor& dy, const Tensor& dbias) {
 }
 
 // ---- entry points -------------------------------------------------------------------------
+// The batch runs in chunks of whole images (conv2d.h: conv2d_images_per_chunk), each a
+// convolution of its own over pointers advanced by its first image, so every offset inside a
+// kernel fits an int even when a tensor holds 2^31 elements or more.
 
-std::string fits_int32(std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (t->defined() && t->numel() > int64_t(INT_MAX))
-      return str("needs every tensor under 2^31 elements (32-bit indexing), got ",
-                 to_string(t->sizes()));
-  return "";
+std::string implicit_gemm_supports(int64_t groups, const Tensor& xs, const Tensor& w,
+                                   const Tensor& ys) {
+  if (groups > 65535) return str("needs groups <= 65535 (grid z), got ", groups);
+  return conv2d_chunk_reason(xs, w, ys);
 }
-
 std::string implicit_gemm_supports_fwd(const Conv2dFwdArgs& a) {
   check_conv2d_fwd_args(a);
-  if (a.p.groups > 65535) return str("needs groups <= 65535 (grid z), got ", a.p.groups);
-  return fits_int32({&a.x, &a.w, &a.y});
+  return implicit_gemm_supports(a.p.groups, a.x, a.w, a.y);
 }
 std::string implicit_gemm_supports_bwd_data(const Conv2dBwdDataArgs& a) {
   check_conv2d_bwd_data_args(a);
-  if (a.p.groups > 65535) return str("needs groups <= 65535 (grid z), got ", a.p.groups);
-  return fits_int32({&a.dy, &a.w, &a.dx});
+  return implicit_gemm_supports(a.p.groups, a.dx, a.w, a.dy);
 }
 std::string implicit_gemm_supports_bwd_filter(const Conv2dBwdFilterArgs& a) {
   check_conv2d_bwd_filter_args(a);
-  if (a.p.groups > 65535) return str("needs groups <= 65535 (grid z), got ", a.p.groups);
-  return fits_int32({&a.dy, &a.x, &a.dw});
+  return implicit_gemm_supports(a.p.groups, a.x, a.dw, a.dy);
 }
+
+// Elements of one image of an [N, ...] tensor.
+int64_t per_image(const Tensor& t) { return t.size(0) > 0 ? t.numel() / t.size(0) : 0; }
 
 void conv2d_fwd_cuda_implicit_gemm(const Conv2dFwdArgs& a) {
   const std::string why = implicit_gemm_supports_fwd(a);
   AIM_CHECK(why.empty(), "[conv2d_fwd] cuda.implicit_gemm ", why);
   if (a.y.numel() == 0) return;
   const Geo d = make_geo(a.x, a.w, a.y, a.p);
+  const int64_t nb = conv2d_images_per_chunk(a.x, a.y), xs = per_image(a.x), ys = per_image(a.y);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.x.dtype(), T, {
-    FwdProblem<T> pr{static_cast<const T*>(a.x.raw_data()), static_cast<const T*>(a.w.raw_data()),
-                     a.bias.defined() ? static_cast<const T*>(a.bias.raw_data()) : nullptr,
-                     static_cast<T*>(a.y.raw_data()), d};
-    launch_gemm<T>(pr, d.G, 1, pr.red(), a.x.device());
+    for (int64_t n0 = 0; n0 < d.N; n0 += nb) {
+      FwdProblem<T> pr{static_cast<const T*>(a.x.raw_data()) + n0 * xs,
+                       static_cast<const T*>(a.w.raw_data()),
+                       a.bias.defined() ? static_cast<const T*>(a.bias.raw_data()) : nullptr,
+                       static_cast<T*>(a.y.raw_data()) + n0 * ys, d};
+      pr.d.N = int(std::min<int64_t>(nb, d.N - n0));
+      launch_gemm<T>(pr, d.G, 1, pr.red(), a.x.device());
+    }
   });
 }
 
@@ -365,12 +373,29 @@ void conv2d_bwd_data_cuda_implicit_gemm(const Conv2dBwdDataArgs& a) {
   AIM_CHECK(why.empty(), "[conv2d_bwd_data] cuda.implicit_gemm ", why);
   if (a.dx.numel() == 0) return;
   const Geo d = make_geo(a.dx, a.w, a.dy, a.p);
+  const int64_t nb = conv2d_images_per_chunk(a.dx, a.dy), xs = per_image(a.dx),
+                ys = per_image(a.dy);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.dy.dtype(), T, {
-    BwdDataProblem<T> pr{static_cast<const T*>(a.dy.raw_data()),
-                         static_cast<const T*>(a.w.raw_data()), static_cast<T*>(a.dx.raw_data()),
-                         d};
-    launch_gemm<T>(pr, d.G, 1, pr.red(), a.dy.device());
+    for (int64_t n0 = 0; n0 < d.N; n0 += nb) {
+      BwdDataProblem<T> pr{static_cast<const T*>(a.dy.raw_data()) + n0 * ys,
+                           static_cast<const T*>(a.w.raw_data()),
+                           static_cast<T*>(a.dx.raw_data()) + n0 * xs, d};
+      pr.d.N = int(std::min<int64_t>(nb, d.N - n0));
+      launch_gemm<T>(pr, d.G, 1, pr.red(), a.dy.device());
+    }
   });
+}
+
+// How one chunk's N*P*Q reduction of bwd_filter is split for parallelism: `splits` chunks of
+// `chunk` (a multiple of kBK), until the grid has ~256 blocks, each split >= 256 long.
+struct Splits {
+  int splits, chunk;
+};
+Splits split_reduction(int64_t red, int64_t tiles, int G) {
+  int64_t splits = std::min<int64_t>(ceil_div(red, 256), std::max<int64_t>(1, 256 / tiles));
+  splits = std::max<int64_t>(1, std::min<int64_t>(splits, 65535 / G));
+  const int64_t chunk = ceil_div(ceil_div(red, splits), kBK) * kBK;
+  return Splits{int(ceil_div(red, chunk)), int(chunk)};
 }
 
 void conv2d_bwd_filter_cuda_implicit_gemm(const Conv2dBwdFilterArgs& a) {
@@ -378,25 +403,35 @@ void conv2d_bwd_filter_cuda_implicit_gemm(const Conv2dBwdFilterArgs& a) {
   AIM_CHECK(why.empty(), "[conv2d_bwd_filter] cuda.implicit_gemm ", why);
   const Geo d = make_geo(a.x, a.dw, a.dy, a.p);
   const Device dev = a.x.device();
+  const int64_t nb = conv2d_images_per_chunk(a.x, a.dy), xs = per_image(a.x), ys = per_image(a.dy);
+  const int64_t PQ = int64_t(d.P) * d.Q;
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.x.dtype(), T, {
     using A = typename Acc<T>::type;
     BwdFilterProblem<T> pr{static_cast<const T*>(a.dy.raw_data()),
                            static_cast<const T*>(a.x.raw_data()), nullptr, d};
-    const int red = pr.red();
-    if (a.dw.numel() > 0 && red > 0) {
-      // Split the N*P*Q reduction until the grid has ~256 blocks, each split >= 256 long.
+    if (a.dw.numel() > 0 && d.N > 0 && PQ > 0) {
       const int64_t tiles = ceil_div(pr.cols(), kBN) * ceil_div(pr.m(), kBM) * d.G;
-      int64_t splits = std::min<int64_t>(ceil_div(red, 256), std::max<int64_t>(1, 256 / tiles));
-      splits = std::max<int64_t>(1, std::min<int64_t>(splits, 65535 / d.G));
-      const int chunk = int(ceil_div(ceil_div(red, splits), kBK) * kBK);
-      splits = ceil_div(red, chunk);
-      Tensor part = Tensor::empty({splits, a.dw.numel()}, dtype_of<A>(), dev);
-      pr.part = part.data<A>();
-      launch_gemm<T>(pr, d.G, int(splits), chunk, dev);
+      // Every chunk writes its splits' partials into its own rows of one scratch
+      // [all splits, K, C/G*R*S]; one add_splits pass then adds them all in order (one rounding).
+      int64_t total = 0;
+      for (int64_t n0 = 0; n0 < d.N; n0 += nb)
+        total += split_reduction(std::min<int64_t>(nb, d.N - n0) * PQ, tiles, d.G).splits;
+      Tensor part = Tensor::empty({total, a.dw.numel()}, dtype_of<A>(), dev);
+      int64_t s0 = 0;
+      for (int64_t n0 = 0; n0 < d.N; n0 += nb) {
+        BwdFilterProblem<T> c = pr;
+        c.d.N = int(std::min<int64_t>(nb, d.N - n0));
+        c.dy += n0 * ys;
+        c.x += n0 * xs;
+        c.part = part.data<A>() + s0 * a.dw.numel();
+        const Splits sp = split_reduction(c.red(), tiles, d.G);
+        launch_gemm<T>(c, d.G, sp.splits, sp.chunk, dev);
+        s0 += sp.splits;
+      }
       constexpr int kAddThreads = 256;
       AIM_LAUNCH(grid_for(a.dw.numel(), kAddThreads), kAddThreads, 0, stream_for(dev),
                  add_splits_kernel<T>)
-      (part.data<A>(), static_cast<T*>(a.dw.raw_data()), int(splits), a.dw.numel());
+      (part.data<A>(), static_cast<T*>(a.dw.raw_data()), int(total), a.dw.numel());
       AIM_CHECK_LAUNCH();
     }
     if (a.dbias.defined()) launch_bias_grad<T>(a.dy, a.dbias);

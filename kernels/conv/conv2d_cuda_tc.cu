@@ -26,10 +26,13 @@
 //   per 128 columns/rows of the other operand, through L1/L2); y/dx written once.
 //   Expected bound: the gather (address arithmetic, bounds tests, 2-byte loads) rather than the
 //   tensor cores: no cp.async, no ldmatrix, no vector loads (the gathered rows are not aligned).
-//   Limits: f16 and bf16 only (fp32 accumulation; f32/f64 take cuda.implicit_gemm); every tensor
-//   under 2^31 elements; groups <= 65535; small K/G or C/G (depthwise) waste most of a 128-row
-//   tile; stride > 1 in bwd_data multiplies the gather by stride_h*stride_w (zeros skipped by a
-//   test); the output stores are not coalesced.
+//   Large tensors: 32-bit offsets; the launchers run the batch in chunks of whole images whose
+//   slices stay under 2^31 elements (conv2d.h: conv2d_images_per_chunk; bwd_filter's chunks
+//   write their partials into one scratch, added into dw at once).
+//   Limits: f16 and bf16 only (fp32 accumulation; f32/f64 take cuda.implicit_gemm); w and one
+//   image of x and of y under 2^31 elements; groups <= 65535; small K/G or C/G (depthwise) waste
+//   most of a 128-row tile; stride > 1 in bwd_data multiplies the gather by stride_h*stride_w
+//   (zeros skipped by a test); the output stores are not coalesced.
 //   Two paths, one decomposition: on sm_80+ (`__CUDA_ARCH__ >= 800`) the warp tile product is the
 //   mma.sync above; otherwise (older GPUs and the SIMT emulator, where `__CUDA_ARCH__` is
 //   undefined) each lane computes the same accumulator elements it would own after the mma, with
@@ -38,7 +41,6 @@
 //   fragment loads are checked only on a GPU (tools/gpu-check.sh runs aim_kernel_tests there, and
 //   aim_unit_tests' Conv2d.ImplicitGemmTcSeveralTilesOnGpu with several 128-row tiles per group).
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 
 #include "kernels/conv/conv2d.h"
@@ -55,8 +57,8 @@ constexpr int kPerThread = kBK * kBM / kThreads;  // consecutive k values one th
 static_assert(kBM == kBN && kThreads == 2 * kBM && kPerThread == 16, "loader mapping");
 static_assert((kBM / kWarpM) * (kBN / kWarpN) * kWarpSize == kThreads, "warp layout");
 
-// Sizes and parameters of one convolution, 32-bit (supports() keeps every tensor under 2^31
-// elements, so every element offset fits an int).
+// Sizes and parameters of one convolution (of one chunk of images: N), 32-bit: the chunks keep
+// every tensor slice under 2^31 elements, so every element offset fits an int.
 struct Geo {
   int N, C, H, W, K, R, S, P, Q, G, Cg, Kg;
   int sh, sw, pt, pl, dh, dw;
@@ -573,29 +575,29 @@ void launch_gemm(const Problem& pr, const Store& store, int G, int splits, int c
 
 // ---- entry points -------------------------------------------------------------------------
 
-std::string tc_supports(DType t, int64_t groups, std::initializer_list<const Tensor*> ts) {
+std::string tc_supports(DType t, int64_t groups, const Tensor& xs, const Tensor& w,
+                        const Tensor& ys) {
   if (t != DType::f16 && t != DType::bf16)
     return str("needs f16 or bf16 (tensor-core inputs), got ", dtype_name(t));
   if (groups > 65535) return str("needs groups <= 65535 (grid z), got ", groups);
-  for (const Tensor* x : ts)
-    if (x->defined() && x->numel() > int64_t(INT_MAX))
-      return str("needs every tensor under 2^31 elements (32-bit indexing), got ",
-                 to_string(x->sizes()));
-  return "";
+  return conv2d_chunk_reason(xs, w, ys);
 }
 
 std::string tc_supports_fwd(const Conv2dFwdArgs& a) {
   check_conv2d_fwd_args(a);
-  return tc_supports(a.x.dtype(), a.p.groups, {&a.x, &a.w, &a.y});
+  return tc_supports(a.x.dtype(), a.p.groups, a.x, a.w, a.y);
 }
 std::string tc_supports_bwd_data(const Conv2dBwdDataArgs& a) {
   check_conv2d_bwd_data_args(a);
-  return tc_supports(a.dy.dtype(), a.p.groups, {&a.dy, &a.w, &a.dx});
+  return tc_supports(a.dy.dtype(), a.p.groups, a.dx, a.w, a.dy);
 }
 std::string tc_supports_bwd_filter(const Conv2dBwdFilterArgs& a) {
   check_conv2d_bwd_filter_args(a);
-  return tc_supports(a.x.dtype(), a.p.groups, {&a.dy, &a.x, &a.dw});
+  return tc_supports(a.x.dtype(), a.p.groups, a.x, a.dw, a.dy);
 }
+
+// Elements of one image of an [N, ...] tensor.
+int64_t per_image(const Tensor& t) { return t.size(0) > 0 ? t.numel() / t.size(0) : 0; }
 
 const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.raw_data()); }
 
@@ -617,11 +619,15 @@ void conv2d_fwd_cuda_implicit_gemm_tc(const Conv2dFwdArgs& a) {
   AIM_CHECK(why.empty(), "[conv2d_fwd] cuda.implicit_gemm_tc ", why);
   if (a.y.numel() == 0) return;
   const Geo d = make_geo(a.x, a.w, a.y, a.p);
-  FwdProblem pr{bits(a.x), bits(a.w), d};
+  const int64_t nb = conv2d_images_per_chunk(a.x, a.y), xs = per_image(a.x), ys = per_image(a.y);
   AIM_DISPATCH_TC_TYPES(a.x.dtype(), T, {
-    FwdStore<T> st{a.bias.defined() ? static_cast<const T*>(a.bias.raw_data()) : nullptr,
-                   static_cast<T*>(a.y.raw_data())};
-    launch_gemm<T>(pr, st, d.G, 1, pr.red(), a.x.device());
+    for (int64_t n0 = 0; n0 < d.N; n0 += nb) {  // chunks of images (conv2d.h)
+      FwdProblem pr{bits(a.x) + n0 * xs, bits(a.w), d};
+      pr.d.N = int(std::min<int64_t>(nb, d.N - n0));
+      FwdStore<T> st{a.bias.defined() ? static_cast<const T*>(a.bias.raw_data()) : nullptr,
+                     static_cast<T*>(a.y.raw_data()) + n0 * ys};
+      launch_gemm<T>(pr, st, d.G, 1, pr.red(), a.x.device());
+    }
   });
 }
 
@@ -630,11 +636,29 @@ void conv2d_bwd_data_cuda_implicit_gemm_tc(const Conv2dBwdDataArgs& a) {
   AIM_CHECK(why.empty(), "[conv2d_bwd_data] cuda.implicit_gemm_tc ", why);
   if (a.dx.numel() == 0) return;
   const Geo d = make_geo(a.dx, a.w, a.dy, a.p);
-  BwdDataProblem pr{bits(a.dy), bits(a.w), d};
+  const int64_t nb = conv2d_images_per_chunk(a.dx, a.dy), xs = per_image(a.dx),
+                ys = per_image(a.dy);
   AIM_DISPATCH_TC_TYPES(a.dy.dtype(), T, {
-    BwdDataStore<T> st{static_cast<T*>(a.dx.raw_data())};
-    launch_gemm<T>(pr, st, d.G, 1, pr.red(), a.dy.device());
+    for (int64_t n0 = 0; n0 < d.N; n0 += nb) {  // chunks of images (conv2d.h)
+      BwdDataProblem pr{bits(a.dy) + n0 * ys, bits(a.w), d};
+      pr.d.N = int(std::min<int64_t>(nb, d.N - n0));
+      BwdDataStore<T> st{static_cast<T*>(a.dx.raw_data()) + n0 * xs};
+      launch_gemm<T>(pr, st, d.G, 1, pr.red(), a.dy.device());
+    }
   });
+}
+
+// How one chunk's N*P*Q reduction of bwd_filter is split for parallelism: `splits` chunks of
+// `chunk` (a multiple of kBK), until the grid has ~512 blocks (a few per SM), each split at least
+// 512 long.
+struct Splits {
+  int splits, chunk;
+};
+Splits split_reduction(int64_t red, int64_t tiles, int G) {
+  int64_t splits = std::min<int64_t>(ceil_div(red, 512), std::max<int64_t>(1, 512 / tiles));
+  splits = std::max<int64_t>(1, std::min<int64_t>(splits, 65535 / G));
+  const int64_t chunk = ceil_div(ceil_div(red, splits), kBK) * kBK;
+  return Splits{int(ceil_div(red, chunk)), int(chunk)};
 }
 
 void conv2d_bwd_filter_cuda_implicit_gemm_tc(const Conv2dBwdFilterArgs& a) {
@@ -642,23 +666,33 @@ void conv2d_bwd_filter_cuda_implicit_gemm_tc(const Conv2dBwdFilterArgs& a) {
   AIM_CHECK(why.empty(), "[conv2d_bwd_filter] cuda.implicit_gemm_tc ", why);
   const Geo d = make_geo(a.x, a.dw, a.dy, a.p);
   const Device dev = a.x.device();
-  BwdFilterProblem pr{bits(a.dy), bits(a.x), d};
+  const int64_t nb = conv2d_images_per_chunk(a.x, a.dy), xs = per_image(a.x), ys = per_image(a.dy);
+  const int64_t PQ = int64_t(d.P) * d.Q;
+  const BwdFilterProblem pr{bits(a.dy), bits(a.x), d};
   AIM_DISPATCH_TC_TYPES(a.x.dtype(), T, {
-    const int red = pr.red();
-    if (a.dw.numel() > 0 && red > 0) {
-      // Split the N*P*Q reduction until the grid has ~512 blocks (a few per SM), each split at
-      // least 512 long.
+    if (a.dw.numel() > 0 && d.N > 0 && PQ > 0) {
+      // Every chunk of images writes its splits' partials into its own rows of one scratch
+      // [all splits, K, C/G*R*S]; one add_splits pass adds them all in order (one rounding).
       const int64_t tiles = ceil_div(pr.cols(), kBN) * ceil_div(pr.m(), kBM) * d.G;
-      int64_t splits = std::min<int64_t>(ceil_div(red, 512), std::max<int64_t>(1, 512 / tiles));
-      splits = std::max<int64_t>(1, std::min<int64_t>(splits, 65535 / d.G));
-      const int chunk = int(ceil_div(ceil_div(red, splits), kBK) * kBK);
-      splits = ceil_div(red, chunk);
-      Tensor part = Tensor::empty({splits, a.dw.numel()}, DType::f32, dev);
-      launch_gemm<T>(pr, PartialStore{part.data<float>()}, d.G, int(splits), chunk, dev);
+      int64_t total = 0;
+      for (int64_t n0 = 0; n0 < d.N; n0 += nb)
+        total += split_reduction(std::min<int64_t>(nb, d.N - n0) * PQ, tiles, d.G).splits;
+      Tensor part = Tensor::empty({total, a.dw.numel()}, DType::f32, dev);
+      int64_t s0 = 0;
+      for (int64_t n0 = 0; n0 < d.N; n0 += nb) {
+        BwdFilterProblem c = pr;
+        c.d.N = int(std::min<int64_t>(nb, d.N - n0));
+        c.dy += n0 * ys;
+        c.x += n0 * xs;
+        const Splits sp = split_reduction(c.red(), tiles, d.G);
+        launch_gemm<T>(c, PartialStore{part.data<float>() + s0 * a.dw.numel()}, d.G, sp.splits,
+                       sp.chunk, dev);
+        s0 += sp.splits;
+      }
       constexpr int kAddThreads = 256;
       AIM_LAUNCH(grid_for(a.dw.numel(), kAddThreads), kAddThreads, 0, stream_for(dev),
                  add_splits_kernel<T>)
-      (part.data<float>(), static_cast<T*>(a.dw.raw_data()), int(splits), a.dw.numel());
+      (part.data<float>(), static_cast<T*>(a.dw.raw_data()), int(total), a.dw.numel());
       AIM_CHECK_LAUNCH();
     }
     if (a.dbias.defined() && a.dy.size(1) > 0) {

@@ -8,12 +8,15 @@
 //     bwd_data    cudnnConvolutionBackwardData (beta = 0: dx is written).
 //     bwd_filter  cudnnConvolutionBackwardFilter with beta = 1 (dw +=), dbias by
 //                 cudnnConvolutionBackwardBias with beta = 1 (dbias +=).
-//   Arithmetic: f32 in true fp32 (CUDNN_FMA_MATH: CUDNN_DEFAULT_MATH would let cuDNN use TF32 on
-//   Ampere and later), f64 in fp64, f16/bf16 with fp32 compute type and CUDNN_TENSOR_OP_MATH.
+//   Arithmetic: f32 with TF32 allowed by default, as PyTorch (torch.backends.cudnn.allow_tf32):
+//   CUDNN_DEFAULT_MATH, tensor cores on Ampere and later; with TF32 off (--tf32 off|matmul,
+//   kernels/math_mode.h) true fp32 (CUDNN_FMA_MATH). f64 in fp64, f16/bf16 with fp32 compute type
+//   and CUDNN_TENSOR_OP_MATH.
 //   Algorithm: chosen once per key (direction, dtype, shapes, parameters, device) with the
 //   cudnnGet*Algorithm_v7 heuristics — they run nothing on the GPU and never write the output, so
 //   dw's accumulated content is safe (cudnnFind*AlgorithmEx would overwrite dw while timing) —
-//   taking the first result that succeeded and keeps fp32 out of tensor cores. Cached in a
+//   taking the first result that succeeded (and, with TF32 off, keeps fp32 out of tensor cores;
+//   the TF32 setting is part of the key of an f32 call). Cached in a
 //   process-wide map under a mutex, logged once per key under AIM_DEBUG >= 1 and listed by
 //   cudnn_conv_algorithms_summary() (kernels/cudnn_util.h). Workspace: kernels/vendor.h.
 //   Cannot take: asymmetric padding (the legacy descriptor has one pad per axis), sizes beyond int,
@@ -25,6 +28,7 @@
 
 #include "kernels/conv/conv2d.h"
 #include "kernels/cudnn_util.h"
+#include "kernels/math_mode.h"
 #include "kernels/registry.h"
 #include "kernels/vendor.h"
 
@@ -68,17 +72,21 @@ const char* math_name(cudnnMathType_t m) {
   return "unknown math";
 }
 
-// The math type set before asking the heuristics: no TF32 for fp32, tensor cores for 16-bit.
+// Whether this call may use TF32 (f32 only; kernels/math_mode.h).
+bool tf32_allowed(DType t) { return t == DType::f32 && tf32().conv; }
+
+// The math type set before asking the heuristics: fp32 with TF32 allowed (DEFAULT) or not (FMA),
+// tensor cores for 16-bit.
 cudnnMathType_t base_math(DType t) {
-  if (t == DType::f32) return CUDNN_FMA_MATH;
+  if (t == DType::f32) return tf32_allowed(t) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   if (t == DType::f64) return CUDNN_DEFAULT_MATH;
   return CUDNN_TENSOR_OP_MATH;
 }
 
-// A heuristic result we accept: it succeeded, and fp32 stays off tensor cores (TF32).
+// A heuristic result we accept: it succeeded, and without TF32 fp32 stays off tensor cores.
 bool acceptable(DType t, cudnnStatus_t st, cudnnMathType_t m) {
   if (st != CUDNN_STATUS_SUCCESS) return false;
-  if (t == DType::f32)
+  if (t == DType::f32 && !tf32_allowed(t))
     return m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
   return true;
 }
@@ -154,7 +162,7 @@ std::string key_of(Dir dir, DType t, Device dev, const Tensor& xs, const Tensor&
   return str("conv2d_", dir_name(dir), " ", dtype_name(t), " x", to_string(xs.sizes()), " w",
              to_string(w.sizes()), " y", to_string(ys.sizes()), " stride ", p.stride_h, "x",
              p.stride_w, " pad ", p.pad_top, "x", p.pad_left, " dil ", p.dil_h, "x", p.dil_w,
-             " groups ", p.groups, " on ", dev.str());
+             " groups ", p.groups, tf32_allowed(t) ? " tf32" : "", " on ", dev.str());
 }
 
 // The first acceptable heuristic result (results come sorted by expected speed).
@@ -164,8 +172,8 @@ Plan pick(DType t, const Perf* perf, int n, const std::string& key) {
   for (int i = 0; i < n; ++i) {
     if (!acceptable(t, perf[i].status, perf[i].mathType)) continue;
     plan.algo = int(perf[i].algo);
-    // fp32 keeps FMA math whatever the result says (DEFAULT would admit TF32).
-    plan.math = t == DType::f32 ? CUDNN_FMA_MATH : perf[i].mathType;
+    // fp32 without TF32 keeps FMA math whatever the result says (DEFAULT would admit TF32).
+    plan.math = t == DType::f32 && !tf32_allowed(t) ? CUDNN_FMA_MATH : perf[i].mathType;
     return plan;
   }
   plan.error = str("cuDNN offers no algorithm for ", key, " (", n, " heuristic results",
@@ -352,19 +360,46 @@ void conv2d_bwd_filter_cuda_cudnn(const Conv2dBwdFilterArgs& a) {
   }
 }
 
+// The CUDA default per call (a registry default rule): cuda.cudnn, as in PyTorch, except where
+// the legacy cuDNN API cannot take the call at all: asymmetric padding (TF SAME with an odd
+// total), or a tensor over int range (cuDNN convolutions index with 32 bits; PyTorch splits the
+// batch there). Those calls run cuda.implicit_gemm, which splits the batch into chunks of images
+// itself. The rule names the variant, so the one that ran is the one recorded (DESIGN §2).
+std::string default_rule(const Tensor& xs, const Tensor& w, const Tensor& ys,
+                         const Conv2dParams& p) {
+  if (xs.dim() != 4 || w.dim() != 4 || ys.dim() != 4) return "";  // the variant names the error
+  const bool cudnn_takes = padding_reason(p).empty() && cudnn::int_range_reason("", xs).empty() &&
+                           cudnn::int_range_reason("", w).empty() &&
+                           cudnn::int_range_reason("", ys).empty();
+  return cudnn_takes ? "" : "cuda.implicit_gemm";
+}
+
 }  // namespace
 
+// Runs after the own CUDA families (kernels/registry.cpp): cuda.cudnn becomes the CUDA default of
+// the three directions for every dtype (16-bit on tensor cores; f32 with TF32 unless --tf32 says
+// otherwise, kernels/math_mode.h), with the per-call rule above for what cuDNN cannot take.
 void register_conv2d_cudnn(Registry& r) {
   const std::vector<DType> types = {DType::f32, DType::f64, DType::f16, DType::bf16};
-  r.op<Conv2dFwdArgs>("conv2d_fwd")
-      .add({"cuda.cudnn", Backend::CUDA, Provider::Vendor, conv2d_fwd_cuda_cudnn, types,
-            supports_fwd});
-  r.op<Conv2dBwdDataArgs>("conv2d_bwd_data")
-      .add({"cuda.cudnn", Backend::CUDA, Provider::Vendor, conv2d_bwd_data_cuda_cudnn, types,
-            supports_bwd_data});
-  r.op<Conv2dBwdFilterArgs>("conv2d_bwd_filter")
-      .add({"cuda.cudnn", Backend::CUDA, Provider::Vendor, conv2d_bwd_filter_cuda_cudnn, types,
-            supports_bwd_filter});
+  auto& f = r.op<Conv2dFwdArgs>("conv2d_fwd");
+  f.add(
+      {"cuda.cudnn", Backend::CUDA, Provider::Vendor, conv2d_fwd_cuda_cudnn, types, supports_fwd});
+  f.set_default(Backend::CUDA, "cuda.cudnn");
+  f.set_default_rule(Backend::CUDA,
+                     [](const Conv2dFwdArgs& a) { return default_rule(a.x, a.w, a.y, a.p); });
+  auto& bd = r.op<Conv2dBwdDataArgs>("conv2d_bwd_data");
+  bd.add({"cuda.cudnn", Backend::CUDA, Provider::Vendor, conv2d_bwd_data_cuda_cudnn, types,
+          supports_bwd_data});
+  bd.set_default(Backend::CUDA, "cuda.cudnn");
+  bd.set_default_rule(
+      Backend::CUDA, [](const Conv2dBwdDataArgs& a) { return default_rule(a.dx, a.w, a.dy, a.p); });
+  auto& bf = r.op<Conv2dBwdFilterArgs>("conv2d_bwd_filter");
+  bf.add({"cuda.cudnn", Backend::CUDA, Provider::Vendor, conv2d_bwd_filter_cuda_cudnn, types,
+          supports_bwd_filter});
+  bf.set_default(Backend::CUDA, "cuda.cudnn");
+  bf.set_default_rule(Backend::CUDA, [](const Conv2dBwdFilterArgs& a) {
+    return default_rule(a.x, a.dw, a.dy, a.p);
+  });
 }
 
 }  // namespace aim::kernels

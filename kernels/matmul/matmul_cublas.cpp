@@ -5,8 +5,10 @@
 //   [C,R] matrix with the same bytes, so the row-major C = op(A) op(B) is computed as the
 //   column-major C^T = op(B)^T op(A)^T: cuBLAS's "A" is our b, its "B" our a, m = N, n = M.
 //   A shared 2-D operand has batch stride 0.
-//   Compute types: f32 with CUBLAS_COMPUTE_32F (true fp32: no TF32, the handle keeps the
-//   default math mode), f64 with CUBLAS_COMPUTE_64F, f16 and bf16 with fp32 compute
+//   Compute types: f32 with CUBLAS_COMPUTE_32F (true fp32, PyTorch's default:
+//   torch.backends.cuda.matmul.allow_tf32 = False), or CUBLAS_COMPUTE_32F_FAST_TF32 when TF32 is
+//   allowed for matmul (--tf32 on|matmul, kernels/math_mode.h; the handle keeps the default math
+//   mode either way), f64 with CUBLAS_COMPUTE_64F, f16 and bf16 with fp32 compute
 //   (CUBLAS_COMPUTE_32F, tensor cores) and fp32 alpha/beta.
 //   Bias: a rank-1 update run first, C = 1 * bias[N] x ones[M] + beta * C (a K = 1 GEMM of the
 //   same kind), then the product with beta = 1. With beta == 0 C is never read and the bias is
@@ -14,6 +16,7 @@
 //   cuBLASLt epilogue (CUBLASLT_EPILOGUE_BIAS) would save it (README.md, next steps).
 #include <climits>
 
+#include "kernels/math_mode.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/registry.h"
 #include "kernels/vendor.h"
@@ -31,7 +34,7 @@ struct GemmTypes {
 GemmTypes gemm_types(DType t) {
   switch (t) {
     case DType::f32:
-      return {CUDA_R_32F, CUBLAS_COMPUTE_32F, false};
+      return {CUDA_R_32F, tf32().matmul ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, false};
     case DType::f64:
       return {CUDA_R_64F, CUBLAS_COMPUTE_64F, true};
     case DType::f16:

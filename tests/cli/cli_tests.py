@@ -83,6 +83,8 @@ bad = [
     ([INFER, "din", "--warmup", "-1"], "--warmup must be >= 0"),
     ([INFER, "din", "--batch-size", "-5"], "--batch-size"),
     ([INFER, "din", "--device", "cuda:x"], "--device 'cuda:x'"),
+    ([TRAIN, "din", "--tf32", "yes"], "--tf32 'yes' is not allowed (allowed: on, off, conv, matmul)"),
+    ([INFER, "din", "--tf32", "fast"], "--tf32 'fast' is not allowed (allowed: on, off, conv, matmul)"),
 ]
 for args, *frags in bad:
     run(args, 2, *frags, "see aim-", "--help")
@@ -110,14 +112,15 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     check(not [f for f in os.listdir(ck) if f != "checkpoint.safetensors"],
           "temporary files left in %s: %s" % (ck, os.listdir(ck)))
     run([TRAIN, "din"] + TINY + ["--steps", "40", "--batch-size", "32", "--checkpoint-dir", ck,
-                                 "--resume", "--save-weights", w, "--results", res], 0,
+                                 "--resume", "--save-weights", w, "--results", res,
+                                 "--tf32", "off"], 0,
         "resumed from", "at step 30", "done: 40 steps")
     run([TRAIN, "din"] + TINY + ["--steps", "40", "--batch-size", "16", "--checkpoint-dir", ck,
                                  "--resume"], 1, "batch_size '32' differs from this run's '16'")
     lines = results(res)
     check(len(lines) == 2, "expected 2 results lines, got %d" % len(lines))
     for j in lines:
-        for k in ["model", "mode", "device", "precision", "batch", "throughput",
+        for k in ["model", "mode", "device", "precision", "tf32", "batch", "throughput",
                   "throughput_device", "step_time_ms", "metrics", "variants_used", "env",
                   "git_commit", "command"]:
             check(k in j, "results line lacks %r" % k)
@@ -129,12 +132,17 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
         check(any(v.startswith("matmul/") for v in j["variants_used"]), "no matmul variant recorded")
         check(j["step_time_ms"]["p50"] <= j["step_time_ms"]["p99"], "p50 > p99")
         check("cpu" in j["env"] and "cuda" in j["env"], "env lacks cpu/cuda")
+        # --tf32: PyTorch's default (convolutions only), and what the command line set.
+        check([l.get("tf32") for l in lines] == ["conv", "off"],
+              "tf32 recorded: %s" % [l.get("tf32") for l in lines])
+        check(j["env"].get("tf32") == "off", "env.tf32: %s" % j["env"].get("tf32"))
 
     # ---- infer with the trained weights, dump, feed the dump back ------------------------------
     o1, o2 = os.path.join(tmp, "o1.safetensors"), os.path.join(tmp, "o2.safetensors")
     ires = os.path.join(tmp, "infer.jsonl")
     run([INFER, "din"] + TINY + ["--weights", w, "--batch-size", "24", "--iters", "3",
-                                 "--warmup", "1", "--dump-outputs", o1, "--results", ires], 0,
+                                 "--warmup", "1", "--dump-outputs", o1, "--results", ires,
+                                 "--tf32", "matmul"], 0,
         "latency p50", "wrote outputs")
     run([INFER, "din"] + TINY + ["--weights", w, "--inputs", o1, "--iters", "2",
                                  "--dump-outputs", o2], 0, "latency p50")
@@ -150,6 +158,8 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     j = results(ires)[0]
     check(j["mode"] == "infer" and j["batch"] == 24 and "p99" in j["latency_ms"],
           "infer results line: %s" % j)
+    check(j.get("tf32") == "matmul" and j["env"].get("tf32") == "matmul",
+          "infer tf32 recorded: %s / %s" % (j.get("tf32"), j["env"].get("tf32")))
     # The wrong shape is named.
     bad_in = os.path.join(tmp, "bad_in.safetensors")
     t = {k[6:]: v for k, v in d1.items() if k.startswith("input.")}

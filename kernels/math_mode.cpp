@@ -1,0 +1,41 @@
+#include "kernels/math_mode.h"
+
+#include <atomic>
+
+namespace aim::kernels {
+namespace {
+// Bit 0: conv, bit 1: matmul (one atomic: a reader never sees half an update).
+std::atomic<unsigned> g_tf32{1u};
+}  // namespace
+
+void set_tf32(Tf32 t) {
+  g_tf32.store((t.conv ? 1u : 0u) | (t.matmul ? 2u : 0u), std::memory_order_relaxed);
+}
+
+Tf32 tf32() {
+  const unsigned v = g_tf32.load(std::memory_order_relaxed);
+  return Tf32{(v & 1u) != 0, (v & 2u) != 0};
+}
+
+std::string tf32_name(Tf32 t) {
+  if (t.conv && t.matmul) return "on";
+  if (t.conv) return "conv";
+  if (t.matmul) return "matmul";
+  return "off";
+}
+
+bool parse_tf32(const std::string& s, Tf32& out) {
+  if (s == "on")
+    out = {true, true};
+  else if (s == "off")
+    out = {false, false};
+  else if (s == "conv")
+    out = {true, false};
+  else if (s == "matmul")
+    out = {false, true};
+  else
+    return false;
+  return true;
+}
+
+}  // namespace aim::kernels

@@ -1,0 +1,42 @@
+// Process-wide math modes of the vendor variants: whether fp32 convolutions and fp32 matmuls may
+// run on tensor cores in TF32 (10-bit mantissa inputs, fp32 accumulation). The defaults are
+// PyTorch's: torch.backends.cudnn.allow_tf32 = True (convolutions), and
+// torch.backends.cuda.matmul.allow_tf32 = False (matmul). aim-train and aim-infer set them from
+// --tf32 on|off|conv|matmul and write the effective setting into their results. Read when a
+// variant runs (cuDNN convolution: math type and algorithm cache key; cuBLAS matmul and
+// cuda.im2col_cublas: compute type), so a change applies to the next call. Own kernels never use
+// TF32; f64, f16 and bf16 are not affected. Tests and aim-bench's checks against the fp32 oracle
+// turn it off (docs/precision.md).
+#pragma once
+#include <string>
+
+namespace aim::kernels {
+
+struct Tf32 {
+  bool conv = true;     // cuDNN (and cuBLAS-lowered) fp32 convolutions
+  bool matmul = false;  // cuBLAS fp32 matmul
+  bool operator==(const Tf32& o) const { return conv == o.conv && matmul == o.matmul; }
+};
+
+void set_tf32(Tf32 t);
+Tf32 tf32();
+
+// "on" | "off" | "conv" | "matmul" (the --tf32 values) <-> the setting; parse_tf32 returns false
+// on anything else.
+std::string tf32_name(Tf32 t);
+bool parse_tf32(const std::string& s, Tf32& out);
+
+// Sets TF32 for a scope and restores the previous setting (not thread-safe: the setting is
+// process-wide).
+class ScopedTf32 {
+ public:
+  explicit ScopedTf32(Tf32 t) : previous_(tf32()) { set_tf32(t); }
+  ~ScopedTf32() { set_tf32(previous_); }
+  ScopedTf32(const ScopedTf32&) = delete;
+  ScopedTf32& operator=(const ScopedTf32&) = delete;
+
+ private:
+  Tf32 previous_;
+};
+
+}  // namespace aim::kernels
