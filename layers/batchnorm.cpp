@@ -1,5 +1,8 @@
 #include "layers/batchnorm.h"
 
+#include <optional>
+#include <utility>
+
 #include "autograd/functions/batch_norm.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/reduce.h"
@@ -11,6 +14,49 @@ namespace aim::layers {
 
 namespace {
 thread_local const autograd::BatchStatsSync* t_sync = nullptr;
+
+// The running statistics one training step updates, without reading num_batches_tracked on the
+// host. The count is incremented on its own device. momentum set: the normalisation updates the
+// buffers with factor = momentum. Unset (cumulative average, factor 1 / num_batches_tracked):
+// the normalisation writes the batch statistics into zeroed temporaries (factor 1: 0 * 0 + 1 *
+// stat), and finish() blends them into the buffers on the device in f64 with f = 1 / count:
+// running = (1 - f) * running + f * stat, the kernels' formula and order.
+struct RunningUpdate {
+  Tensor rm, rv;  // what the normalisation updates
+  double factor = 0;
+  Tensor count, dst_m, dst_v;  // cumulative only: num_batches_tracked and the buffers
+
+  RunningUpdate(const Tensor& running_mean, const Tensor& running_var, const Tensor& tracked,
+                const std::optional<double>& momentum) {
+    autograd::NoGradGuard no_grad;
+    autograd::add_into(tracked, Tensor::ones({}, DType::i64, tracked.device()));
+    if (momentum) {
+      rm = running_mean;
+      rv = running_var;
+      factor = *momentum;
+      return;
+    }
+    rm = autograd::zeros_like(running_mean);
+    rv = autograd::zeros_like(running_var);
+    factor = 1.0;
+    count = tracked;
+    dst_m = running_mean;
+    dst_v = running_var;
+  }
+
+  void finish() const {
+    if (!count.defined()) return;
+    autograd::NoGradGuard no_grad;
+    const Variable one(Tensor::ones({}, DType::f64, count.device()));
+    const Variable f = autograd::div(one, Variable(count.to(DType::f64)));
+    const Variable keep = autograd::sub(one, f);
+    for (const auto& [dst, stat] : {std::pair{dst_m, rm}, std::pair{dst_v, rv}}) {
+      const Variable r = autograd::add(autograd::mul(Variable(dst.to(DType::f64)), keep),
+                                       autograd::mul(Variable(stat.to(DType::f64)), f));
+      dst.copy_(r.data());
+    }
+  }
+};
 }  // namespace
 
 SyncBatchNormScope::SyncBatchNormScope(const autograd::BatchStatsSync* sync) : prev_(t_sync) {
@@ -82,16 +128,17 @@ Variable BatchNorm1d::forward(const Variable& x) {
             ", L], got ", to_string(x.sizes()));
   const bool tracking = running_mean_ != nullptr;
   const bool use_batch_stats = is_training() || !tracking;
-  double factor = 0;
-  if (is_training() && tracking) {
-    const double n = num_batches_tracked_->item() + 1;
-    num_batches_tracked_->fill_(n);
-    factor = momentum_ ? *momentum_ : 1.0 / n;
-  }
   // Running stats are read in eval and updated in training; without tracking neither.
-  const Tensor rm = tracking ? *running_mean_ : Tensor();
-  const Tensor rv = tracking ? *running_var_ : Tensor();
-  Variable y = batch_normalize(x, 1, use_batch_stats, rm, rv, factor, eps_);
+  Variable y;
+  if (is_training() && tracking) {
+    const RunningUpdate u(*running_mean_, *running_var_, *num_batches_tracked_, momentum_);
+    y = batch_normalize(x, 1, use_batch_stats, u.rm, u.rv, u.factor, eps_);
+    u.finish();
+  } else {
+    const Tensor rm = tracking ? *running_mean_ : Tensor();
+    const Tensor rv = tracking ? *running_var_ : Tensor();
+    y = batch_normalize(x, 1, use_batch_stats, rm, rv, 0.0, eps_);
+  }
   if (weight.defined()) {
     const Shape s = x.dim() == 2 ? Shape{num_features_} : Shape{num_features_, 1};
     const Variable w = x.dim() == 2 ? weight : autograd::reshape(weight, s);
@@ -126,18 +173,21 @@ Variable BatchNorm2d::forward(const Variable& x) {
   AIM_CHECK(x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
             num_features_, ", H, W], got ", to_string(x.sizes()));
   const bool batch_stats = uses_batch_stats();
-  double factor = 0;
-  if (batch_stats && running_mean_) {
-    const double n = num_batches_tracked_->item() + 1;
-    num_batches_tracked_->fill_(n);
-    factor = momentum_ ? *momentum_ : 1.0 / n;
-  }
-  const Tensor rm = running_mean_ ? *running_mean_ : Tensor();
-  const Tensor rv = running_var_ ? *running_var_ : Tensor();
+  std::optional<RunningUpdate> u;
+  if (batch_stats && running_mean_)
+    u.emplace(*running_mean_, *running_var_, *num_batches_tracked_, momentum_);
+  const Tensor rm = u ? u->rm : running_mean_ ? *running_mean_ : Tensor();
+  const Tensor rv = u ? u->rv : running_var_ ? *running_var_ : Tensor();
+  const double factor = u ? u->factor : 0.0;
   const autograd::BatchStatsSync* sync = batch_stats ? sync_batch_stats() : nullptr;
-  if (!sync) return autograd::batch_norm(x, weight, bias, rm, rv, batch_stats, factor, eps_);
+  if (!sync) {
+    Variable y = autograd::batch_norm(x, weight, bias, rm, rv, batch_stats, factor, eps_);
+    if (u) u->finish();
+    return y;
+  }
   // SyncBatchNorm: the statistics of all ranks, then the affine transform per channel.
   Variable y = autograd::sync_batch_norm(x, 1, rm, rv, factor, eps_, *sync);
+  if (u) u->finish();
   if (!weight.defined()) return y;
   // f32 parameters with 16-bit activations (mixed precision): the affine step in f32, as the
   // fused kernels do.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/functions/elementwise.h"
 #include "kernels/optim/optim.h"
 #include "tensor/check.h"
 
@@ -15,8 +16,10 @@ LossScaler::LossScaler(const LossScalerOptions& o) : o_(o), scale_(o.init_scale)
             "growth_interval > 0");
 }
 
-bool LossScaler::unscale(const NamedParameters& params) {
-  // One flag per (device, flag dtype): read back once, after every gradient is queued.
+bool LossScaler::unscale(const NamedParameters& params) { return unscale_flag(params).item() != 0; }
+
+Tensor LossScaler::unscale_flag(const NamedParameters& params) {
+  // One flag per flag dtype (f32; f64 for f64 gradients), combined on the device at the end.
   std::map<std::pair<std::string, DType>, Tensor> flags;
   for (const auto& [name, p] : params) {
     const Tensor& g = p.grad();
@@ -30,9 +33,17 @@ bool LossScaler::unscale(const NamedParameters& params) {
     a.inv_scale = 1.0 / scale_;
     kernels::amp_unscale(a);
   }
-  bool found = false;
-  for (const auto& [k, f] : flags) found |= f.to(kCPU).to(DType::f64).to_vector<double>()[0] != 0;
-  return found;
+  Tensor found;
+  for (const auto& [k, f] : flags) {
+    const Tensor f32 = f.to(DType::f32);  // a flag is 0 or 1: exact in any dtype
+    AIM_CHECK(!found.defined() || found.device() == f32.device(),
+              "LossScaler: gradients on several devices (", found.device().str(), ", ",
+              f32.device().str(), ")");
+    found = found.defined()
+                ? autograd::maximum(autograd::Variable(found), autograd::Variable(f32)).data()
+                : f32;
+  }
+  return found.defined() ? found : Tensor::zeros({1}, DType::f32);
 }
 
 void LossScaler::update(bool found_inf) {

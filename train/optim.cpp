@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 
+#include "autograd/functions/elementwise.h"
 #include "autograd/tensor_ops.h"
 #include "kernels/optim/optim.h"
 
@@ -252,27 +253,18 @@ void Ftrl::step() {
     Tensor& accum = raw_state(s, "accum");
     if (!accum.defined())
       accum = Tensor::full(s.param.sizes(), initial_accumulator_value_, sdt, s.param.device());
-    Tensor& linear = state(s, "linear");
-    std::vector<double> w = s.param.data().to(kCPU).contiguous().to_vector<double>();
-    const std::vector<double> g = s.param.grad().to(kCPU).contiguous().to_vector<double>();
-    std::vector<double> n = accum.to(kCPU).contiguous().to_vector<double>();
-    std::vector<double> z = linear.to(kCPU).contiguous().to_vector<double>();
-    AIM_CHECK(g.size() == w.size(), "Ftrl: gradient of ", s.name, " has ", g.size(),
-              " elements, the parameter ", w.size());
-    const double mp = -power_;
-    for (size_t i = 0; i < w.size(); ++i) {
-      const double n1 = n[i] + g[i] * g[i];
-      const double s1 = std::pow(n1, mp), s0 = std::pow(n[i], mp);
-      z[i] += g[i] - (s1 - s0) / lr_ * w[i];
-      const double quad = s1 / lr_ + 2 * l2_;
-      w[i] = std::abs(z[i]) > l1_ ? ((z[i] > 0 ? l1_ : -l1_) - z[i]) / quad : 0.0;
-      n[i] = n1;
-    }
-    const Shape& sz = s.param.sizes();
-    s.param.data().copy_(
-        Tensor::from_vector<double>(w, sz).to(s.param.dtype()).to(s.param.device()));
-    accum.copy_(Tensor::from_vector<double>(n, sz).to(sdt).to(accum.device()));
-    linear.copy_(Tensor::from_vector<double>(z, sz).to(sdt).to(linear.device()));
+    kernels::FtrlUpdateArgs a;  // fused, on the parameter's device (kernels/optim)
+    a.param = s.param.data();
+    a.grad = grad_for(s.param);
+    AIM_CHECK(a.grad.numel() == a.param.numel(), "Ftrl: gradient of ", s.name, " has ",
+              a.grad.numel(), " elements, the parameter ", a.param.numel());
+    a.accum = accum;
+    a.linear = state(s, "linear");
+    a.lr = lr_;
+    a.lr_power = power_;
+    a.l1 = l1_;
+    a.l2 = l2_;
+    kernels::ftrl_update(a);
     ++s.step;
   }
 }
@@ -341,23 +333,36 @@ void GroupedOptimizer::load_state_dict(const OptimizerState& sd) {
 
 // ---- clipping --------------------------------------------------------------------------------
 
+Tensor clip_grad_norm_device(const NamedParameters& params, double max_norm) {
+  autograd::NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const auto& [name, p] : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  const Device d = grads.empty() ? kCPU : grads.front().device();
+  // Sum of squares of every gradient into one f64 scalar on the device, in parameter order.
+  Tensor acc = Tensor::zeros({1}, DType::f64, d);
+  for (const Tensor& g : grads) {
+    AIM_CHECK(g.device() == d, "clip_grad_norm: gradients on ", d.str(), " and ", g.device().str(),
+              "; one device per call");
+    kernels::GradSqSumArgs a;
+    a.x = g.contiguous();
+    a.acc = acc;
+    kernels::grad_sq_sum(a);
+  }
+  const Tensor norm = autograd::sqrt(Variable(acc)).data();  // [1] f64 on d
+  for (const Tensor& g : grads) {
+    kernels::GradClipScaleArgs a;
+    a.x = g.is_contiguous() ? g : g.contiguous();
+    a.norm = norm;
+    a.max_norm = max_norm;
+    kernels::grad_clip_scale(a);
+    if (a.x.storage() != g.storage()) g.copy_(a.x);  // a strided gradient: scaled copy back
+  }
+  return norm.view({});
+}
+
 double clip_grad_norm(const NamedParameters& params, double max_norm) {
-  double sq = 0;
-  for (const auto& [name, p] : params) {
-    if (!p.defined() || !p.grad().defined()) continue;
-    for (double v : p.grad().to_vector<double>()) sq += v * v;  // host reduction, in double
-  }
-  const double total = std::sqrt(sq);
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1.0) {
-    autograd::NoGradGuard no_grad;
-    for (const auto& [name, p] : params) {
-      if (!p.defined() || !p.grad().defined()) continue;
-      const Tensor& g = p.grad();
-      g.copy_(autograd::scale(g, coef));
-    }
-  }
-  return total;
+  return clip_grad_norm_device(params, max_norm).item();  // the one read, for the caller
 }
 
 // ---- schedules -------------------------------------------------------------------------------

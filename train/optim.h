@@ -156,6 +156,11 @@ class GroupedOptimizer : public Optimizer {
 // total > max_norm every gradient is scaled in place by max_norm / (total + 1e-6). Parameters
 // without a gradient are skipped. Returns the total norm before clipping.
 double clip_grad_norm(const NamedParameters& params, double max_norm);
+// The same on the gradients' device without any host read (CUDA training: no synchronisation):
+// the squares are summed into a device f64 scalar (kernels grad_sq_sum, one per gradient), the
+// clip factor is computed from it on the device (grad_clip_scale). Returns the total norm as a
+// 0-d f64 tensor on that device, for logging. All gradients must be on one device.
+Tensor clip_grad_norm_device(const NamedParameters& params, double max_norm);
 
 // Learning rate as a function of the number of optimizer steps already taken (0 for the first).
 //   constant:       base

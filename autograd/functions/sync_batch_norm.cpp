@@ -1,6 +1,6 @@
 // sync_batch_norm (sync_batch_norm.h): per-channel statistics combined over the ranks, from the
-// differentiable reductions and elementwise ops (so any device: the few per-channel numbers go
-// through the host in f64 for the collectives).
+// differentiable reductions and elementwise ops (so any device; the per-channel numbers and
+// Chan's combination stay on x's device in f64, no host read).
 #include "autograd/functions/sync_batch_norm.h"
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/index.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
@@ -16,27 +17,27 @@
 namespace aim::autograd {
 namespace {
 
-// Plain tensor math through the differentiable ops, recording nothing.
+// Plain tensor math through the differentiable ops, recording nothing. Everything stays on x's
+// device: no host reads (the collectives take device tensors; the trainer's wrappers move them
+// to the communicator's device when that differs).
 Tensor t_sum(const Tensor& x, const std::vector<int64_t>& dims) {
   return sum(Variable(x), dims, /*keepdim=*/true).data();
 }
 Tensor t_mul(const Tensor& a, const Tensor& b) { return mul(Variable(a), Variable(b)).data(); }
 Tensor t_sub(const Tensor& a, const Tensor& b) { return sub(Variable(a), Variable(b)).data(); }
-
-// [C] per-channel values of a keepdim reduction, as host doubles.
-std::vector<double> host(const Tensor& t) {
-  return t.to(kCPU).to(DType::f64).contiguous().to_vector<double>();
-}
-// Host doubles -> a tensor of `shape` (the [1, .., C, .., 1] statistics shape) in `dtype` on `dev`.
-Tensor device_tensor(const std::vector<double>& v, const Shape& shape, DType dtype, Device dev) {
-  return Tensor::from_vector<double>(v, {int64_t(v.size())}).to(dtype).to(dev).reshape(shape);
+Tensor t_add(const Tensor& a, const Tensor& b) { return add(Variable(a), Variable(b)).data(); }
+Tensor t_div(const Tensor& a, const Tensor& b) { return div(Variable(a), Variable(b)).data(); }
+Tensor t_cat(const std::vector<Tensor>& ts) {
+  std::vector<Variable> vs;
+  for (const Tensor& t : ts) vs.emplace_back(t.contiguous().reshape({t.numel()}));
+  return concat(vs, 0).data().contiguous();
 }
 
 struct SyncBatchNormNode final : Node {
   Tensor x;           // the input, as given
   Tensor mean, rstd;  // [stat shape] in the statistics dtype, as the fused kernels save them
   std::vector<int64_t> dims;
-  double count = 0;  // N: values per channel over all ranks
+  Tensor count;  // N: values per channel over all ranks, 0-d f64 on x's device
   BatchStatsSync sync;
   const char* name() const override { return "SyncBatchNorm"; }
   void backward(Grads& g) override {
@@ -47,20 +48,11 @@ struct SyncBatchNormNode final : Node {
     const Tensor m = mean.to(DType::f64), r = rstd.to(DType::f64);
     const Tensor xhat = t_mul(t_sub(x.to(DType::f64), m), r);
     const Tensor dy = g.dy().to(DType::f64);
-    const std::vector<double> a = host(t_sum(dy, dims)), b = host(t_sum(t_mul(dy, xhat), dims));
-    const int64_t C = int64_t(a.size());
-    std::vector<double> both(a);
-    both.insert(both.end(), b.begin(), b.end());
-    Tensor packed = Tensor::from_vector<double>(both, {2 * C});
+    const int64_t C = r.numel();
+    Tensor packed = t_cat({t_sum(dy, dims), t_sum(t_mul(dy, xhat), dims)});  // [2C] on x's device
     sync.all_reduce_sum(packed);
-    const std::vector<double> s = packed.to_vector<double>();
-    std::vector<double> mean_dy(static_cast<size_t>(C)), mean_dy_xhat(static_cast<size_t>(C));
-    for (int64_t c = 0; c < C; ++c) {
-      mean_dy[size_t(c)] = s[size_t(c)] / count;
-      mean_dy_xhat[size_t(c)] = s[size_t(C + c)] / count;
-    }
-    const Tensor md = device_tensor(mean_dy, r.sizes(), DType::f64, x.device());
-    const Tensor mdx = device_tensor(mean_dy_xhat, r.sizes(), DType::f64, x.device());
+    const Tensor md = t_div(packed.slice(0, 0, C).reshape(r.sizes()), count);
+    const Tensor mdx = t_div(packed.slice(0, C, 2 * C).reshape(r.sizes()), count);
     // dx = rstd * (dy - mean(dy) - xhat * mean(dy * xhat))
     const Tensor dx = t_mul(r, t_sub(t_sub(dy, md), t_mul(xhat, mdx)));
     g.set(0, dx.to(x.dtype()));
@@ -99,52 +91,42 @@ Variable sync_batch_norm(const Variable& x, int64_t channel_dim, const Tensor& r
   // rounding noise in f32, and each implementation's noise differs.
   const Tensor x64 = x.data().to(DType::f64).contiguous();
   const double n_local = double(x64.numel() / C);
-  // This rank's two-pass statistics, then Chan's combination over the ranks (f64 on the host).
-  const Tensor mean_r = scale(t_sum(x64, dims), 1.0 / n_local);
-  const Tensor dev_r = t_sub(x64, mean_r);
-  const Tensor m2_r = t_sum(t_mul(dev_r, dev_r), dims);
-  std::vector<double> mine = host(mean_r);
-  const std::vector<double> m2 = host(m2_r);
-  mine.insert(mine.end(), m2.begin(), m2.end());
-  mine.push_back(n_local);
-  const int64_t k = 2 * C + 1;
-  Tensor all = Tensor::empty({sync.ranks * k}, DType::f64);
-  sync.all_gather(Tensor::from_vector<double>(mine, {k}), all);
-  const std::vector<double> a = all.to_vector<double>();
-  double N = 0;
-  for (int r = 0; r < sync.ranks; ++r) N += a[size_t(r * k + 2 * C)];
-  AIM_CHECK(N > 1,
+  // This rank's two-pass statistics, then Chan's combination over the ranks, in f64 on the
+  // device (no host read): all-gather [mean_r (C), M2_r (C), n_r] of every rank, then
+  //   N = sum n_r, mean = sum(n_r m_r) / N, M2 = sum(M2_r + n_r (m_r - mean)^2).
+  // N > 1 is checked on the host from what every rank knows: one rank needs n > 1; several
+  // ranks, n >= 1 each (so N >= 2).
+  AIM_CHECK(sync.ranks == 1 ? n_local > 1 : n_local >= 1,
             "sync_batch_norm: expected more than 1 value per channel over all ranks when "
             "training, got input of shape ",
             to_string(x.sizes()), " on ", sync.ranks, " rank(s)");
-  std::vector<double> mean(static_cast<size_t>(C), 0.0), var(static_cast<size_t>(C), 0.0),
-      rstd(static_cast<size_t>(C));
-  for (int r = 0; r < sync.ranks; ++r) {
-    const double n = a[size_t(r * k + 2 * C)];
-    for (int64_t c = 0; c < C; ++c) mean[size_t(c)] += n * a[size_t(r * k + c)];
-  }
-  for (double& m : mean) m /= N;
-  for (int r = 0; r < sync.ranks; ++r) {
-    const double n = a[size_t(r * k + 2 * C)];
-    for (int64_t c = 0; c < C; ++c) {
-      const double d = a[size_t(r * k + c)] - mean[size_t(c)];
-      var[size_t(c)] += a[size_t(r * k + C + c)] + n * d * d;  // M2 for now
-    }
-  }
-  std::vector<double> unbiased(static_cast<size_t>(C));
-  for (int64_t c = 0; c < C; ++c) {
-    unbiased[size_t(c)] = var[size_t(c)] / (N - 1);
-    var[size_t(c)] /= N;
-    rstd[size_t(c)] = 1.0 / std::sqrt(var[size_t(c)] + eps);
-  }
-  const Tensor xhat = t_mul(t_sub(x64, device_tensor(mean, stat_shape, DType::f64, dev)),
-                            device_tensor(rstd, stat_shape, DType::f64, dev));
+  const Tensor mean_r = scale(t_sum(x64, dims), 1.0 / n_local);
+  const Tensor dev_r = t_sub(x64, mean_r);
+  const Tensor m2_r = t_sum(t_mul(dev_r, dev_r), dims);
+  const int64_t k = 2 * C + 1;
+  const Tensor mine = t_cat({mean_r, m2_r, Tensor::full({1}, n_local, DType::f64, dev)});
+  Tensor all = Tensor::empty({sync.ranks * k}, DType::f64, dev);
+  sync.all_gather(mine, all);
+  const Tensor ga = all.view({sync.ranks, k});
+  const Tensor m = ga.slice(1, 0, C), M2 = ga.slice(1, C, 2 * C), n = ga.slice(1, 2 * C, k);
+  const Tensor N = t_sum(n, {0});                         // [1, 1]
+  const Tensor mean = t_div(t_sum(t_mul(n, m), {0}), N);  // [1, C]
+  const Tensor d = t_sub(m, mean);                        // [R, C]
+  const Tensor M2t = t_sum(t_add(M2, t_mul(t_mul(n, d), d)), {0});
+  const Tensor one = Tensor::ones({1, 1}, DType::f64, dev);
+  const Tensor var = t_div(M2t, N);
+  const Tensor unbiased = t_div(M2t, t_sub(N, one));
+  const Tensor rstd = t_div(
+      one, sqrt(add(Variable(var), Variable(Tensor::full({1, 1}, eps, DType::f64, dev)))).data());
+  const Tensor mean_s = mean.reshape(stat_shape), rstd_s = rstd.reshape(stat_shape);
+  const Tensor xhat = t_mul(t_sub(x64, mean_s), rstd_s);
   if (running_mean.defined()) {
-    auto blend = [&](const Tensor& running, const std::vector<double>& batch) {
-      std::vector<double> r = host(running.reshape({C}));
-      for (int64_t c = 0; c < C; ++c)
-        r[size_t(c)] = (1.0 - momentum) * r[size_t(c)] + momentum * batch[size_t(c)];
-      running.copy_(Tensor::from_vector<double>(r, {C}).reshape(running.sizes()));
+    // (1 - momentum) * running + momentum * batch, in f64, on the running statistics' device.
+    auto blend = [&](const Tensor& running, const Tensor& batch) {
+      const Tensor r = running.reshape({C}).to(DType::f64);
+      const Tensor b = batch.reshape({C}).to(running.device());
+      const Tensor v = add(mul(Variable(r), 1.0 - momentum), mul(Variable(b), momentum)).data();
+      running.copy_(v.reshape(running.sizes()));
     };
     blend(running_mean, mean);
     blend(running_var, unbiased);
@@ -154,10 +136,10 @@ Variable sync_batch_norm(const Variable& x, int64_t channel_dim, const Tensor& r
   if (!grad) return Variable(y);
   auto node = std::make_shared<SyncBatchNormNode>();
   node->x = x.data();
-  node->mean = device_tensor(mean, stat_shape, sd, dev);
-  node->rstd = device_tensor(rstd, stat_shape, sd, dev);
+  node->mean = mean_s.to(sd);
+  node->rstd = rstd_s.to(sd);
   node->dims = dims;
-  node->count = N;
+  node->count = N.reshape({});
   node->sync = sync;
   return attach1(node, {x}, y);
 }

@@ -31,9 +31,10 @@ namespace aim::autograd {
 
 struct BatchStatsSync {
   int ranks = 1;
-  // in [k] -> out [ranks * k] (rank j's `in` at [j k, (j + 1) k)). f64 CPU tensors, contiguous.
+  // in [k] -> out [ranks * k] (rank j's `in` at [j k, (j + 1) k)). f64 tensors, contiguous, on
+  // x's device (the callee moves them to its communicator's device when that differs).
   std::function<void(const Tensor& in, const Tensor& out)> all_gather;
-  // t [k] summed over the ranks, in place. f64 CPU tensor, contiguous.
+  // t [k] summed over the ranks, in place. f64 tensor, contiguous, on x's device.
   std::function<void(const Tensor& t)> all_reduce_sum;
 };
 

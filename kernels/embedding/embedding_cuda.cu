@@ -15,14 +15,15 @@
 //      (f64 for f64) and adds once into dweight (16-bit: one rounding per element).
 //   Scratch: 2 * V + 2 * N + 1 int32. Limits: N and V < 2^31.
 // Out-of-range indices: the kernels never read or write out of bounds (a bad index's row is
-// written as zeros / skipped); they record the first bad position in a device flag, which the
-// launcher reads back (one 8-byte device-to-host copy, a stream sync) and turns into the same
-// error as the CPU: "[embedding_fwd] index 7 at position 3 is out of range for V = 5". Backward
-// checks before touching dweight. The read-back makes these launches unfit for CUDA graph capture.
+// written as zeros in the forward, and gets no gradient in the backward); they record it in the
+// device's error record (kernels/error_flag.h) and nothing is read back here: the error
+// ("[embedding_fwd] index 7 at position 3 is out of range for V = 5 (flagged on cuda:0, ...)")
+// is thrown by the next check_device_errors. No host synchronisation: fit for graph capture.
 #include <algorithm>
 
 #include "kernels/cuda_common.h"
 #include "kernels/embedding/embedding.h"
+#include "kernels/error_flag.cuh"
 
 namespace aim::kernels::AIM_CUDA_NS {
 namespace {
@@ -30,43 +31,24 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 256;
 
-// Records position n as bad: the flag keeps N - (smallest bad position), 0 when none.
-__device__ __forceinline__ void flag_bad(unsigned long long* flag, int64_t n, int64_t N) {
-  atomicMax(flag, static_cast<unsigned long long>(N - n));
-}
-
-// Reads the flag back; throws naming the first bad position and its index.
-template <class I>
-void throw_if_flagged(const char* op, const Tensor& flag, const Tensor& indices, int64_t V) {
-  const int64_t N = indices.size(0);
-  unsigned long long f = 0;
-  copy_bytes(&f, kCPU, flag.raw_data(), flag.device(), sizeof(f));
-  if (f == 0) return;
-  const int64_t n = N - int64_t(f);
-  I bad = 0;
-  copy_bytes(&bad, kCPU, static_cast<const I*>(indices.raw_data()) + n, indices.device(),
-             sizeof(I));
-  embedding_index_error(op, n, int64_t(bad), V);
-}
-
-Tensor new_flag(Device d) {
-  Tensor f = Tensor::empty({1}, DType::i64, d);
-  memset_zero(f.raw_data(), 8, d);
-  return f;
+// Records position n (index v) as bad in the device's error record.
+__device__ __forceinline__ void flag_bad(DeviceErrorRecord* err, DeviceErrorOp op, int64_t n,
+                                         int64_t v, int64_t V) {
+  record_device_error(err, op, n, 0, v, V, 0);
 }
 
 // ---- forward: cuda.gather -------------------------------------------------------------------
 
 template <class T, class I>
 __global__ void gather_kernel(const T* weight, const I* idx, T* out, int64_t N, int64_t V,
-                              int64_t C, unsigned long long* flag) {
+                              int64_t C, DeviceErrorRecord* err) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (n >= N) return;
   const int64_t v = int64_t(idx[n]);
   T* o = out + n * C;
   if (v < 0 || v >= V) {
-    if (lane == 0) flag_bad(flag, n, N);
+    if (lane == 0) flag_bad(err, DeviceErrorOp::embedding_fwd, n, v, V);
     for (int64_t c = lane; c < C; c += kWarpSize) o[c] = from_acc<T>(0.0f);
     return;
   }
@@ -79,16 +61,14 @@ void embedding_fwd_cuda_gather(const EmbeddingFwdArgs& a) {
   const int64_t N = a.indices.size(0), V = a.weight.size(0), C = a.weight.size(1);
   if (N == 0) return;
   const Device dev = a.weight.device();
-  Tensor flag = new_flag(dev);
+  DeviceErrorRecord* err = device_error_record(dev);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.weight.dtype(), T, {
     AIM_DISPATCH_INDEX_TYPES(a.indices.dtype(), I, {
       AIM_LAUNCH(unsigned(ceil_div(N, kWarpsPerBlock)), kWarpsPerBlock * kWarpSize, 0,
                  stream_for(dev), gather_kernel<T, I>)
       (static_cast<const T*>(a.weight.raw_data()), a.indices.data<I>(),
-       static_cast<T*>(a.out.raw_data()), N, V, C,
-       static_cast<unsigned long long*>(flag.raw_data()));
+       static_cast<T*>(a.out.raw_data()), N, V, C, err);
       AIM_CHECK_LAUNCH();
-      throw_if_flagged<I>("embedding_fwd", flag, a.indices, V);
     });
   });
 }
@@ -98,12 +78,12 @@ void embedding_fwd_cuda_gather(const EmbeddingFwdArgs& a) {
 // Validates the indices; count (optional) gets the number of non-padding occurrences of each.
 template <class I>
 __global__ void count_kernel(const I* idx, int64_t N, int64_t V, int64_t padding_idx, int* count,
-                             unsigned long long* flag) {
+                             DeviceErrorRecord* err) {
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N;
        n += int64_t(gridDim.x) * blockDim.x) {
     const int64_t v = int64_t(idx[n]);
     if (v < 0 || v >= V) {
-      flag_bad(flag, n, N);
+      flag_bad(err, DeviceErrorOp::embedding_bwd, n, v, V);
     } else if (count && v != padding_idx) {
       atomicAdd(count + v, 1);
     }
@@ -113,13 +93,13 @@ __global__ void count_kernel(const I* idx, int64_t N, int64_t V, int64_t padding
 // ---- backward: cuda.atomic ------------------------------------------------------------------
 
 template <class T, class I>
-__global__ void scatter_atomic_kernel(const T* dout, const I* idx, T* dw, int64_t N, int64_t C,
-                                      int64_t padding_idx) {
+__global__ void scatter_atomic_kernel(const T* dout, const I* idx, T* dw, int64_t N, int64_t V,
+                                      int64_t C, int64_t padding_idx) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N * C;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i - n * C;
-    const int64_t v = int64_t(idx[n]);  // validated before this kernel
-    if (v != padding_idx) atomicAdd(dw + v * C + c, dout[i]);
+    const int64_t v = int64_t(idx[n]);  // a bad one was flagged by count_kernel: skipped
+    if (v != padding_idx && v >= 0 && v < V) atomicAdd(dw + v * C + c, dout[i]);
   }
 }
 
@@ -128,24 +108,24 @@ void embedding_bwd_cuda_atomic(const EmbeddingBwdArgs& a) {
   const int64_t N = a.indices.size(0), V = a.dweight.size(0), C = a.dweight.size(1);
   if (N == 0) return;
   const Device dev = a.dweight.device();
-  Tensor flag = new_flag(dev);
+  DeviceErrorRecord* err = device_error_record(dev);
   AIM_DISPATCH_INDEX_TYPES(a.indices.dtype(), I, {
     AIM_LAUNCH(grid_for(N, kThreads), kThreads, 0, stream_for(dev), count_kernel<I>)
-    (a.indices.data<I>(), N, V, a.padding_idx, nullptr,
-     static_cast<unsigned long long*>(flag.raw_data()));
+    (a.indices.data<I>(), N, V, a.padding_idx, nullptr, err);
     AIM_CHECK_LAUNCH();
-    throw_if_flagged<I>("embedding_bwd", flag, a.indices, V);
     if (C == 0) return;
     switch (a.dweight.dtype()) {
       case DType::f32:
         AIM_LAUNCH(grid_for(N * C, kThreads), kThreads, 0, stream_for(dev),
                    scatter_atomic_kernel<float, I>)
-        (a.dout.data<float>(), a.indices.data<I>(), a.dweight.data<float>(), N, C, a.padding_idx);
+        (a.dout.data<float>(), a.indices.data<I>(), a.dweight.data<float>(), N, V, C,
+         a.padding_idx);
         break;
       case DType::f64:
         AIM_LAUNCH(grid_for(N * C, kThreads), kThreads, 0, stream_for(dev),
                    scatter_atomic_kernel<double, I>)
-        (a.dout.data<double>(), a.indices.data<I>(), a.dweight.data<double>(), N, C, a.padding_idx);
+        (a.dout.data<double>(), a.indices.data<I>(), a.dweight.data<double>(), N, V, C,
+         a.padding_idx);
         break;
       default:
         AIM_FAIL("[embedding_bwd] cuda.atomic takes f32/f64, got ", dtype_name(a.dweight.dtype()));
@@ -198,23 +178,23 @@ __global__ void scan_kernel(int* count, int* offsets, int* uniq, int* meta, int6
 }
 
 template <class I>
-__global__ void place_kernel(const I* idx, int64_t N, int64_t padding_idx, const int* offsets,
-                             int* cursor, int* bucket) {
+__global__ void place_kernel(const I* idx, int64_t N, int64_t V, int64_t padding_idx,
+                             const int* offsets, int* cursor, int* bucket) {
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N;
        n += int64_t(gridDim.x) * blockDim.x) {
     const int64_t v = int64_t(idx[n]);
-    if (v == padding_idx) continue;
+    if (v == padding_idx || v < 0 || v >= V) continue;  // bad: flagged by count_kernel
     bucket[offsets[v] + atomicAdd(cursor + v, 1)] = int(n);
   }
 }
 
 template <class I>
-__global__ void rank_kernel(const I* idx, int64_t N, int64_t padding_idx, const int* offsets,
-                            const int* bucket, int* sorted) {
+__global__ void rank_kernel(const I* idx, int64_t N, int64_t V, int64_t padding_idx,
+                            const int* offsets, const int* bucket, int* sorted) {
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N;
        n += int64_t(gridDim.x) * blockDim.x) {
     const int64_t v = int64_t(idx[n]);
-    if (v == padding_idx) continue;
+    if (v == padding_idx || v < 0 || v >= V) continue;  // bad: flagged by count_kernel
     const int b = offsets[v], e = offsets[v + 1];
     int r = 0;
     for (int j = b; j < e; ++j) r += bucket[j] < int(n);
@@ -254,7 +234,7 @@ void embedding_bwd_cuda_sorted(const EmbeddingBwdArgs& a) {
   if (N == 0) return;
   const Device dev = a.dweight.device();
   const auto stream = stream_for(dev);
-  Tensor flag = new_flag(dev);
+  DeviceErrorRecord* err = device_error_record(dev);
   // count/cursor [V], offsets [V+1], bucket [N], sorted [N], uniq [N], meta [1]
   Tensor scratch = Tensor::empty({2 * V + 3 * N + 2}, DType::i32, dev);
   int* count = scratch.data<int32_t>();
@@ -267,16 +247,15 @@ void embedding_bwd_cuda_sorted(const EmbeddingBwdArgs& a) {
   AIM_DISPATCH_INDEX_TYPES(a.indices.dtype(), I, {
     const I* idx = a.indices.data<I>();
     AIM_LAUNCH(grid_for(N, kThreads), kThreads, 0, stream, count_kernel<I>)
-    (idx, N, V, a.padding_idx, count, static_cast<unsigned long long*>(flag.raw_data()));
+    (idx, N, V, a.padding_idx, count, err);
     AIM_CHECK_LAUNCH();
-    throw_if_flagged<I>("embedding_bwd", flag, a.indices, V);
     AIM_LAUNCH(1, kScanThreads, 0, stream, scan_kernel)(count, offsets, uniq, meta, V);
     AIM_CHECK_LAUNCH();
     AIM_LAUNCH(grid_for(N, kThreads), kThreads, 0, stream, place_kernel<I>)
-    (idx, N, a.padding_idx, offsets, count, bucket);
+    (idx, N, V, a.padding_idx, offsets, count, bucket);
     AIM_CHECK_LAUNCH();
     AIM_LAUNCH(grid_for(N, kThreads), kThreads, 0, stream, rank_kernel<I>)
-    (idx, N, a.padding_idx, offsets, bucket, sorted);
+    (idx, N, V, a.padding_idx, offsets, bucket, sorted);
     AIM_CHECK_LAUNCH();
   });
   if (C == 0) return;

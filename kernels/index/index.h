@@ -8,8 +8,9 @@
 // - index_select: x any strides; index and y contiguous.
 // - gather, pad, pad_bwd: x (dy) any strides; the rest contiguous.
 // - everything else: contiguous tensors.
-// Index tensors are i32 or i64; an out-of-range index is an error naming it (CPU) or traps the
-// kernel (CUDA, like PyTorch's device-side assert). Negative indices are out of range.
+// Index tensors are i32 or i64; an out-of-range index is an error naming it, thrown at once (CPU)
+// or recorded on the device and thrown by the next kernels::check_device_errors (CUDA:
+// kernels/error_flag.h). Negative indices are out of range.
 #pragma once
 #include <vector>
 

@@ -23,11 +23,14 @@
 // coordinate is the output coordinate minus the shift (pad: +before; pad_bwd: -before), fill
 // value outside the source. Writes once, reads the overlap once -> bandwidth bound.
 //
-// Out-of-range indices trap the kernel (like PyTorch's device-side assert): the error shows at
-// the next synchronisation. The CPU variants name the index instead.
+// Out-of-range indices are never used as an address: they are recorded in the device's error
+// record (kernels/error_flag.h) and the element is written as zero (index_select, gather,
+// one_hot) or skipped (index_add, scatter_add); the next check_device_errors throws the CPU's
+// message naming the index. No trap (which would kill the CUDA context), no read-back here.
 #include <cstring>
 
 #include "kernels/cuda_common.h"
+#include "kernels/error_flag.cuh"
 #include "kernels/index/index.h"
 
 namespace aim::kernels::AIM_CUDA_NS {
@@ -71,11 +74,14 @@ __device__ __forceinline__ int64_t offset_of(int64_t i, const Dims& t, const int
   return off;
 }
 
+// idx[k] when it is in [0, n); else records it (position k) and returns -1.
 template <class I>
-__device__ __forceinline__ int64_t checked_index(const I* idx, int64_t k, int64_t n) {
+__device__ __forceinline__ int64_t checked_index(const I* idx, int64_t k, int64_t n,
+                                                 DeviceErrorRecord* err, DeviceErrorOp op) {
   const int64_t j = int64_t(idx[k]);
-  if (j < 0 || j >= n) __trap();  // out-of-range index (the CPU variants name it)
-  return j;
+  if (j >= 0 && j < n) return j;
+  record_device_error(err, op, k, 0, j, n, 0);
+  return -1;
 }
 
 template <class T>
@@ -91,51 +97,58 @@ __global__ void concat_kernel(const T* x, T* y, int64_t n, Dims xd, int64_t size
 
 template <class T, class I>
 __global__ void index_select_kernel(const T* x, const I* idx, T* y, int64_t n, Dims yd, int dim,
-                                    int64_t inner, int64_t k_count, int64_t size) {
+                                    int64_t inner, int64_t k_count, int64_t size,
+                                    DeviceErrorRecord* err) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t j = checked_index(idx, i / inner % k_count, size);
-    y[i] = x[offset_of(i, yd, yd.a, dim, j)];  // yd.a: strides of x
+    const int64_t j =
+        checked_index(idx, i / inner % k_count, size, err, DeviceErrorOp::index_select);
+    y[i] = j < 0 ? T{} : x[offset_of(i, yd, yd.a, dim, j)];  // yd.a: strides of x
   }
 }
 
 template <class T, class I>
 __global__ void index_add_kernel(const T* src, const I* idx, T* y, int64_t n, int64_t inner,
-                                 int64_t k_count, int64_t size) {
+                                 int64_t k_count, int64_t size, DeviceErrorRecord* err) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t o = i / (k_count * inner), in = i % inner;
-    const int64_t j = checked_index(idx, i / inner % k_count, size);
-    atomicAdd(y + (o * size + j) * inner + in, src[i]);
+    const int64_t j = checked_index(idx, i / inner % k_count, size, err, DeviceErrorOp::index_add);
+    if (j >= 0) atomicAdd(y + (o * size + j) * inner + in, src[i]);
   }
 }
 
 template <class T, class I>
 __global__ void gather_kernel(const T* x, const I* idx, T* y, int64_t n, Dims id, int dim,
-                              int64_t size) {
+                              int64_t size, DeviceErrorRecord* err) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t j = checked_index(idx, i, size);
-    y[i] = x[offset_of(i, id, id.a, dim, j)];  // id.a: strides of x
+    const int64_t j = checked_index(idx, i, size, err, DeviceErrorOp::gather);
+    y[i] = j < 0 ? T{} : x[offset_of(i, id, id.a, dim, j)];  // id.a: strides of x
   }
 }
 
 template <class T, class I>
 __global__ void scatter_add_kernel(const T* src, const I* idx, T* y, int64_t n, Dims id, int dim,
-                                   int64_t size) {
+                                   int64_t size, DeviceErrorRecord* err) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t j = checked_index(idx, i, size);
+    const int64_t j = checked_index(idx, i, size, err, DeviceErrorOp::scatter_add);
+    if (j < 0) continue;
     // id.a: strides of src, id.b: strides of y.
     atomicAdd(y + offset_of(i, id, id.b, dim, j), src[offset_of(i, id, id.a, -1, 0)]);
   }
 }
 
 template <class T, class I>
-__global__ void one_hot_kernel(const I* idx, T* y, int64_t n, int64_t classes, T zero, T one) {
+__global__ void one_hot_kernel(const I* idx, T* y, int64_t n, int64_t classes, T zero, T one,
+                               DeviceErrorRecord* err) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t j = checked_index(idx, i / classes, classes);
+    // Each bad index is recorded once (by its row's first element), not once per class.
+    const int64_t j = i % classes == 0
+                          ? checked_index(idx, i / classes, classes, err, DeviceErrorOp::one_hot)
+                          : int64_t(idx[i / classes]);
     y[i] = i % classes == j ? one : zero;
   }
 }
@@ -209,7 +222,7 @@ void index_select_cuda(const IndexSelectArgs& a) {
       AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.y.device()),
                  index_select_kernel<T, I>)
       (static_cast<const T*>(a.x.raw_data()), a.index.data<I>(), static_cast<T*>(a.y.raw_data()), n,
-       yd, dim, ys.inner, ys.size, a.x.size(dim));
+       yd, dim, ys.inner, ys.size, a.x.size(dim), device_error_record(a.y.device()));
     });
   });
   AIM_CHECK_LAUNCH();
@@ -225,7 +238,8 @@ void index_add_cuda(const IndexAddArgs& a) {
     AIM_DISPATCH_CUDA_FLOAT_TYPES(a.y.dtype(), T, {
       AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.y.device()),
                  index_add_kernel<T, I>)
-      (a.src.data<T>(), a.index.data<I>(), a.y.data<T>(), n, ss.inner, ss.size, a.y.size(dim));
+      (a.src.data<T>(), a.index.data<I>(), a.y.data<T>(), n, ss.inner, ss.size, a.y.size(dim),
+       device_error_record(a.y.device()));
     });
   });
   AIM_CHECK_LAUNCH();
@@ -242,7 +256,7 @@ void gather_cuda(const GatherArgs& a) {
     AIM_DISPATCH_BY_SIZE(dtype_size(a.x.dtype()), T, {
       AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.y.device()), gather_kernel<T, I>)
       (static_cast<const T*>(a.x.raw_data()), a.index.data<I>(), static_cast<T*>(a.y.raw_data()), n,
-       id, dim, a.x.size(dim));
+       id, dim, a.x.size(dim), device_error_record(a.y.device()));
     });
   });
   AIM_CHECK_LAUNCH();
@@ -262,7 +276,8 @@ void scatter_add_cuda(const ScatterAddArgs& a) {
     AIM_DISPATCH_CUDA_FLOAT_TYPES(a.y.dtype(), T, {
       AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.y.device()),
                  scatter_add_kernel<T, I>)
-      (a.src.data<T>(), a.index.data<I>(), a.y.data<T>(), n, id, dim, a.y.size(dim));
+      (a.src.data<T>(), a.index.data<I>(), a.y.data<T>(), n, id, dim, a.y.size(dim),
+       device_error_record(a.y.device()));
     });
   });
   AIM_CHECK_LAUNCH();
@@ -276,7 +291,8 @@ void one_hot_cuda(const OneHotArgs& a) {
     AIM_DISPATCH_BY_SIZE(dtype_size(a.y.dtype()), T, {
       AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.y.device()), one_hot_kernel<T, I>)
       (a.indices.data<I>(), static_cast<T*>(a.y.raw_data()), n, a.y.size(-1),
-       value_bits<T>(0, a.y.dtype()), value_bits<T>(1, a.y.dtype()));
+       value_bits<T>(0, a.y.dtype()), value_bits<T>(1, a.y.dtype()),
+       device_error_record(a.y.device()));
     });
   });
   AIM_CHECK_LAUNCH();

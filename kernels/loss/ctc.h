@@ -87,12 +87,14 @@ struct CtcPlan {
   int64_t S = 0, L = 1;  // target capacity; extended length 2S+1 (the workspace's last dim)
   std::vector<int64_t> input_len, target_len, target_off;  // [B] each
 };
-CtcPlan check_ctc_fwd_args(const CtcFwdArgs& a);
-CtcPlan check_ctc_bwd_args(const CtcBwdArgs& a);
+// check_labels: validate the used targets on the host when they are on the CPU (false: the
+// caller checks them on the device -- the CUDA variants, also when emulated on CPU tensors).
+CtcPlan check_ctc_fwd_args(const CtcFwdArgs& a, bool check_labels = true);
+CtcPlan check_ctc_bwd_args(const CtcBwdArgs& a, bool check_labels = true);
 CtcPlan check_ctc_greedy_args(const CtcGreedyDecodeArgs& a);
 CtcPlan check_ctc_beam_args(const CtcBeamDecodeArgs& a);
-// "[op] target <v> at targets[<b>, <i>] ..." (the CPU check's message; CUDA variants flag a bad
-// target on the device and throw this after reading the flag back).
+// "[op] target <v> at targets[<b>, <i>] ..." (the CPU check's message; CUDA variants record a bad
+// target on the device, and kernels::check_device_errors throws the same text: error_flag.h).
 [[noreturn]] void ctc_target_error(const char* op, int64_t b, int64_t i, int64_t value, int64_t C,
                                    int64_t blank);
 

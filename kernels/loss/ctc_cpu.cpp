@@ -91,7 +91,7 @@ CtcPlan plan_common(const char* op, const Tensor& lp, const Tensor& input_length
 
 // Targets and target_lengths: fills S, L, target_len, target_off; checks the labels on the CPU.
 void plan_targets(const char* op, CtcPlan& p, const Tensor& targets, const Tensor& target_lengths,
-                  int64_t blank, Device dev) {
+                  int64_t blank, Device dev, bool check_labels) {
   AIM_CHECK(targets.defined() && (targets.dim() == 1 || targets.dim() == 2) &&
                 is_index(targets.dtype()) && targets.is_contiguous(),
             "[", op, "] targets must be a contiguous [B, S] (padded) or [sum(target_lengths)] ",
@@ -117,7 +117,8 @@ void plan_targets(const char* op, CtcPlan& p, const Tensor& targets, const Tenso
               " labels but target_lengths sum to ", off);
   p.S = padded ? targets.size(1) : mx;
   p.L = 2 * p.S + 1;
-  if (targets.device() != kCPU) return;  // CUDA variants check the labels on the device
+  // CUDA variants check the labels on the device (also when the emulator runs them on the CPU).
+  if (targets.device() != kCPU || !check_labels) return;
   AIM_DISPATCH_INDEX_TYPES(targets.dtype(), I, {
     const I* tg = targets.data<I>();
     for (int64_t b = 0; b < p.B; ++b)
@@ -154,10 +155,10 @@ Shape ctc_log_alpha_shape(const Tensor& log_probs, const Tensor& targets,
   return {B, T, 2 * S + 1};
 }
 
-CtcPlan check_ctc_fwd_args(const CtcFwdArgs& a) {
+CtcPlan check_ctc_fwd_args(const CtcFwdArgs& a, bool check_labels) {
   const char* op = "ctc_fwd";
   CtcPlan p = plan_common(op, a.log_probs, a.input_lengths, a.blank, true);
-  plan_targets(op, p, a.targets, a.target_lengths, a.blank, a.device());
+  plan_targets(op, p, a.targets, a.target_lengths, a.blank, a.device(), check_labels);
   const DType s = loss_dtype(a.log_probs.dtype());
   check_tensor(op, "loss", a.loss, a.reduction == Reduction::none ? Shape{p.B} : Shape{}, s,
                a.device());
@@ -165,10 +166,10 @@ CtcPlan check_ctc_fwd_args(const CtcFwdArgs& a) {
   return p;
 }
 
-CtcPlan check_ctc_bwd_args(const CtcBwdArgs& a) {
+CtcPlan check_ctc_bwd_args(const CtcBwdArgs& a, bool check_labels) {
   const char* op = "ctc_bwd";
   CtcPlan p = plan_common(op, a.log_probs, a.input_lengths, a.blank, true);
-  plan_targets(op, p, a.targets, a.target_lengths, a.blank, a.device());
+  plan_targets(op, p, a.targets, a.target_lengths, a.blank, a.device(), check_labels);
   const DType s = loss_dtype(a.log_probs.dtype());
   check_tensor(op, "dloss", a.dloss, a.reduction == Reduction::none ? Shape{p.B} : Shape{}, s,
                a.device());

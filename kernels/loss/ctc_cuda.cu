@@ -20,8 +20,9 @@
 //   index built once per sample) and overwrites that class's gradient. Deterministic. Two
 //   barriers per step; traffic: the gradient [T, B, C] written once, log_alpha read once.
 // Both check the used targets on the device (0 <= v < C, v != blank; a bad one is never used as
-//   an address): the first bad position is flagged and the launcher reads the flag back (8 bytes,
-//   a stream sync) and throws the CPU's error naming the sample, position and value.
+//   an address: it is read as the blank): it is recorded in the device's error record
+//   (kernels/error_flag.h), and the next check_device_errors throws the CPU's error naming the
+//   sample, position and value. Nothing is read back here (no host synchronisation).
 // ctc_greedy_decode / cuda.batch: one 128-thread block per sample; each warp takes time steps
 //   t = warp, warp + 4, ... and reduces the argmax over C with shuffles (first maximum wins, as
 //   cpu.ref); thread 0 then merges/drops blanks over the sample's steps in order. Bandwidth bound
@@ -39,6 +40,7 @@
 #include <limits>
 
 #include "kernels/cuda_common.h"
+#include "kernels/error_flag.cuh"
 #include "kernels/loss/ctc.h"
 
 namespace aim::kernels::AIM_CUDA_NS {
@@ -86,18 +88,18 @@ struct Geo {
   int64_t T, B, C, L, blank;
 };
 
-// Fills lab[0, Lb) with the sample's extended labels; a bad target is flagged (the first bad
-// flat position wins: flag = npos - pos) and replaced by the blank so it is never an address.
+// Fills lab[0, Lb) with the sample's extended labels; a bad target is recorded (op, sample b,
+// position in the sample) and replaced by the blank so it is never an address.
 template <class I>
 __device__ void load_labels(const I* tg, int64_t off, int64_t Lb, const Geo& g, int* lab,
-                            unsigned long long* flag, int64_t npos) {
+                            DeviceErrorRecord* err, DeviceErrorOp op, int64_t b) {
   for (int64_t s = threadIdx.x; s < Lb; s += blockDim.x) {
     int v = int(g.blank);
     if (s % 2 == 1) {
       const int64_t pos = off + s / 2;
       const int64_t x = int64_t(tg[pos]);
       if (x < 0 || x >= g.C || x == g.blank)
-        atomicMax(flag, static_cast<unsigned long long>(npos - pos));
+        record_device_error(err, op, s / 2, b, x, g.C, g.blank);
       else
         v = int(x);
     }
@@ -111,13 +113,13 @@ template <class T, class I>
 __global__ void fwd_kernel(const T* lp, const I* tg, const int64_t* plan, Geo g,
                            typename Acc<T>::type* la, typename Acc<T>::type* loss_none,
                            typename Acc<T>::type* per_sample, int reduction, bool zero_infinity,
-                           unsigned long long* flag, int64_t npos) {
+                           DeviceErrorRecord* err) {
   using A = typename Acc<T>::type;
   AIM_DYNAMIC_SHARED(A, rows);  // [2, L] alpha rows, then [L] labels (ints)
   int* lab = reinterpret_cast<int*>(rows + 2 * g.L);
   const int64_t b = blockIdx.x, il = plan[b], tl = plan[g.B + b], off = plan[2 * g.B + b];
   const int64_t Lb = 2 * tl + 1;
-  load_labels(tg, off, Lb, g, lab, flag, npos);
+  load_labels(tg, off, Lb, g, lab, err, DeviceErrorOp::ctc_fwd, b);
   A* la_b = la + b * g.T * g.L;
   __syncthreads();
   A* prev = rows;
@@ -176,7 +178,7 @@ __global__ void finalize_kernel(const A* vals, int64_t n, bool mean, A* out) {
 template <class T, class I>
 __global__ void bwd_kernel(const T* lp, const I* tg, const int64_t* plan, Geo g,
                            const typename Acc<T>::type* la, const typename Acc<T>::type* dloss,
-                           T* grad, int reduction, unsigned long long* flag, int64_t npos) {
+                           T* grad, int reduction, DeviceErrorRecord* err) {
   using A = typename Acc<T>::type;
   AIM_DYNAMIC_SHARED(A, rows);  // [2, L] beta rows, [L] occupancies, then 3 x [L] ints
   A* occ = rows + 2 * g.L;
@@ -185,7 +187,7 @@ __global__ void bwd_kernel(const T* lp, const I* tg, const int64_t* plan, Geo g,
   int* head = nxt + g.L;  // 1: the first position of its label
   const int64_t b = blockIdx.x, il = plan[b], tl = plan[g.B + b], off = plan[2 * g.B + b];
   const int64_t Lb = 2 * tl + 1;
-  load_labels(tg, off, Lb, g, lab, flag, npos);
+  load_labels(tg, off, Lb, g, lab, err, DeviceErrorOp::ctc_bwd, b);
   const A* la_b = la + b * g.T * g.L;
   A nll;  // every thread computes it: the branch below is uniform
   if (il == 0) {
@@ -256,7 +258,7 @@ __global__ void bwd_kernel(const T* lp, const I* tg, const int64_t* plan, Geo g,
   }
 }
 
-// ---- launchers: plan, flag -------------------------------------------------------------------
+// ---- launchers: plan -------------------------------------------------------------------------
 
 Tensor device_plan(const CtcPlan& p, Device d) {
   std::vector<int64_t> v;
@@ -264,34 +266,6 @@ Tensor device_plan(const CtcPlan& p, Device d) {
   v.insert(v.end(), p.target_len.begin(), p.target_len.end());
   v.insert(v.end(), p.target_off.begin(), p.target_off.end());
   return Tensor::from_vector(v, {3 * p.B}).to(d);
-}
-
-Tensor new_flag(Device d) {
-  Tensor f = Tensor::empty({1}, DType::i64, d);
-  memset_zero(f.raw_data(), 8, d);
-  return f;
-}
-
-// Reads the flag back; throws the CPU's error for the first bad target.
-void throw_if_flagged(const char* op, const Tensor& flag, const Tensor& targets, const CtcPlan& p,
-                      int64_t blank) {
-  unsigned long long f = 0;
-  copy_bytes(&f, kCPU, flag.raw_data(), flag.device(), sizeof(f));
-  if (f == 0) return;
-  const int64_t pos = targets.numel() - int64_t(f);
-  int64_t value = 0;
-  AIM_DISPATCH_INDEX_TYPES(targets.dtype(), I, {
-    I v = 0;
-    copy_bytes(&v, kCPU, static_cast<const I*>(targets.raw_data()) + pos, targets.device(),
-               sizeof(I));
-    value = int64_t(v);
-  });
-  for (int64_t b = 0; b < p.B; ++b) {
-    const int64_t o = p.target_off[size_t(b)];
-    if (pos >= o && pos < o + p.target_len[size_t(b)])
-      ctc_target_error(op, b, pos - o, value, p.C, blank);
-  }
-  AIM_FAIL("[", op, "] bad target at flat position ", pos, " (value ", value, ")");
 }
 
 int block_for(int64_t n) {
@@ -327,9 +301,10 @@ std::string supports_bwd(const CtcBwdArgs& a) {
 }
 
 void ctc_fwd_cuda_batch(const CtcFwdArgs& a) {
-  const CtcPlan p = check_ctc_fwd_args(a);
+  const CtcPlan p = check_ctc_fwd_args(a, /*check_labels=*/false);  // checked on the device
   const Device dev = a.device();
-  const Tensor plan = device_plan(p, dev), flag = new_flag(dev);
+  const Tensor plan = device_plan(p, dev);
+  DeviceErrorRecord* err = device_error_record(dev);
   const Geo g{p.T, p.B, p.C, p.L, a.blank};
   const cudaStream_t st = stream_for(dev);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.log_probs.dtype(), T, {
@@ -340,8 +315,7 @@ void ctc_fwd_cuda_batch(const CtcFwdArgs& a) {
       AIM_LAUNCH(unsigned(p.B), block_for(p.L), size_t(fwd_smem<A>(p.L)), st, fwd_kernel<T, I>)
       (static_cast<const T*>(a.log_probs.raw_data()), a.targets.data<I>(), plan.data<int64_t>(), g,
        a.log_alpha.data<A>(), a.reduction == Reduction::none ? a.loss.data<A>() : nullptr,
-       per.defined() ? per.data<A>() : nullptr, int(a.reduction), a.zero_infinity,
-       static_cast<unsigned long long*>(flag.raw_data()), a.targets.numel());
+       per.defined() ? per.data<A>() : nullptr, int(a.reduction), a.zero_infinity, err);
       AIM_CHECK_LAUNCH();
     });
     if (per.defined()) {
@@ -350,13 +324,13 @@ void ctc_fwd_cuda_batch(const CtcFwdArgs& a) {
       AIM_CHECK_LAUNCH();
     }
   });
-  throw_if_flagged("ctc_fwd", flag, a.targets, p, a.blank);
 }
 
 void ctc_bwd_cuda_batch(const CtcBwdArgs& a) {
-  const CtcPlan p = check_ctc_bwd_args(a);
+  const CtcPlan p = check_ctc_bwd_args(a, /*check_labels=*/false);  // checked on the device
   const Device dev = a.device();
-  const Tensor plan = device_plan(p, dev), flag = new_flag(dev);
+  const Tensor plan = device_plan(p, dev);
+  DeviceErrorRecord* err = device_error_record(dev);
   const Geo g{p.T, p.B, p.C, p.L, a.blank};
   const cudaStream_t st = stream_for(dev);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.log_probs.dtype(), T, {
@@ -366,11 +340,10 @@ void ctc_bwd_cuda_batch(const CtcBwdArgs& a) {
                  bwd_kernel<T, I>)
       (static_cast<const T*>(a.log_probs.raw_data()), a.targets.data<I>(), plan.data<int64_t>(), g,
        a.log_alpha.data<A>(), a.dloss.data<A>(), static_cast<T*>(a.dlog_probs.raw_data()),
-       int(a.reduction), static_cast<unsigned long long*>(flag.raw_data()), a.targets.numel());
+       int(a.reduction), err);
       AIM_CHECK_LAUNCH();
     });
   });
-  throw_if_flagged("ctc_bwd", flag, a.targets, p, a.blank);
 }
 
 // ---- ctc_greedy_decode ------------------------------------------------------------------------

@@ -9,12 +9,14 @@
 // and one final block sums the partials in a fixed order: deterministic, no atomics.
 // Reductions (both): the final value comes from one block summing per-row / per-block values
 // in a fixed order (float; double for f64), so results are bitwise identical run to run.
-// Targets out of [0, V) (and not ignore_index) are never used as an address: they are flagged
-// on the device and the launcher reads the flag back (one small device-to-host copy, a sync)
-// and throws the CPU's error naming the position and value.
+// Targets out of [0, V) (and not ignore_index) are never used as an address: their row's loss
+// (forward) counts as 0 and is left out of mean's denominator; they are recorded in the device's
+// error record (kernels/error_flag.h), and the next check_device_errors throws the CPU's message
+// naming the position and value. Nothing is read back here (no host synchronisation).
 #include <limits>
 
 #include "kernels/cuda_common.h"
+#include "kernels/error_flag.cuh"
 #include "kernels/loss/loss.h"
 
 namespace aim::kernels::AIM_CUDA_NS {
@@ -49,28 +51,11 @@ void launch_finalize(const A* vals, const A* counts, int64_t n, A divisor, Reduc
   AIM_CHECK_LAUNCH();
 }
 
-// ---- cross entropy: target flag ---------------------------------------------------------------
+// ---- cross entropy: bad targets ---------------------------------------------------------------
 
-__device__ __forceinline__ void flag_bad(unsigned long long* flag, int64_t n, int64_t N) {
-  atomicMax(flag, static_cast<unsigned long long>(N - n));  // keeps the first bad position
-}
-
-template <class I>
-void throw_if_flagged(const char* op, const Tensor& flag, const Tensor& target, int64_t V,
-                      int64_t ignore_index) {
-  unsigned long long f = 0;
-  copy_bytes(&f, kCPU, flag.raw_data(), flag.device(), sizeof(f));
-  if (f == 0) return;
-  const int64_t n = target.size(0) - int64_t(f);
-  I bad = 0;
-  copy_bytes(&bad, kCPU, static_cast<const I*>(target.raw_data()) + n, target.device(), sizeof(I));
-  cross_entropy_target_error(op, n, int64_t(bad), V, ignore_index);
-}
-
-Tensor new_flag(Device d) {
-  Tensor f = Tensor::empty({1}, DType::i64, d);
-  memset_zero(f.raw_data(), 8, d);
-  return f;
+__device__ __forceinline__ void flag_bad(DeviceErrorRecord* err, DeviceErrorOp op, int64_t n,
+                                         int64_t t, int64_t V, int64_t ignore_index) {
+  record_device_error(err, op, n, 0, t, V, ignore_index);
 }
 
 // ---- cross entropy forward: cuda.rows -------------------------------------------------------
@@ -78,9 +63,8 @@ Tensor new_flag(Device d) {
 template <class T, class I>
 __global__ void ce_fwd_rows_kernel(const T* x, const I* target, typename Acc<T>::type* lse,
                                    typename Acc<T>::type* row_loss,
-                                   typename Acc<T>::type* row_count, int64_t N, int64_t V,
-                                   int64_t ignore_index, float smoothing,
-                                   unsigned long long* flag) {
+                                   typename Acc<T>::type* row_count, int64_t V,
+                                   int64_t ignore_index, float smoothing, DeviceErrorRecord* err) {
   using A = typename Acc<T>::type;
   __shared__ A scratch[kWarpSize];
   const int64_t row = blockIdx.x;
@@ -103,7 +87,7 @@ __global__ void ce_fwd_rows_kernel(const T* x, const I* target, typename Acc<T>:
   A loss = 0, count = 0;
   if (t != ignore_index) {
     if (t < 0 || t >= V) {
-      flag_bad(flag, row, N);
+      flag_bad(err, DeviceErrorOp::cross_entropy_fwd, row, t, V, ignore_index);
     } else {
       const A eps = A(smoothing);
       loss = (A(1) - eps) * (l - to_acc<A>(xr[t])) + eps * (l - sx / A(V));
@@ -128,7 +112,7 @@ void cross_entropy_fwd_cuda_rows(const CrossEntropyFwdArgs& a) {
       }
       return;
     }
-    Tensor flag = new_flag(dev);
+    DeviceErrorRecord* err = device_error_record(dev);
     const bool none = a.reduction == Reduction::none;
     Tensor scratch = none ? Tensor() : Tensor::empty({2, N}, dtype_of<A>(), dev);
     A* row_loss = none ? a.loss.data<A>() : scratch.data<A>();
@@ -136,10 +120,8 @@ void cross_entropy_fwd_cuda_rows(const CrossEntropyFwdArgs& a) {
     AIM_DISPATCH_INDEX_TYPES(a.target.dtype(), I, {
       AIM_LAUNCH(unsigned(N), kRowThreads, 0, stream_for(dev), ce_fwd_rows_kernel<T, I>)
       (static_cast<const T*>(a.logits.raw_data()), a.target.data<I>(), a.lse.data<A>(), row_loss,
-       row_count, N, V, a.ignore_index, a.label_smoothing,
-       static_cast<unsigned long long*>(flag.raw_data()));
+       row_count, V, a.ignore_index, a.label_smoothing, err);
       AIM_CHECK_LAUNCH();
-      throw_if_flagged<I>("cross_entropy_fwd", flag, a.target, V, a.ignore_index);
     });
     if (!none) launch_finalize<A>(row_loss, row_count, N, A(0), a.reduction, a.loss.data<A>(), dev);
   });
@@ -150,14 +132,14 @@ void cross_entropy_fwd_cuda_rows(const CrossEntropyFwdArgs& a) {
 // One block: validates the targets and counts the non-ignored ones into *count.
 template <class I, class A>
 __global__ void ce_count_kernel(const I* target, int64_t N, int64_t V, int64_t ignore_index,
-                                A* count, unsigned long long* flag) {
+                                A* count, DeviceErrorRecord* err) {
   __shared__ A scratch[kWarpSize];
   A c = 0;
   for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
     const int64_t t = int64_t(target[n]);
     if (t == ignore_index) continue;
     if (t < 0 || t >= V)
-      flag_bad(flag, n, N);
+      flag_bad(err, DeviceErrorOp::cross_entropy_bwd, n, t, V, ignore_index);
     else
       c += 1;
   }
@@ -194,16 +176,14 @@ void cross_entropy_bwd_cuda_rows(const CrossEntropyBwdArgs& a) {
   const int64_t N = a.logits.size(0), V = a.logits.size(1);
   if (N == 0) return;
   const Device dev = a.logits.device();
-  Tensor flag = new_flag(dev);
+  DeviceErrorRecord* err = device_error_record(dev);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.logits.dtype(), T, {
     using A = typename Acc<T>::type;
     Tensor count = Tensor::empty({1}, dtype_of<A>(), dev);
     AIM_DISPATCH_INDEX_TYPES(a.target.dtype(), I, {
       AIM_LAUNCH(1, kFinalThreads, 0, stream_for(dev), ce_count_kernel<I, A>)
-      (a.target.data<I>(), N, V, a.ignore_index, count.data<A>(),
-       static_cast<unsigned long long*>(flag.raw_data()));
+      (a.target.data<I>(), N, V, a.ignore_index, count.data<A>(), err);
       AIM_CHECK_LAUNCH();
-      throw_if_flagged<I>("cross_entropy_bwd", flag, a.target, V, a.ignore_index);
       AIM_LAUNCH(unsigned(N), kRowThreads, 0, stream_for(dev), ce_bwd_rows_kernel<T, I>)
       (a.dloss.data<A>(), static_cast<const T*>(a.logits.raw_data()), a.target.data<I>(),
        a.lse.data<A>(), count.data<A>(), static_cast<T*>(a.dlogits.raw_data()), V, a.ignore_index,

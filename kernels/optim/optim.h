@@ -5,6 +5,8 @@
 // f32/f16/bf16 parameters, f64 for f64). Everything on the same device.
 // Math: kernels/optim/README.md
 #pragma once
+#include <cmath>
+
 #include "kernels/op.h"
 
 namespace aim::kernels {
@@ -58,6 +60,39 @@ struct AmpUnscaleArgs {
   DType dtype() const { return grad.dtype(); }
 };
 
+// FTRL-proximal (TensorFlow's tf.keras.optimizers.Ftrl with l2_shrinkage 0), per element, with
+// p = -learning_rate_power >= 0 and n (accum), z (linear):
+//   n' = n + g^2;  z += g - (n'^p - n^p) / lr * w;  n = n'
+//   w  = |z| > l1 ? (sign(z) * l1 - z) / (n'^p / lr + 2 * l2) : 0
+struct FtrlUpdateArgs {
+  Tensor param;   // [n] updated in place
+  Tensor grad;    // [n]
+  Tensor accum;   // [n] updated in place (n, starts at initial_accumulator_value > 0)
+  Tensor linear;  // [n] updated in place (z)
+  double lr = 0.05, lr_power = -0.5, l1 = 0, l2 = 0;
+  Device device() const { return param.device(); }
+  DType dtype() const { return param.dtype(); }
+};
+
+// Gradient clipping by the global L2 norm, on the device (train/optim.h clip_grad_norm):
+// grad_sq_sum adds sum(x^2) of one tensor into a device accumulator, in double;
+// grad_clip_scale multiplies x in place by coef = max_norm / (norm + 1e-6) when coef < 1 (coef
+// computed per thread from the device scalar `norm`; rounded to x's dtype before the multiply,
+// exactly as x * full({}, coef, dtype)).
+struct GradSqSumArgs {
+  Tensor x;    // [n] any float dtype, contiguous
+  Tensor acc;  // [1] f64 on x's device: acc[0] += sum over x of double(x)^2
+  Device device() const { return x.device(); }
+  DType dtype() const { return x.dtype(); }
+};
+struct GradClipScaleArgs {
+  Tensor x;     // [n] any float dtype, contiguous, scaled in place
+  Tensor norm;  // [1] or [] f64 on x's device: the global norm
+  double max_norm = 1;
+  Device device() const { return x.device(); }
+  DType dtype() const { return x.dtype(); }
+};
+
 // Bytes: param and grad read, param written, each state tensor read and written.
 inline Cost optim_cost(const Tensor& param, int states, double flops_per_elem) {
   const double n = double(param.numel());
@@ -70,6 +105,15 @@ inline Cost sgd_update_cost(const SgdUpdateArgs& a) {
 }
 inline Cost adam_update_cost(const AdamUpdateArgs& a) { return optim_cost(a.param, 2, 14); }
 inline Cost adagrad_update_cost(const AdagradUpdateArgs& a) { return optim_cost(a.param, 1, 8); }
+inline Cost ftrl_update_cost(const FtrlUpdateArgs& a) { return optim_cost(a.param, 2, 16); }
+inline Cost grad_sq_sum_cost(const GradSqSumArgs& a) {
+  const double n = double(a.x.numel()), e = double(dtype_size(a.x.dtype()));
+  return Cost{2 * n, n * e, 8};
+}
+inline Cost grad_clip_scale_cost(const GradClipScaleArgs& a) {
+  const double n = double(a.x.numel()), e = double(dtype_size(a.x.dtype()));
+  return Cost{n, n * e + 8, n * e};
+}
 inline Cost amp_unscale_cost(const AmpUnscaleArgs& a) {
   const double n = double(a.grad.numel()), e = double(dtype_size(a.grad.dtype()));
   return Cost{2 * n, n * e, n * e};
@@ -79,17 +123,40 @@ void sgd_update(const SgdUpdateArgs& a);
 void adam_update(const AdamUpdateArgs& a);
 void adagrad_update(const AdagradUpdateArgs& a);
 void amp_unscale(const AmpUnscaleArgs& a);
+void ftrl_update(const FtrlUpdateArgs& a);
+void grad_sq_sum(const GradSqSumArgs& a);
+void grad_clip_scale(const GradClipScaleArgs& a);
 
 // Argument checks shared by every variant ("" when fine, else the reason, prefixed by the op).
 std::string check_sgd_update(const SgdUpdateArgs& a);
 std::string check_adam_update(const AdamUpdateArgs& a);
 std::string check_adagrad_update(const AdagradUpdateArgs& a);
 std::string check_amp_unscale(const AmpUnscaleArgs& a);
+std::string check_ftrl_update(const FtrlUpdateArgs& a);
+std::string check_grad_sq_sum(const GradSqSumArgs& a);
+std::string check_grad_clip_scale(const GradClipScaleArgs& a);
 
 // Host-side scalars of one Adam step (in double), shared by every variant.
 struct AdamScalars {
   double step_size, bc2_sqrt, decay;  // param -= step_size * m / (sqrt(v) / bc2_sqrt + eps)
 };
 AdamScalars adam_scalars(const AdamUpdateArgs& a);
+
+// One FTRL element in double, every variant (the same numbers as the host loop it replaced).
+// mp = -lr_power. Updates w, n, z. Host and device code (__host__ __device__ under nvcc).
+#if defined(__CUDACC__)
+#define AIM_OPTIM_HD __host__ __device__
+#else
+#define AIM_OPTIM_HD
+#endif
+AIM_OPTIM_HD inline void ftrl_element(double& w, double g, double& n, double& z, double lr,
+                                      double mp, double l1, double l2) {
+  const double n1 = n + g * g;
+  const double s1 = pow(n1, mp), s0 = pow(n, mp);
+  z += g - (s1 - s0) / lr * w;
+  const double quad = s1 / lr + 2 * l2;
+  w = fabs(z) > l1 ? ((z > 0 ? l1 : -l1) - z) / quad : 0.0;
+  n = n1;
+}
 
 }  // namespace aim::kernels

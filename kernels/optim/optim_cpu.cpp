@@ -184,6 +184,59 @@ void adagrad_cpu_omp(const AdagradUpdateArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { adagrad_loop<AccT<P>, P, StateT<P>, true>(a); });
 }
 
+// FTRL: one loop in double for every dtype (cpu.ref is also the CPU default: the host loop it
+// replaced read every value as double too).
+template <class P, class S>
+void ftrl_loop(const FtrlUpdateArgs& a) {
+  P* p = static_cast<P*>(a.param.raw_data());
+  const P* g = static_cast<const P*>(a.grad.raw_data());
+  S* n = static_cast<S*>(a.accum.raw_data());
+  S* z = static_cast<S*>(a.linear.raw_data());
+  const int64_t N = a.param.numel();
+  const double mp = -a.lr_power;
+  for (int64_t i = 0; i < N; ++i) {
+    double w = load<double>(p[i]), ni = load<double>(n[i]), zi = load<double>(z[i]);
+    ftrl_element(w, load<double>(g[i]), ni, zi, a.lr, mp, a.l1, a.l2);
+    p[i] = store<P>(w);
+    n[i] = store<S>(ni);
+    z[i] = store<S>(zi);
+  }
+}
+
+void ftrl_cpu_ref(const FtrlUpdateArgs& a) {
+  if (auto why = check_ftrl_update(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { ftrl_loop<P, StateT<P>>(a); });
+}
+
+// Sum of squares in one double, element after element (the order of the host loop it replaced,
+// continuing from acc[0], so consecutive tensors sum exactly as one long loop).
+void grad_sq_sum_cpu_ref(const GradSqSumArgs& a) {
+  if (auto why = check_grad_sq_sum(a); !why.empty()) AIM_FAIL(why);
+  double* acc = static_cast<double*>(a.acc.raw_data());
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), P, {
+    const P* x = static_cast<const P*>(a.x.raw_data());
+    double s = acc[0];
+    for (int64_t i = 0; i < a.x.numel(); ++i) {
+      const double v = load<double>(x[i]);
+      s += v * v;
+    }
+    acc[0] = s;
+  });
+}
+
+// x * full({}, coef, dtype): coef rounded to x's dtype, the product in the compute type.
+void grad_clip_scale_cpu_ref(const GradClipScaleArgs& a) {
+  if (auto why = check_grad_clip_scale(a); !why.empty()) AIM_FAIL(why);
+  const double coef = a.max_norm / (static_cast<const double*>(a.norm.raw_data())[0] + 1e-6);
+  if (!(coef < 1.0)) return;
+  AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), P, {
+    using A = AccT<P>;
+    P* x = static_cast<P*>(a.x.raw_data());
+    const A c = load<A>(store<P>(coef));
+    for (int64_t i = 0; i < a.x.numel(); ++i) x[i] = store<P>(load<A>(x[i]) * c);
+  });
+}
+
 // ---- test cases -------------------------------------------------------------------------------
 // Shapes: {n, mode}. Param and grad random in [-1, 1); state random with the initial content the
 // in-place update reads (second moments and sums non-negative).
@@ -262,6 +315,42 @@ TestCase make_unscale_case(const TestShape& s, DType t, uint64_t seed) {
   return c;
 }
 
+// mode 0: power -0.5, no regularisation; 1: power -0.3, l1 0.01, l2 0.001; 2: power 0 (constant
+// rate), l1 0.5 (most weights land in the dead zone: exact zeros).
+TestCase make_ftrl_case(const TestShape& s, DType t, uint64_t seed) {
+  const int64_t n = s[0];
+  const int mode = int(s[1]);
+  TestCase c = base_case(n, t, seed);
+  c.add_out("accum", random_tensor({n}, optim_state_dtype(t), seed + 2, 0.1, 1.0));
+  c.add_out("linear", random_tensor({n}, optim_state_dtype(t), seed + 3, -1.0, 1.0));
+  c.params = {{"lr", 0.05},
+              {"lr_power", mode == 0   ? -0.5
+                           : mode == 1 ? -0.3
+                                       : 0.0},
+              {"l1", mode == 0   ? 0.0
+                     : mode == 1 ? 0.01
+                                 : 0.5},
+              {"l2", mode == 1 ? 0.001 : 0.0}};
+  return c;
+}
+
+// mode 0: acc starts at 0; 1: acc starts at 2.5 (accumulates).
+TestCase make_sq_sum_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_in("x", random_tensor({s[0]}, t, seed));
+  c.add_out("acc", Tensor::full({1}, s[1] == 0 ? 0.0 : 2.5, DType::f64));
+  return c;
+}
+
+// mode 0: norm 10, max_norm 1 (scaled by ~0.1); 1: norm 0.5, max_norm 1 (untouched).
+TestCase make_clip_case(const TestShape& s, DType t, uint64_t seed) {
+  TestCase c;
+  c.add_out("x", random_tensor({s[0]}, t, seed));
+  c.add_in("norm", Tensor::full({1}, s[1] == 0 ? 10.0 : 0.5, DType::f64));
+  c.params = {{"max_norm", 1.0}};
+  return c;
+}
+
 std::vector<TestShape> shapes(int modes) {
   std::vector<TestShape> r;
   for (int64_t n : {1, 31, 32, 33, 97, 100003})
@@ -284,6 +373,29 @@ std::string check_amp_unscale(const AmpUnscaleArgs& a) {
     return str("[amp_unscale] found_inf must be one ", dtype_name(ft), " element on ",
                a.grad.device().str());
   if (!(a.inv_scale > 0)) return str("[amp_unscale] inv_scale must be > 0, got ", a.inv_scale);
+  return "";
+}
+
+std::string check_ftrl_update(const FtrlUpdateArgs& a) {
+  if (!(a.lr > 0) || !(a.lr_power <= 0) || a.l1 < 0 || a.l2 < 0)
+    return str("[ftrl_update] needs lr > 0, lr_power <= 0, l1 >= 0, l2 >= 0, got lr ", a.lr,
+               ", lr_power ", a.lr_power, ", l1 ", a.l1, ", l2 ", a.l2);
+  return check_common("ftrl_update", a.param, a.grad, {{"accum", &a.accum}, {"linear", &a.linear}});
+}
+std::string check_grad_sq_sum(const GradSqSumArgs& a) {
+  if (!a.x.defined() || !is_floating(a.x.dtype()) || !a.x.is_contiguous())
+    return "[grad_sq_sum] x must be a contiguous float tensor";
+  if (!a.acc.defined() || a.acc.numel() != 1 || a.acc.dtype() != DType::f64 ||
+      a.acc.device() != a.x.device())
+    return str("[grad_sq_sum] acc must be one f64 element on ", a.x.device().str());
+  return "";
+}
+std::string check_grad_clip_scale(const GradClipScaleArgs& a) {
+  if (!a.x.defined() || !is_floating(a.x.dtype()) || !a.x.is_contiguous())
+    return "[grad_clip_scale] x must be a contiguous float tensor";
+  if (!a.norm.defined() || a.norm.numel() != 1 || a.norm.dtype() != DType::f64 ||
+      a.norm.device() != a.x.device())
+    return str("[grad_clip_scale] norm must be one f64 element on ", a.x.device().str());
   return "";
 }
 
@@ -317,6 +429,11 @@ void adam_update(const AdamUpdateArgs& a) { AIM_DISPATCH_OP(AdamUpdateArgs, "ada
 void amp_unscale(const AmpUnscaleArgs& a) { AIM_DISPATCH_OP(AmpUnscaleArgs, "amp_unscale", a); }
 void adagrad_update(const AdagradUpdateArgs& a) {
   AIM_DISPATCH_OP(AdagradUpdateArgs, "adagrad_update", a);
+}
+void ftrl_update(const FtrlUpdateArgs& a) { AIM_DISPATCH_OP(FtrlUpdateArgs, "ftrl_update", a); }
+void grad_sq_sum(const GradSqSumArgs& a) { AIM_DISPATCH_OP(GradSqSumArgs, "grad_sq_sum", a); }
+void grad_clip_scale(const GradClipScaleArgs& a) {
+  AIM_DISPATCH_OP(GradClipScaleArgs, "grad_clip_scale", a);
 }
 
 void register_optim_cpu(Registry& r) {
@@ -408,6 +525,60 @@ void register_optim_cpu(Registry& r) {
   ag.make_case = make_adagrad_case;
   ag.add_test_shapes(shapes(2));
   ag.small_enough_for_simt = simt_size;
+
+  auto& ft = r.op<FtrlUpdateArgs>("ftrl_update");
+  ft.description = "fused in-place FTRL-proximal step (l1, l2, learning_rate_power)";
+  ft.add({"cpu.ref", Backend::CPU, Provider::Own, ftrl_cpu_ref, float_dtypes()});
+  ft.set_default(Backend::CPU, "cpu.ref");
+  ft.set_cost(ftrl_update_cost);
+  ft.set_bind([](const TestCase& tc) {
+    FtrlUpdateArgs a;
+    a.param = tc.out("param");
+    a.grad = tc.in("grad");
+    a.accum = tc.out("accum");
+    a.linear = tc.out("linear");
+    a.lr = tc.param("lr");
+    a.lr_power = tc.param("lr_power");
+    a.l1 = tc.param("l1");
+    a.l2 = tc.param("l2");
+    return a;
+  });
+  ft.make_case = make_ftrl_case;
+  ft.add_test_shapes(shapes(3));
+  ft.small_enough_for_simt = simt_size;
+
+  auto& sq = r.op<GradSqSumArgs>("grad_sq_sum");
+  sq.description = "acc += sum(x^2) in double (global gradient norm, on the device)";
+  sq.add({"cpu.ref", Backend::CPU, Provider::Own, grad_sq_sum_cpu_ref, float_dtypes()});
+  sq.set_default(Backend::CPU, "cpu.ref");
+  sq.set_cost(grad_sq_sum_cost);
+  sq.set_bind([](const TestCase& tc) {
+    GradSqSumArgs a;
+    a.x = tc.in("x");
+    a.acc = tc.out("acc");
+    return a;
+  });
+  sq.make_case = make_sq_sum_case;
+  sq.ref_uses_case_dtype = true;  // acc stays f64
+  sq.add_test_shapes(shapes(2));
+  sq.small_enough_for_simt = simt_size;
+
+  auto& cl = r.op<GradClipScaleArgs>("grad_clip_scale");
+  cl.description = "x *= max_norm / (norm + 1e-6) when that is < 1 (norm a device scalar)";
+  cl.add({"cpu.ref", Backend::CPU, Provider::Own, grad_clip_scale_cpu_ref, float_dtypes()});
+  cl.set_default(Backend::CPU, "cpu.ref");
+  cl.set_cost(grad_clip_scale_cost);
+  cl.set_bind([](const TestCase& tc) {
+    GradClipScaleArgs a;
+    a.x = tc.out("x");
+    a.norm = tc.in("norm");
+    a.max_norm = tc.param("max_norm");
+    return a;
+  });
+  cl.make_case = make_clip_case;
+  cl.ref_uses_case_dtype = true;  // norm stays f64
+  cl.add_test_shapes(shapes(2));
+  cl.small_enough_for_simt = simt_size;
 }
 
 }  // namespace aim::kernels

@@ -5,6 +5,14 @@
 // rate) are computed on the host in double and passed by value.
 // Traffic per element: SGD 3P (+2S with momentum), Adam 3P + 4S, Adagrad 3P + 2S bytes ->
 // bandwidth bound (a few FLOPs per element). Limits: contiguous tensors (checked).
+// ftrl_update / cuda.fused: the same mapping; the element math is ftrl_element (optim.h) in
+// double, shared with cpu.ref (two pow per element: FP64-bound on consumer GPUs, still one
+// pass over 3P + 4S bytes; FTRL serves the small wide parts of the models).
+// grad_sq_sum / cuda.block_atomic: grid-stride, each thread sums squares in double, a block sum,
+// and one atomicAdd(double) per block into acc[0]: one pass over x; the order of the block
+// additions varies (last bits of the norm are not run-to-run identical).
+// grad_clip_scale / cuda.fused: grid-stride; each thread reads the device norm (one broadcast
+// 8-byte load), computes coef, and scales when coef < 1. No host read of the norm.
 #include "kernels/cuda_common.h"
 #include "kernels/optim/optim.h"
 
@@ -94,6 +102,79 @@ __global__ void unscale_kernel(P* g, StateOf<P>* found_inf, int64_t n, A s) {
   }
 }
 
+template <class P>
+__global__ void ftrl_kernel(P* p, const P* g, StateOf<P>* n, StateOf<P>* z, int64_t N, double lr,
+                            double mp, double l1, double l2) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    double w = to_acc<double>(p[i]), ni = double(n[i]), zi = double(z[i]);
+    ftrl_element(w, to_acc<double>(g[i]), ni, zi, lr, mp, l1, l2);
+    p[i] = from_acc<P>(w);
+    n[i] = StateOf<P>(ni);
+    z[i] = StateOf<P>(zi);
+  }
+}
+
+void ftrl_cuda(const FtrlUpdateArgs& a) {
+  if (auto why = check_ftrl_update(a); !why.empty()) AIM_FAIL(why);
+  const int64_t n = a.param.numel();
+  if (n == 0) return;
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()), ftrl_kernel<P>)
+    (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
+     static_cast<StateOf<P>*>(a.accum.raw_data()), static_cast<StateOf<P>*>(a.linear.raw_data()), n,
+     a.lr, -a.lr_power, a.l1, a.l2);
+  });
+  AIM_CHECK_LAUNCH();
+}
+
+template <class P>
+__global__ void sq_sum_kernel(const P* x, int64_t n, double* acc) {
+  __shared__ double scratch[kWarpSize];
+  double s = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const double v = to_acc<double>(x[i]);
+    s += v * v;
+  }
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) atomicAdd(acc, s);
+}
+
+void grad_sq_sum_cuda(const GradSqSumArgs& a) {
+  if (auto why = check_grad_sq_sum(a); !why.empty()) AIM_FAIL(why);
+  const int64_t n = a.x.numel();
+  if (n == 0) return;
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.x.dtype(), P, {
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.x.device()), sq_sum_kernel<P>)
+    (static_cast<const P*>(a.x.raw_data()), n, static_cast<double*>(a.acc.raw_data()));
+  });
+  AIM_CHECK_LAUNCH();
+}
+
+template <class P, class A>
+__global__ void clip_scale_kernel(P* x, int64_t n, const double* norm, double max_norm) {
+  const double coef = max_norm / (norm[0] + 1e-6);
+  if (!(coef < 1.0)) return;
+  const A c = to_acc<A>(from_acc<P>(coef));  // as x * full({}, coef, dtype)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = from_acc<P>(to_acc<A>(x[i]) * c);
+}
+
+void grad_clip_scale_cuda(const GradClipScaleArgs& a) {
+  if (auto why = check_grad_clip_scale(a); !why.empty()) AIM_FAIL(why);
+  const int64_t n = a.x.numel();
+  if (n == 0) return;
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.x.dtype(), P, {
+    using A = typename Acc<P>::type;
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.x.device()),
+               clip_scale_kernel<P, A>)
+    (static_cast<P*>(a.x.raw_data()), n, static_cast<const double*>(a.norm.raw_data()), a.max_norm);
+  });
+  AIM_CHECK_LAUNCH();
+}
+
 void unscale_cuda(const AmpUnscaleArgs& a) {
   if (auto why = check_amp_unscale(a); !why.empty()) AIM_FAIL(why);
   const int64_t n = a.grad.numel();
@@ -180,6 +261,18 @@ void register_optim_cuda(Registry& r) {
   un.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, unscale_cuda, float_dtypes(),
           check_amp_unscale});
   un.set_default(AIM_CUDA_BACKEND, "cuda.fused");
+  auto& ft = r.op<FtrlUpdateArgs>("ftrl_update");
+  ft.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, ftrl_cuda, float_dtypes(),
+          check_ftrl_update});
+  ft.set_default(AIM_CUDA_BACKEND, "cuda.fused");
+  auto& sq = r.op<GradSqSumArgs>("grad_sq_sum");
+  sq.add({"cuda.block_atomic", AIM_CUDA_BACKEND, Provider::Own, grad_sq_sum_cuda, float_dtypes(),
+          check_grad_sq_sum});
+  sq.set_default(AIM_CUDA_BACKEND, "cuda.block_atomic");
+  auto& cl = r.op<GradClipScaleArgs>("grad_clip_scale");
+  cl.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, grad_clip_scale_cuda, float_dtypes(),
+          check_grad_clip_scale});
+  cl.set_default(AIM_CUDA_BACKEND, "cuda.fused");
 }
 
 }  // namespace aim::kernels::AIM_CUDA_NS

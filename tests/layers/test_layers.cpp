@@ -291,6 +291,47 @@ TEST(LayersBatchNorm, TrainEvalAndRunningStats) {
   EXPECT_EQ(entry(bn.state_dict(), "num_batches_tracked").item(), 2.0);
 }
 
+// momentum unset: the cumulative average (factor 1 / num_batches_tracked), computed without a
+// host read of the count (the blend runs on the count's device). BatchNorm1d and BatchNorm2d;
+// the count after a state-dict write is honoured (it is read on the device, not shadowed).
+TEST(LayersBatchNorm, CumulativeAverageWithoutMomentum) {
+  const std::vector<std::vector<double>> batches = {
+      {1, 2, 3, -4, 5, 6, 7, 0}, {0.5, 1, -1.5, 2, 2.5, 3, 4.5, -2}, {3, 1, 4, 1, 5, 9, 2, 6}};
+  BatchNorm1d bn1(2, 1e-5, std::nullopt);
+  BatchNorm2d bn2(2, 1e-5, std::nullopt);
+  bn1.to(DType::f64);
+  bn2.to(DType::f64);
+  std::vector<double> rm = {0, 0}, rv = {1, 1};
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const auto& xs = batches[k];
+    bn1.forward(Variable(vec(xs, {4, 2})));
+    // The same values as [N=4, C=2, 1, 1].
+    bn2.forward(Variable(vec(xs, {4, 2, 1, 1})));
+    const double f = 1.0 / double(k + 1);
+    for (int c = 0; c < 2; ++c) {
+      double m = 0, v = 0;
+      for (int n = 0; n < 4; ++n) m += xs[size_t(n * 2 + c)] / 4;
+      for (int n = 0; n < 4; ++n) v += (xs[size_t(n * 2 + c)] - m) * (xs[size_t(n * 2 + c)] - m);
+      rm[size_t(c)] = (1 - f) * rm[size_t(c)] + f * m;
+      rv[size_t(c)] = (1 - f) * rv[size_t(c)] + f * v / 3;
+    }
+  }
+  for (Module* bn : std::vector<Module*>{&bn1, &bn2}) {
+    const StateDict sd = bn->state_dict();
+    expect_near(entry(sd, "running_mean").to_vector<double>(), rm, 1e-12);
+    expect_near(entry(sd, "running_var").to_vector<double>(), rv, 1e-12);
+    EXPECT_EQ(entry(sd, "num_batches_tracked").dtype(), DType::i64);
+    EXPECT_EQ(entry(sd, "num_batches_tracked").item(), 3.0);
+  }
+  // A count written through the state dict is the one the next step uses: 1 / (9 + 1).
+  entry(bn1.state_dict(), "num_batches_tracked").fill_(9);
+  const std::vector<double> xs = {1, 1, 3, 5, 1, 1, 3, 5};  // mean 2 and 3, unbiased var 4/3, 16/3
+  bn1.forward(Variable(vec(xs, {4, 2})));
+  const std::vector<double> want = {0.9 * rm[0] + 0.1 * 2, 0.9 * rm[1] + 0.1 * 3};
+  expect_near(entry(bn1.state_dict(), "running_mean").to_vector<double>(), want, 1e-12);
+  EXPECT_EQ(entry(bn1.state_dict(), "num_batches_tracked").item(), 10.0);
+}
+
 TEST(LayersBatchNorm, GradcheckTrainingThreeD) {
   BatchNorm1d bn(3);
   bn.to(DType::f64);
