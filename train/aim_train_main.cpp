@@ -463,6 +463,7 @@ int main(int argc, char** argv) {
       j["gflop_per_step"] = r.train_flops_per_step / 1e9;
       j["achieved_gflops"] = r.step_p50_ms > 0 ? r.train_flops_per_step / (r.step_p50_ms * 1e6) : 0;
       j["metrics"] = r.final_metrics;
+      j["first_loss"] = r.losses.empty() ? 0.0 : r.losses.front();
       j["final_loss"] = r.losses.empty() ? 0.0 : r.losses.back();
       nlohmann::json evals = nlohmann::json::array();
       for (const auto& [step, m] : r.evals) evals.push_back({{"step", step}, {"metrics", m}});

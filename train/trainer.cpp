@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/variable.h"
 #include "data/prefetch.h"
+#include "kernels/error_flag.h"
 #include "layers/batchnorm.h"
 #include "profiler/profiler.h"
 #include "profiler/roofline.h"
@@ -534,9 +536,6 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     if (comm) comm->all_reduce(t, dist::ReduceOp::Avg);
     return t;
   };
-  auto rank_mean = [&](const Tensor& scalar) {
-    return double(rank_mean_tensor(scalar).to(kCPU).to_vector<float>()[0]);
-  };
   double dist_comm_s = 0, dist_bwd_s = 0, dist_overlap_s = 0, dist_wait_s = 0, dist_sparse_s = 0;
   int64_t dist_steps = 0;
 
@@ -576,30 +575,52 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   double device_s = 0, loop_s = 0, flops = 0, interval_loss = 0, interval_s = 0;
   int64_t interval_n = 0, data_position = start_position;
   std::string last_metrics;
-  // On a GPU the losses stay on the device, in `loss_buf`, and are read once per log interval:
-  // that read is the step's only host synchronisation (a non-finite loss is found there, naming
-  // its step). On the CPU every step's loss is read at once.
-  const bool defer_loss = dev.is_cuda() && !opt.progress_bar;
-  Tensor loss_buf;
-  std::vector<std::pair<int64_t, bool>> loss_steps;  // (step, overflowed) of each buffered loss
+  // What the host reads of the training steps, in one buffer and one copy (on a GPU the step's
+  // only host synchronisation): the device error record (8 i64 words: a bad index or target
+  // flagged by a kernel, kernels/error_flag.h), the fp16 overflow flag, and the losses since the
+  // last read (f64). On a GPU the losses are read once per log interval (a non-finite loss or a
+  // flagged error is reported then, naming its step); with fp16 every step, since the overflow
+  // decides whether the optimizer steps. On the CPU every step (errors throw in the op there).
+  const bool defer_loss = dev.is_cuda() && !opt.progress_bar && !scaler;
+  const bool read_errors = dev.is_cuda();
+  constexpr int64_t kFlagSlot = kernels::kDeviceErrorWords, kLossSlot = kFlagSlot + 1;
+  const int64_t loss_cap = defer_loss ? log_every : 1;
+  Tensor readback_words, readback_losses, readback_flag;  // one storage: [8 i64 | flag | losses]
+  {
+    Tensor all = Tensor::zeros({kLossSlot + loss_cap}, DType::f64, dev);
+    readback_words = Tensor::from_storage(all.storage(), 0, {kFlagSlot}, {1}, DType::i64);
+    readback_flag = all.slice(0, kFlagSlot, kLossSlot);
+    readback_losses = all.slice(0, kLossSlot, kLossSlot + loss_cap);
+  }
+  std::vector<int64_t> loss_steps;  // the step of each buffered loss
   // Host synchronisations and device-to-host bytes inside the steps (evaluations and
   // checkpoints between steps excluded), over the steps after the first (it sets up).
   int64_t syncs_in_steps = 0, d2h_in_steps = 0, counted_steps = 0;
-  auto read_losses = [&] {
-    if (loss_steps.empty()) return;
-    const std::vector<float> v =
-        loss_buf.slice(0, 0, int64_t(loss_steps.size())).to(kCPU).to_vector<float>();
+  // Reads the buffer; returns the flag (fp16: > 0 when a gradient overflowed on some rank).
+  auto read_back = [&](bool overflow_known, bool overflowed_now) {
+    if (loss_steps.empty()) return 0.0;
+    if (read_errors) readback_words.copy_(kernels::device_error_words(dev));
+    const Tensor all = Tensor::from_storage(
+        readback_words.storage(), 0, {kLossSlot + int64_t(loss_steps.size())}, {1}, DType::i64);
+    const std::vector<int64_t> w = all.to(kCPU).to_vector<int64_t>();  // syncs
+    if (read_errors) kernels::throw_device_error(w.data(), dev);
+    auto as_f64 = [&](int64_t i) {
+      double v;
+      std::memcpy(&v, &w[size_t(i)], sizeof v);
+      return v;
+    };
+    const double flag = as_f64(kFlagSlot);
+    const bool overflowed = overflow_known ? overflowed_now : flag > 0;
     for (size_t i = 0; i < loss_steps.size(); ++i) {
-      const double l = v[i];
-      const auto [at, overflowed] = loss_steps[i];
+      const double l = as_f64(kLossSlot + int64_t(i));
+      const int64_t at = loss_steps[i];
       if (!std::isfinite(l) && !overflowed) {  // fp16: an overflowed loss is a skipped step
         const std::string where = first_non_finite(*model);
         AIM_FAIL("train: loss is ", l, " at step ", at, " (", entry.name, ", lr ", optim->lr(),
                  ", optimizer ", opt.optim.name, ")",
-                 at == step ? std::string()
-                            : str(" (read at step ", step,
-                                  ": losses are read once per log "
-                                  "interval on a GPU)"),
+                 at == step + 1 ? std::string()
+                                : str(" (read at step ", step + 1,
+                                      ": losses are read once per log interval on a GPU)"),
                  where.empty() ? std::string("; every parameter and gradient is finite")
                                : "; first non-finite tensor: " + where,
                  "; stopping");
@@ -608,6 +629,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       interval_loss += l;
     }
     loss_steps.clear();
+    return flag;
   };
 
   // Profiled steps: [prof_a, prof_b] (1-based); the first step is skipped by default (warm-up:
@@ -686,16 +708,31 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     if (std::find(opt.inject_overflow_at.begin(), opt.inject_overflow_at.end(), step + 1) !=
         opt.inject_overflow_at.end())
       inject_inf(optim->parameters());
+    // The loss of the step: under ranks their mean, the loss of the whole N B batch (this also
+    // makes a NaN on one rank stop every rank with the same message).
+    {
+      const Tensor l1 = rank_mean_tensor(loss.data());
+      const int64_t at = int64_t(loss_steps.size());
+      readback_losses.slice(0, at, at + 1).copy_(l1);
+      loss_steps.push_back(step + 1);
+    }
+    bool read_this_step = false;
     if (scaler) {
       phase.emplace("opt", profiler::ScopeKind::Phase);
-      // Unscaled after the reducer's finish(); the skip decision is the same on every rank.
-      overflow = scaler->unscale(optim->parameters());
-      if (comm)
-        overflow =
-            rank_mean(
-                Tensor::from_vector<float>({overflow ? 1.0f : 0.0f}, {1}).to(comm->device())) > 0;
+      // Unscaled after the reducer's finish(); the skip decision is the same on every rank: the
+      // flags' mean over the ranks, read with the loss in the step's one host read.
+      Tensor flag = scaler->unscale_flag(optim->parameters());
+      if (comm) comm->all_reduce(flag, dist::ReduceOp::Avg);
+      readback_flag.copy_(flag);
+      overflow = read_back(false, false) > 0;
+      read_this_step = true;
     }
-    if (opt.clip_norm > 0 && !overflow) clip_grad_norm(optim->parameters(), opt.clip_norm);
+    if (opt.clip_norm > 0 && !overflow) {
+      if (dev.is_cuda())
+        clip_grad_norm_device(optim->parameters(), opt.clip_norm);  // no host read
+      else
+        clip_grad_norm(optim->parameters(), opt.clip_norm);
+    }
     phase.emplace("opt", profiler::ScopeKind::Phase);
     if (!overflow) optim->step();
     if (scaler) {
@@ -704,19 +741,8 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
         log << "step " << step + 1 << ": gradient overflow (Inf/NaN), step skipped; loss scale -> "
             << scaler->scale() << "\n";
     }
-    // The loss of the step: under ranks their mean, the loss of the whole N B batch (this also
-    // makes a NaN on one rank stop every rank with the same message).
-    {
-      const Tensor l1 = rank_mean_tensor(loss.data());
-      const int64_t cap = defer_loss ? log_every : 1;
-      if (!loss_buf.defined() || loss_buf.size(0) < cap)
-        loss_buf = Tensor::empty({cap}, DType::f32, l1.device());
-      const int64_t at = int64_t(loss_steps.size());
-      loss_buf.slice(0, at, at + 1).copy_(l1);
-      loss_steps.emplace_back(step + 1, overflow);
-    }
     const bool log_point = (step + 1) % log_every == 0 || step + 1 == r.total_steps;
-    if (!defer_loss || log_point) read_losses();  // syncs
+    if (!read_this_step && (!defer_loss || log_point)) read_back(true, overflow);  // syncs
     phase.reset();
     const double dt = seconds_since(t0);
     loop_s += seconds_since(t_fetch);
@@ -774,7 +800,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       if (comm) comm->barrier();  // the checkpoint is complete when any rank goes on
     }
   }
-  read_losses();
+  read_back(true, false);
   progress.finish();
   if (counted_steps > 0) {
     r.host_syncs_per_step = double(syncs_in_steps) / double(counted_steps);
