@@ -61,10 +61,11 @@ void run_cuda_graph(models::Model& model, const TensorMap& host, Device dev,
   TensorMap in, out;
   std::vector<double> eager;
   try {
-    in = to_device(host, dev);
+    in = models::batch_to_device(model, host, dev);
     for (int i = 0; i < 3 + int(opt.iters); ++i) {  // warm the stream's block cache, then time
       const auto t0 = Clock::now();
-      for (auto& [k, t] : in) t.copy_(host.at(k));
+      for (auto& [k, t] : in)  // the host metadata (batch_to_device) stays as it is
+        if (auto h = host.find(k); h != host.end()) t.copy_(h->second);
       out = in_precision([&] { return model.infer(in); });
       synchronize_stream(d, gs);
       if (i >= 3) eager.push_back(ms_since(t0));
@@ -86,7 +87,8 @@ void run_cuda_graph(models::Model& model, const TensorMap& host, Device dev,
     std::vector<double> replay;
     for (int64_t i = 0; i < opt.iters; ++i) {
       const auto t0 = Clock::now();
-      for (auto& [k, t] : in) t.copy_(host.at(k));
+      for (auto& [k, t] : in)  // the host metadata (batch_to_device) stays as it is
+        if (auto h = host.find(k); h != host.end()) t.copy_(h->second);
       launch_graph(graph, gs);
       synchronize_stream(d, gs);
       replay.push_back(ms_since(t0));
@@ -199,7 +201,8 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     } else {
       std::vector<TensorMap> calib;
       for (int64_t i = 0; i < opt.calib_batches; ++i)
-        calib.push_back(to_device(inputs_only(*model, src->next(r.batch)), dev));
+        calib.push_back(
+            models::batch_to_device(*model, inputs_only(*model, src->next(r.batch)), dev));
       qm = calibrate(*model, calib, opt.calib);
     }
     r.int8_layers = int64_t(qm.layers.size());
@@ -227,7 +230,7 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     const size_t n = std::min<size_t>(batches.size(), 4);
     std::map<std::string, std::pair<std::vector<Tensor>, std::vector<Tensor>>> outs, ints;
     for (size_t i = 0; i < n; ++i) {
-      const TensorMap in = to_device(batches[i], dev);
+      const TensorMap in = models::batch_to_device(*model, batches[i], dev);
       for (const auto& [k, t] : model->infer(in))
         (is_floating(t.dtype()) ? outs : ints)[k].first.push_back(t.to(kCPU));
       for (const auto& [k, t] : in_precision([&] { return model->infer(in); }))
@@ -284,8 +287,8 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   }
 
   if (!opt.dump_outputs.empty()) {  // one untimed run on the first batch
-    const TensorMap out =
-        in_precision([&] { return model->infer(to_device(batches.front(), dev)); });
+    const TensorMap out = in_precision(
+        [&] { return model->infer(models::batch_to_device(*model, batches.front(), dev)); });
     std::vector<std::pair<std::string, Tensor>> dump;
     for (const auto& [k, t] : out) dump.emplace_back(k, t.to(kCPU));
     if (opt.inputs.empty())  // so a peer can rerun exactly this batch
@@ -311,7 +314,7 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
       step_scope.emplace("step/" + std::to_string(i - opt.warmup + 1), profiler::ScopeKind::Step);
     const TensorMap& host = batches[size_t(i) % batches.size()];
     const auto t0 = Clock::now();
-    const TensorMap in = to_device(host, dev);
+    const TensorMap in = models::batch_to_device(*model, host, dev);
     synchronize(dev);
     const auto t1 = Clock::now();
     std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);

@@ -208,6 +208,12 @@ std::vector<TensorSpec> Crnn::output_specs() const {
           {"decoded_length", DType::i64, {"B"}, "characters decoded"}};
 }
 
+TensorMap Crnn::host_metadata(const TensorMap& host_batch) const {
+  auto it = host_batch.find("label_length");
+  if (it == host_batch.end() || !it->second.defined()) return {};
+  return {{"label_length", it->second}};
+}
+
 TensorMap Crnn::infer(const TensorMap& batch) {
   check_batch(input_specs(), batch, "crnn inputs");
   const Tensor logits = forward(Variable(batch.at("input"))).data();

@@ -85,6 +85,8 @@ class Crnn : public Model {
   std::vector<TensorSpec> output_specs() const override;
   std::vector<Fp32Params> amp_fp32_params() const override;
   TensorMap infer(const TensorMap& batch) override;
+  // "label_length" stays on the host: CTC plans its work from the lengths there.
+  TensorMap host_metadata(const TensorMap& host_batch) const override;
   Variable training_loss(const TensorMap& batch) override;
   // infer()'s FLOPs (network and decoder) in eval mode; in training mode the network (with
   // dropout), log_softmax, the CTC forward and the batch mean (training_loss()).

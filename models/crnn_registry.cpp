@@ -63,7 +63,7 @@ Metrics crnn_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device 
   constexpr int64_t kChunk = 256;
   for (int64_t s = 0; s < n; s += kChunk) {
     const TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
-    const TensorMap out = m.infer(to_device(b, dev));
+    const TensorMap out = m.infer(batch_to_device(m, b, dev));
     for (auto& r : rows(b.at("label"), b.at("label_length"))) labels.push_back(std::move(r));
     for (auto& r : rows(out.at("decoded"), out.at("decoded_length"))) preds.push_back(std::move(r));
   }

@@ -144,7 +144,12 @@ Dien::Out Dien::forward(const TensorMap& b) {
   const Tensor& mask = get(b, "mask");
   const int64_t B = mask.size(0), T = mask.size(1), H = cfg_.hidden;
   AIM_CHECK(B > 0 && T > 0, "Dien::forward: empty batch or history");
-  const Tensor lengths = lengths_from_mask(mask);
+  // The GRU/AUGRU loops need the lengths on the host: host_metadata's, else read from the mask
+  // (a device-to-host read when the batch did not come through batch_to_device).
+  auto hl = b.find("hist_len");
+  const Tensor lengths = hl != b.end() && hl->second.device().is_cpu() && hl->second.size(0) == B
+                             ? hl->second
+                             : lengths_from_mask(mask);
   using profiler::Scope;
   using profiler::ScopeKind;
   std::optional<Scope> scope(std::in_place, "emb", ScopeKind::Layer);
@@ -202,16 +207,20 @@ Variable Dien::ctr_loss(const Variable& logits, const Tensor& labels) {
   const int64_t B = logits.size(0);
   AIM_CHECK(labels.numel() == B, "Dien::ctr_loss: label has ", labels.numel(),
             " elements, expected B = ", B);
-  const Tensor y = labels.to(kCPU).to(DType::i64).contiguous();
-  std::vector<float> t(size_t(2 * B));
-  const std::vector<int64_t> yv = y.to_vector<int64_t>();
-  for (int64_t i = 0; i < B; ++i) {
-    AIM_CHECK(yv[size_t(i)] == 0 || yv[size_t(i)] == 1, "Dien::ctr_loss: label[", i, "] is ",
-              yv[size_t(i)], ", expected 0 or 1");
-    t[size_t(2 * i)] = float(yv[size_t(i)]);
-    t[size_t(2 * i + 1)] = 1.0f - float(yv[size_t(i)]);
+  // The reference's one-hot target [y, 1 - y], made where the labels are. The 0/1 check runs on
+  // the host: here for host labels, in host_metadata() for a batch moved by batch_to_device.
+  Tensor y;
+  if (labels.device().is_cpu()) {
+    const std::vector<int64_t> yv = labels.to(DType::i64).contiguous().to_vector<int64_t>();
+    for (int64_t i = 0; i < B; ++i)
+      AIM_CHECK(yv[size_t(i)] == 0 || yv[size_t(i)] == 1, "Dien::ctr_loss: label[", i, "] is ",
+                yv[size_t(i)], ", expected 0 or 1");
+    y = labels.to(logits.dtype()).to(logits.device());
+  } else {
+    y = labels.to(logits.dtype());
   }
-  const Variable target(Tensor::from_vector(t, {B, 2}).to(logits.dtype()).to(logits.device()));
+  const Variable yc = ag::unsqueeze(Variable(y.contiguous().view({B})), 1);  // [B, 1]
+  const Variable target(ag::concat({yc, ag::add(ag::neg(yc), 1.0)}, 1).data());
   const Variable lp = ag::log(ag::add(ag::softmax(logits, 1), kProbEps));
   return ag::neg(ag::mean(ag::mul(lp, target)));
 }
@@ -236,6 +245,18 @@ std::vector<TensorSpec> Dien::label_specs() const {
 std::vector<TensorSpec> Dien::output_specs() const {
   return {{"logits", DType::f32, {"B", "2"}, "2-way softmax logits, column 0 = click"},
           {"output", DType::f32, {"B"}, "click probability = softmax(logits)[:, 0]"}};
+}
+
+TensorMap Dien::host_metadata(const TensorMap& host_batch) const {
+  auto it = host_batch.find("mask");
+  if (it == host_batch.end() || !it->second.defined()) return {};
+  if (auto l = host_batch.find("label"); l != host_batch.end() && l->second.defined()) {
+    const std::vector<int64_t> yv = l->second.to(DType::i64).contiguous().to_vector<int64_t>();
+    for (size_t i = 0; i < yv.size(); ++i)
+      AIM_CHECK(yv[i] == 0 || yv[i] == 1, "Dien::ctr_loss: label[", i, "] is ", yv[i],
+                ", expected 0 or 1");
+  }
+  return {{"hist_len", lengths_from_mask(it->second)}};  // checked here, on the host
 }
 
 TensorMap Dien::infer(const TensorMap& batch) {

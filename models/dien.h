@@ -119,6 +119,8 @@ class Dien : public Model {
   std::vector<TensorSpec> output_specs() const override;
   std::vector<Fp32Params> amp_fp32_params() const override;
   TensorMap infer(const TensorMap& batch) override;
+  // "hist_len" [B] i64: the history lengths from the mask, for the GRU/AUGRU loops.
+  TensorMap host_metadata(const TensorMap& host_batch) const override;
   Variable training_loss(const TensorMap& batch) override;
   // infer()'s FLOPs; in training mode also the auxiliary net of training_loss().
   double forward_flops(const TensorMap& batch) const override;

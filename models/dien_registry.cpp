@@ -56,7 +56,7 @@ Metrics dien_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device 
   for (int64_t s = 0; s < n; s += kChunk) {
     TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
     const std::vector<float> lg =
-        m.infer(to_device(b, dev)).at("logits").to(kCPU).contiguous().to_vector<float>();
+        m.infer(batch_to_device(m, b, dev)).at("logits").to(kCPU).contiguous().to_vector<float>();
     const std::vector<int64_t> lb = b.at("label").to_vector<int64_t>();
     const std::vector<int64_t> u = b.at("uid").to_vector<int64_t>();
     for (size_t i = 0; i < lb.size(); ++i) {

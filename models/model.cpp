@@ -63,4 +63,10 @@ void Model::check_batch(const std::vector<TensorSpec>& specs, const TensorMap& b
   }
 }
 
+TensorMap batch_to_device(const Model& m, const TensorMap& host_batch, Device d) {
+  TensorMap r = to_device(host_batch, d);
+  for (auto& [k, t] : m.host_metadata(host_batch)) r[k] = t.to(kCPU);
+  return r;
+}
+
 }  // namespace aim::models

@@ -44,6 +44,14 @@ class Model : public layers::Module {
   // FLOPs of a training step (forward + backward) over this batch; the usual 3x forward unless a
   // model knows better.
   virtual double train_flops(const TensorMap& batch) const { return 3 * forward_flops(batch); }
+  // Tensors the model reads on the host as shape metadata (sequence lengths), computed from the
+  // host batch before it moves to the device (batch_to_device): they stay on the CPU, so a step
+  // on a GPU reads nothing back for them (PyTorch's CTC loss and pack_padded_sequence take
+  // lengths on the CPU for the same reason). Default: none.
+  virtual TensorMap host_metadata(const TensorMap& host_batch) const {
+    (void)host_batch;
+    return {};
+  }
 
   // Mixed precision (autograd/amp.h, --precision fp16|bf16): the parameters that stay f32 even in
   // the low-precision ops (matmul, linear, conv, rnn), as regular expressions over parameter
@@ -60,5 +68,9 @@ class Model : public layers::Module {
   static void check_batch(const std::vector<TensorSpec>& specs, const TensorMap& batch,
                           const std::string& where);
 };
+
+// The batch on `d` for model `m`: every tensor moved there (shared when already there), plus the
+// model's host_metadata() computed from the host batch and kept on the CPU.
+TensorMap batch_to_device(const Model& m, const TensorMap& host_batch, Device d);
 
 }  // namespace aim::models

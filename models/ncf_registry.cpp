@@ -56,7 +56,7 @@ Metrics ncf_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device d
   for (int64_t s = 0; s < n; s += kChunk) {
     TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
     const std::vector<float> lg =
-        m.infer(to_device(b, dev)).at("logits").to(kCPU).contiguous().to_vector<float>();
+        m.infer(batch_to_device(m, b, dev)).at("logits").to(kCPU).contiguous().to_vector<float>();
     const std::vector<int64_t> lb = b.at("label").to_vector<int64_t>();
     scores.insert(scores.end(), lg.begin(), lg.end());
     labels.insert(labels.end(), lb.begin(), lb.end());

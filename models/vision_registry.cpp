@@ -95,7 +95,8 @@ Metrics image_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device
   constexpr int64_t kChunk = 64;
   for (int64_t s = 0; s < n; s += kChunk) {
     TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
-    const Tensor lg = m.infer(to_device(b, dev)).at("logits").to(kCPU).to(DType::f32).contiguous();
+    const Tensor lg =
+        m.infer(batch_to_device(m, b, dev)).at("logits").to(kCPU).to(DType::f32).contiguous();
     const std::vector<float> v = lg.to_vector<float>();
     const std::vector<int64_t> lb = b.at("label").to_vector<int64_t>();
     const int64_t k = lg.size(1);

@@ -41,7 +41,7 @@ Metrics wide_deep_evaluate(Model& m, const data::BatchSource& src, int64_t n, De
   for (int64_t s = 0; s < n; s += kChunk) {
     TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
     const std::vector<float> lg =
-        m.infer(to_device(b, dev)).at("logits").to(kCPU).contiguous().to_vector<float>();
+        m.infer(batch_to_device(m, b, dev)).at("logits").to(kCPU).contiguous().to_vector<float>();
     const std::vector<int64_t> lb = b.at("label").to_vector<int64_t>();
     for (size_t i = 0; i < lg.size(); ++i) correct += (lg[i] > 0) == (lb[i] == 1);
     scores.insert(scores.end(), lg.begin(), lg.end());

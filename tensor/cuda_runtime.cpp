@@ -264,6 +264,24 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
                                                  : cudaMemcpyDeviceToDevice;
   DeviceGuard g(d);
   const auto stream = static_cast<cudaStream_t>(current_stream(d.index));
+  if (kind == cudaMemcpyHostToDevice) {
+    // Inside a graph capture a copy from pageable memory is illegal: an op's host-made plan
+    // (lengths, offsets) is staged in pinned memory the process keeps, and every replay uploads
+    // those same bytes — a plan computed at capture is frozen into the graph, as in any CUDA
+    // graph. Outside a capture the pageable copy is staged by the driver.
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    AIM_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+    if (cs == cudaStreamCaptureStatusActive) {
+      void* pinned = nullptr;
+      AIM_CUDA_CHECK(cudaHostAlloc(&pinned, n, cudaHostAllocDefault));
+      std::memcpy(pinned, src, n);
+      static std::mutex mu;
+      static std::vector<void*>* kept = new std::vector<void*>();  // until the process ends
+      std::lock_guard<std::mutex> lock(mu);
+      kept->push_back(pinned);
+      src = pinned;
+    }
+  }
   AIM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, stream));
   if (kind == cudaMemcpyDeviceToHost) {
     SyncCounts& c = sync_counts(d.index);

@@ -7,7 +7,7 @@
 set -euo pipefail
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-AIM_EMU_SYNC_TRACE=1 "$@" 2>"$log" >/dev/null || { echo "the command failed:"; tail -5 "$log"; exit 1; }
+AIM_EMU_SYNC_TRACE=1 "$@" 2>"$log" >/dev/null || { echo "(the command failed: $(grep -v "^\[emulated cuda\] host sync" "$log" | tail -1))"; }
 grep '^\[emulated cuda\] host sync' "$log" | sort | uniq -c | sort -rn | while read -r count rest; do
   what=${rest%%|*}
   echo "== $count x ${what#\[emulated cuda\] host sync on }"

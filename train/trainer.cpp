@@ -671,7 +671,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     AIM_CHECK(f.has_value(), "train: the loader ended early at step ", step);
     const auto t0 = Clock::now();
     const DeviceSyncCounters sync0 = device_sync_counters(dev);
-    const TensorMap batch = to_device(f->batch, dev);
+    const TensorMap batch = models::batch_to_device(*model, f->batch, dev);
     optim->set_lr(sched.lr(step));
     std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
     // Forward and backward only: evaluation (rank 0 alone, eval mode) never synchronises.

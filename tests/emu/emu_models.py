@@ -43,15 +43,6 @@ SETTINGS = {
 CNN = dict(batch=2, eval=4)
 STEPS = 3
 
-# Not at the target yet (issue 18's closing note): the host reads that remain, held to their
-# current count so that they cannot grow, and the inference captures they make illegal (the
-# emulated runtime fails the capture; the test expects that failure until the read is gone).
-NOT_AT_TARGET = {
-    "dien": dict(syncs=3, why="the GRU/AUGRU sequence ops take the history lengths on the host "
-                              "(models/dien.cpp reads the mask)"),
-    "crnn": dict(syncs=2, why="CTC takes input/target lengths on the host "
-                              "(autograd/functions/ctc.cpp copies them to the CPU)"),
-}
 # Batch-statistics CNNs whose f32 gradients are ill-conditioned at these sizes (README: PyTorch's
 # own f32 and f64 gradients differ by up to 20% of a tensor's largest entry): their agreement with
 # the CPU is printed, not asserted. The well-conditioned models are held to it.
@@ -111,15 +102,12 @@ def check_model(model, tmp):
             rows.append((model, "train " + prec, "FAIL", "", dt))
             continue
         syncs = r.get("host_syncs_per_step")
-        bound = NOT_AT_TARGET.get(model, {}).get("syncs", SYNC_TARGET)
-        ok = syncs is not None and syncs <= bound
+        ok = syncs is not None and syncs <= SYNC_TARGET
         note = "syncs/step %s, d2h %s B/step" % (syncs, r.get("d2h_bytes_per_step"))
-        if bound > SYNC_TARGET:
-            note += " (NOT AT TARGET: %s)" % NOT_AT_TARGET[model]["why"]
         if not ok:
             failures.append("aim-train %s --device cuda (%s): %s host synchronisations per step "
-                            "(bound %g, target <= %g; tools/emu-sync-trace.sh shows where)" %
-                            (model, prec, syncs, bound, SYNC_TARGET))
+                            "(target <= %g; tools/emu-sync-trace.sh shows where)" %
+                            (model, prec, syncs, SYNC_TARGET))
         if prec == "fp32" and cpu is not None:
             a, b = r["first_loss"], cpu["first_loss"]
             close = abs(a - b) <= 1e-4 * max(1.0, abs(b))
@@ -137,20 +125,6 @@ def check_model(model, tmp):
     rows.append((model, "gradients vs cpu", "ok" if ok else "FAIL", note, 0.0))
     # Inference in every precision, and a captured step.
     for extra in ([], ["--fp16"], ["--bf16"], ["--int8"], ["--cuda-graph"]):
-        if extra == ["--cuda-graph"] and model in NOT_AT_TARGET:
-            n = len(failures)
-            p, dt = infer(model, extra)
-            del failures[n:]  # expected: the capture is illegal until the host read is gone
-            illegal = p.returncode != 0 and "during stream capture" in p.stderr
-            if not illegal:
-                failures.append("aim-infer %s --cuda-graph: expected the emulated runtime to fail "
-                                "the capture (%s), got exit %d%s" %
-                                (model, NOT_AT_TARGET[model]["why"], p.returncode,
-                                 " - if it is legal now, drop the model from NOT_AT_TARGET"
-                                 if p.returncode == 0 else ": " + p.stderr[-500:]))
-            rows.append((model, "infer --cuda-graph", "ok" if illegal else "FAIL",
-                         "capture illegal as expected (NOT AT TARGET)", dt))
-            continue
         p, dt = infer(model, extra)
         rows.append((model, "infer " + (" ".join(extra) or "fp32"),
                      "ok" if p.returncode == 0 else "FAIL", "", dt))

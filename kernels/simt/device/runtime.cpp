@@ -161,8 +161,13 @@ std::vector<PendingPtr> live_pending(CUstream_st* st) {
 
 // AIM_EMU_SYNC_TRACE=1 prints each host synchronisation with its call stack as
 // "binary+offset" (tools/emu-sync-trace.sh turns them into function names with addr2line).
+void trace_stack(int device, const std::string& what);
 void count_sync(int device, const std::string& what) {
   g().syncs[device].fetch_add(1, std::memory_order_relaxed);
+  trace_stack(device, what);
+}
+// Also each call that invalidates a capture ("... during capture").
+void trace_stack(int device, const std::string& what) {
   static const bool trace = [] {
     const char* e = std::getenv("AIM_EMU_SYNC_TRACE");
     return e && e[0] == '1';
@@ -321,9 +326,11 @@ namespace {
 size_t emulated_memory_bytes() { return size_t(80) << 30; }  // what cudaMemGetInfo reports
 
 cudaError_t host_sync(CUstream_st* st, int device, const std::string& what) {
-  if (invalidate_if_capturing(st, device, what))
+  if (invalidate_if_capturing(st, device, what)) {
+    trace_stack(device, what + " during capture");
     return fail(cudaErrorStreamCaptureUnsupported,
                 str(what, " during stream capture (a synchronising call is illegal there)"));
+  }
   // A wait counts when there is work to wait for: work submitted since the host last waited, or
   // a collective still pending (a second synchronise of an idle stream waits for nothing).
   std::vector<CUstream_st*> all;
