@@ -50,6 +50,13 @@ ILL_CONDITIONED = {"resnet152", "densenet121", "synnet", "crnn"}
 
 failures = []
 rows = []
+used = {}  # "op/variant" -> calls, over every run on the emulated device (coverage line)
+
+
+def note_variants(res_path):
+    if os.path.exists(res_path):
+        for k, n in last_result(res_path).get("variants_used", {}).items():
+            used[k] = used.get(k, 0) + n
 
 
 def models():
@@ -79,18 +86,23 @@ def train(model, device, extra, tmp, tag):
            "--batch-size", str(s["batch"]), "--eval-samples", str(s["eval"]), "--eval-every", "0",
            "--progress", "lines", "--results", res] + extra
     p, dt = run(cmd, "aim-train %s --device %s %s" % (model, device, " ".join(extra)))
+    if device == "cuda":
+        note_variants(res)
     return (last_result(res) if p.returncode == 0 and os.path.exists(res) else None), dt
 
 
-def infer(model, extra):
+def infer(model, extra, tmp):
     s = SETTINGS.get(model, CNN)
+    res = os.path.join(tmp, "%s-infer%s.jsonl" % (model, "".join(extra)))
     cmd = [INFER, model, "--device", "cuda", "--config", "size=tiny", "--batch-size",
-           str(s["batch"]), "--iters", "2", "--warmup", "1"] + extra
+           str(s["batch"]), "--iters", "2", "--warmup", "1", "--results", res] + extra
     if "--int8" in extra:
         cmd += ["--calib-batches", "1"]
     if any(x in extra for x in ("--int8", "--fp16", "--bf16")):
         cmd += ["--compare-samples", "0"]
-    return run(cmd, "aim-infer %s --device cuda %s" % (model, " ".join(extra)))
+    p = run(cmd, "aim-infer %s --device cuda %s" % (model, " ".join(extra)))
+    note_variants(res)
+    return p
 
 
 def check_model(model, tmp):
@@ -125,7 +137,7 @@ def check_model(model, tmp):
     rows.append((model, "gradients vs cpu", "ok" if ok else "FAIL", note, 0.0))
     # Inference in every precision, and a captured step.
     for extra in ([], ["--fp16"], ["--bf16"], ["--int8"], ["--cuda-graph"]):
-        p, dt = infer(model, extra)
+        p, dt = infer(model, extra, tmp)
         rows.append((model, "infer " + (" ".join(extra) or "fp32"),
                      "ok" if p.returncode == 0 else "FAIL", "", dt))
 
@@ -209,6 +221,28 @@ def check_data_parallel(tmp):
                      "weights vs %s: max diff %.3g (tol %g)" % (" ".join(cpu), worst, tol), dg))
 
 
+def coverage_line():
+    """The share of the own CUDA variants (the kernel test's coverage table) that the model runs
+    above executed on the emulated device, and the dispatched CUDA calls."""
+    kt = os.path.join(build, "tests", "aim_kernel_tests")
+    if not os.path.exists(kt):
+        return "CUDA path coverage: aim_kernel_tests not built"
+    out = subprocess.run([kt, "--gtest_filter=NoTest"], capture_output=True, text=True).stdout
+    own = set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[2] == "cuda" and f[3] == "own":
+            own.add(f[0] + "/" + f[1])
+    ran = {k for k in used if k in own}
+    cuda_calls = sum(n for k, n in used.items() if "/cuda." in k)
+    missing = sorted(own - ran)
+    return ("CUDA path under emulation: %d dispatched CUDA op calls in these runs, all on own "
+            "variants run by the emulator (no vendor library here); own CUDA variants exercised "
+            "by the models: %d of %d (%.0f%%); not exercised: %s" %
+            (cuda_calls, len(ran), len(own), 100.0 * len(ran) / max(len(own), 1),
+             ", ".join(missing) or "none"))
+
+
 def main():
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -218,6 +252,10 @@ def main():
     print("%-12s %-22s %-5s %7s  %s" % ("model", "run", "", "s", "note"))
     for m, what, status, note, dt in rows:
         print("%-12s %-22s %-5s %7.1f  %s" % (m, what, status, dt, note))
+    line = coverage_line()
+    print(line)
+    with open(os.path.join(build, "emu-coverage.txt"), "w") as f:
+        f.write(line + "\n")
     print("emu_models: %d runs, %d failures, %.0f s" % (len(rows), len(failures), time.time() - t0))
     for f in failures:
         print("FAIL: " + f)
