@@ -37,10 +37,50 @@
 #include "tensor/cuda_check.h"
 #define AIM_CUDA_NS cuda
 #define AIM_CUDA_BACKEND ::aim::kernels::Backend::CUDA
-#define AIM_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+// A launch through a launcher object: under AIM_SYNC=1 or AIM_DEBUG >= 1 it first checks that
+// every pointer argument is memory of the current device (cudaPointerGetAttributes), as the
+// emulated device always does; otherwise it is the plain <<<>>> launch.
+#define AIM_LAUNCH(grid, block, smem, stream, ...) \
+  ::aim::kernels::cuda::Launcher(grid, block, smem, stream, #__VA_ARGS__, __VA_ARGS__)
 #define AIM_DYNAMIC_SHARED(T, name)                                 \
   extern __shared__ __align__(16) unsigned char aim_dynamic_smem[]; \
   T* name = reinterpret_cast<T*>(aim_dynamic_smem)
+#include <tuple>
+#include <utility>
+namespace aim::kernels::cuda {
+bool launch_checks_on();  // AIM_SYNC=1 or AIM_DEBUG >= 1 (kernels/cuda_common.cu)
+// Throws when p (argument `arg` of `kernel`) is neither null nor memory of the current device.
+void check_launch_pointer(const void* p, const char* kernel, int arg);
+template <class... P>
+class Launcher {
+ public:
+  Launcher(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* name,
+           void (*kernel)(P...))
+      : grid_(grid), block_(block), smem_(smem), stream_(stream), name_(name), kernel_(kernel) {}
+  template <class... A>
+  void operator()(A&&... args) const {
+    static_assert(sizeof...(A) == sizeof...(P), "AIM_LAUNCH: wrong number of kernel arguments");
+    if (launch_checks_on()) check(std::index_sequence_for<P...>{}, args...);
+    kernel_<<<grid_, block_, smem_, stream_> > >(std::forward<A>(args)...);
+  }
+
+ private:
+  template <size_t... I, class... A>
+  void check(std::index_sequence<I...>, const A&... args) const {
+    (check_one<std::decay_t<P> >(args, int(I)), ...);
+  }
+  template <class T, class A>
+  void check_one(const A& a, int arg) const {
+    if constexpr (std::is_pointer_v<T>)
+      check_launch_pointer(static_cast<const void*>(T(a)), name_, arg);
+  }
+  dim3 grid_, block_;
+  size_t smem_;
+  cudaStream_t stream_;
+  const char* name_;
+  void (*kernel_)(P...);
+};
+}  // namespace aim::kernels::cuda
 #endif
 
 // Loop unrolling hint (nvcc); the emulator build ignores it (g++ would warn on #pragma unroll).
