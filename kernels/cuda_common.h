@@ -61,7 +61,10 @@ class Launcher {
   void operator()(A&&... args) const {
     static_assert(sizeof...(A) == sizeof...(P), "AIM_LAUNCH: wrong number of kernel arguments");
     if (launch_checks_on()) check(std::index_sequence_for<P...>{}, args...);
-    kernel_<<<grid_, block_, smem_, stream_> > >(std::forward<A>(args)...);
+    // clang-format would split the launch brackets of a .h into "> > >".
+    // clang-format off
+    kernel_<<<grid_, block_, smem_, stream_>>>(std::forward<A>(args)...);
+    // clang-format on
   }
 
  private:

@@ -144,6 +144,9 @@ class CudaCachingAllocator final : public Allocator {
   void deallocate(void* p, size_t nbytes) override {
     if (!p) return;
     const size_t size = allocator_round_size(nbytes);
+#ifdef AIM_CUDA_EMULATED
+    simt::device::check_block_free(p, size);  // no incomplete collective may still use it
+#endif
     std::lock_guard<std::mutex> lock(mu_);
     auto it = owner_.find(p);
     const StreamHandle s = it == owner_.end() ? nullptr : it->second;

@@ -3,6 +3,7 @@
 // issue 18 (noted per test).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <nccl.h>
 
 #include <thread>
 
@@ -150,6 +151,32 @@ TEST(EmulatedDevice, NcclAllReduceOverRankThreads) {
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(got[size_t(r)], (std::vector<float>{6.0f, 4.0f}));
+}
+
+}  // namespace
+}  // namespace aim
+
+namespace aim {
+namespace {
+
+// A block returned to the caching allocator while a collective still uses it (the stream-order
+// error of a freed block reused on another stream) ends the process naming the collective.
+void free_under_incomplete_collective() {
+  ncclComm_t comms[2];
+  const int devs[2] = {0, 1};
+  if (ncclCommInitAll(comms, 2, devs) != ncclSuccess) std::abort();
+  set_current_device(cuda_device(0));
+  Tensor t = Tensor::zeros({256}, DType::f32, cuda_device(0));
+  // Rank 0 issues it; rank 1 never does, so it stays incomplete.
+  ncclAllReduce(t.raw_data(), t.raw_data(), 256, ncclFloat32, ncclSum, comms[0],
+                static_cast<cudaStream_t>(current_stream(0)));
+  t = Tensor();  // the block goes back to the cache
+}
+
+TEST(EmulatedDeviceDeathTest, BlockFreedUnderAnIncompleteCollective) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_DEATH(free_under_incomplete_collective(),
+               "went back to the caching allocator while ncclAllReduce #1");
 }
 
 }  // namespace

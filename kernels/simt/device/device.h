@@ -33,6 +33,12 @@ void check_kernel_pointer(const void* p, const char* kernel, int arg);
 // the current device.
 void submit(cudaStream_t s, const char* what, std::function<void()> work);
 
+// Called by the caching allocator when a block goes back to its cache: aborts the process, naming
+// the work, when an incomplete collective still reads or writes the block (it would be handed to
+// the next allocation while the collective uses it: the stream-ordering error of a freed block
+// reused on another stream).
+void check_block_free(const void* p, size_t bytes);
+
 // Host synchronisations (stream/event/device synchronise, synchronous copies, device-to-host
 // copies into pageable memory, cudaFree) and device-to-host traffic, per device since start.
 struct Counters {

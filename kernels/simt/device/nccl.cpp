@@ -274,6 +274,12 @@ ncclResult_t arrive(ncclComm_t comm, Kind kind, const void* send, void* recv, si
       return fail(comm, ncclInvalidUsage, why);
     }
     c.slots[size_t(comm->rank)] = {send, recv};
+    {
+      std::lock_guard<std::mutex> plock(c.pending->mu);
+      if (send) c.pending->buffers.emplace_back(uintptr_t(send), send_n * es);
+      if (recv) c.pending->buffers.emplace_back(uintptr_t(recv), recv_n * es);
+    }
+    if (fresh) register_pending(c.pending);
     stream_add_pending(stream, c.pending);
     if (++c.arrived == R) {
       perform(c, R);
@@ -307,6 +313,8 @@ ncclResult_t p2p(ncclComm_t comm, bool is_send, const void* buf, size_t count, n
         is_send ? std::make_pair(comm->rank, peer) : std::make_pair(peer, comm->rank);
     auto pending = std::make_shared<Pending>();
     pending->what = str(what, " ", key.first, " -> ", key.second);
+    pending->buffers.emplace_back(uintptr_t(buf), bytes);
+    register_pending(pending);
     stream_add_pending(stream, pending);
     auto& other = is_send ? q.recvs[key] : q.sends[key];
     Slot mine;

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -226,6 +227,43 @@ void Pending::complete(const std::string& err) {
 bool Pending::is_done() {
   std::lock_guard<std::mutex> lock(mu);
   return done;
+}
+
+namespace {
+std::mutex g_live_mu;
+std::vector<std::weak_ptr<Pending>> g_live;
+}  // namespace
+
+void register_pending(const PendingPtr& p) {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  g_live.erase(std::remove_if(g_live.begin(), g_live.end(),
+                              [](const std::weak_ptr<Pending>& w) {
+                                const PendingPtr q = w.lock();
+                                return !q || q->is_done();
+                              }),
+               g_live.end());
+  g_live.push_back(p);
+}
+
+void check_block_free(const void* p, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  for (const auto& w : g_live) {
+    const PendingPtr q = w.lock();
+    if (!q) continue;
+    std::lock_guard<std::mutex> qlock(q->mu);
+    if (q->done) continue;
+    for (const auto& [b, n] : q->buffers)
+      if (b < a + bytes && a < b + n) {
+        std::fprintf(stderr,
+                     "[emulated cuda] a block (%p, %zu bytes) went back to the caching allocator "
+                     "while %s, not complete, still uses it: the next allocation would get it "
+                     "while the collective reads or writes it. Keep the tensor alive until the "
+                     "work is done (wait on it, or record an event and let the allocator wait).\n",
+                     p, bytes, q->what.c_str());
+        std::abort();
+      }
+  }
 }
 
 void wait_pending(const PendingPtr& p, const std::string& for_what) {

@@ -22,6 +22,7 @@ struct Pending {
   bool done = false;
   std::string error;  // set when it failed (aborted communicator)
   Clock::time_point finished;
+  std::vector<std::pair<uintptr_t, size_t>> buffers;  // the memory it reads and writes
   void complete(const std::string& err = "");
   bool is_done();
 };
@@ -44,6 +45,8 @@ int stream_device(cudaStream_t s);
 void stream_add_pending(cudaStream_t s, PendingPtr p);
 // True while s is being captured into a graph.
 bool stream_capturing(cudaStream_t s);
+// Makes p known to check_block_free (with its buffers filled in by then, under its lock).
+void register_pending(const PendingPtr& p);
 // Waits until p is done (throws on failure or after AIM_EMU_WAIT_S seconds, default 600).
 void wait_pending(const PendingPtr& p, const std::string& for_what);
 
