@@ -181,3 +181,24 @@ TEST(EmulatedDeviceDeathTest, BlockFreedUnderAnIncompleteCollective) {
 
 }  // namespace
 }  // namespace aim
+
+namespace aim {
+namespace {
+
+// AIM_EMU_PROTECT=1: host code reading device memory directly (not through a copy) faults, and
+// the fault names the block.
+void read_device_memory_on_the_host() {
+  setenv("AIM_EMU_PROTECT", "1", 1);
+  set_current_device(cuda_device(0));
+  Tensor t = Tensor::zeros({1024}, DType::f32, cuda_device(0));
+  volatile float v = static_cast<const float*>(t.raw_data())[3];
+  (void)v;
+}
+
+TEST(EmulatedDeviceDeathTest, HostReadOfDeviceMemoryFaults) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_DEATH(read_device_memory_on_the_host(), "host access to device memory at .* \\(cuda:0");
+}
+
+}  // namespace
+}  // namespace aim

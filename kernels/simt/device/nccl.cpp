@@ -282,6 +282,7 @@ ncclResult_t arrive(ncclComm_t comm, Kind kind, const void* send, void* recv, si
     if (fresh) register_pending(c.pending);
     stream_add_pending(stream, c.pending);
     if (++c.arrived == R) {
+      const DeviceAccess access;
       perform(c, R);
       c.pending->complete();
       q.ops.erase(it);
@@ -332,7 +333,10 @@ ncclResult_t p2p(ncclComm_t comm, bool is_send, const void* buf, size_t count, n
     other.pop_front();
     const void* src = is_send ? buf : peer_slot.send;
     void* dst = is_send ? peer_slot.recv : const_cast<void*>(buf);
-    std::memcpy(dst, src, bytes);
+    {
+      const DeviceAccess access;
+      std::memcpy(dst, src, bytes);
+    }
     pending->complete();
     peer_pending->complete();
     return ncclSuccess;

@@ -13,6 +13,9 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -201,6 +204,7 @@ cudaError_t enqueue(CUstream_st* st, const std::string& what, std::function<void
   }
   drain(st, what);
   st->dirty = true;
+  const DeviceAccess access;
   work();
   return cudaSuccess;
 }
@@ -264,6 +268,67 @@ void check_block_free(const void* p, size_t bytes) {
         std::abort();
       }
   }
+}
+
+bool protect_mode() {
+  static const bool on = [] {
+    const char* e = std::getenv("AIM_EMU_PROTECT");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
+namespace {
+std::mutex g_access_mu;
+int g_access_depth = 0;  // threads inside a DeviceAccess scope
+
+size_t page_round(size_t n) {
+  const size_t pg = size_t(sysconf(_SC_PAGESIZE));
+  return (std::max<size_t>(n, 1) + pg - 1) / pg * pg;
+}
+void protect_all(int prot) {  // caller holds g_access_mu
+  std::shared_lock<std::shared_mutex> lock(g().mem_mu);
+  for (const auto& [base, a] : g().allocs)
+    if (a.device >= 0) mprotect(reinterpret_cast<void*>(base), page_round(a.size), prot);
+}
+void on_fault(int sig, siginfo_t* info, void*) {
+  // Best effort (not async-signal-safe, but the process ends here): name the block.
+  const auto a = reinterpret_cast<uintptr_t>(info->si_addr);
+  const auto& m = g().allocs;
+  auto it = m.upper_bound(a);
+  if (it != m.begin()) {
+    --it;
+    if (it->second.device >= 0 && a < it->first + page_round(it->second.size)) {
+      std::fprintf(stderr,
+                   "[emulated cuda] host access to device memory at %p (cuda:%d, %zu bytes into a "
+                   "block of %zu) outside a copy or kernel: read device memory through a copy "
+                   "(Tensor::to(kCPU), copy_bytes)\n",
+                   info->si_addr, it->second.device, size_t(a - it->first), it->second.size);
+      std::abort();
+    }
+  }
+  signal(sig, SIG_DFL);  // not device memory: the ordinary crash
+}
+void install_fault_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, nullptr);
+  });
+}
+}  // namespace
+
+DeviceAccess::DeviceAccess() {
+  if (!protect_mode()) return;
+  std::lock_guard<std::mutex> lock(g_access_mu);
+  if (g_access_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
+}
+DeviceAccess::~DeviceAccess() {
+  if (!protect_mode()) return;
+  std::lock_guard<std::mutex> lock(g_access_mu);
+  if (--g_access_depth == 0) protect_all(PROT_NONE);
 }
 
 void wait_pending(const PendingPtr& p, const std::string& for_what) {
@@ -448,6 +513,7 @@ cudaError_t memcpy_on(CUstream_st* st, void* dst, const void* src, size_t n, cud
             pageable_host ? " with pageable host memory" : "");
     const cudaError_t e = host_sync(kind == cudaMemcpyHostToHost ? nullptr : st, dev, what);
     if (e != cudaSuccess) return e;
+    const DeviceAccess access;
     std::memcpy(dst, src, n);
     return cudaSuccess;
   }
@@ -593,11 +659,21 @@ cudaError_t cudaMalloc(void** p, size_t size) {
         s->capture->invalid = "cudaMalloc during a capture that is not in relaxed mode";
   }
   const size_t bytes = (std::max<size_t>(size, 1) + 255) / 256 * 256;
-  void* m = std::aligned_alloc(256, bytes);
+  void* m = nullptr;
+  if (protect_mode()) {  // whole pages, so that they can be protected
+    install_fault_handler();
+    m = mmap(nullptr, page_round(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+             0);
+    if (m == MAP_FAILED) m = nullptr;
+  } else {
+    m = std::aligned_alloc(256, bytes);
+  }
   if (!m) return fail(cudaErrorMemoryAllocation, str("cudaMalloc(", size, ")"));
   // Fresh device memory is undefined: 0xFF bytes (NaN, -1) make a read before a write visible.
   std::memset(m, 0xFF, bytes);
   {
+    std::lock_guard<std::mutex> access(g_access_mu);  // protected now unless work is running
+    if (protect_mode() && g_access_depth == 0) mprotect(m, page_round(bytes), PROT_NONE);
     std::unique_lock<std::shared_mutex> lock(g().mem_mu);
     g().allocs[reinterpret_cast<uintptr_t>(m)] = {size, t_device};
   }
@@ -618,7 +694,10 @@ cudaError_t cudaFree(void* p) {
     g().allocs.erase(w.base);
   }
   g().mem_used[w.device].fetch_sub(int64_t(w.size));
-  std::free(p);
+  if (protect_mode())
+    munmap(p, page_round(w.size));
+  else
+    std::free(p);
   return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int) {

@@ -45,6 +45,20 @@ int stream_device(cudaStream_t s);
 void stream_add_pending(cudaStream_t s, PendingPtr p);
 // True while s is being captured into a graph.
 bool stream_capturing(cudaStream_t s);
+// AIM_EMU_PROTECT=1: device memory is mapped without access while no emulated device work runs,
+// so host code that reads or writes it directly (not through a copy) faults, and the fault names
+// the block. DeviceAccess is the scope of emulated device work (kernels, copies, collectives):
+// while any thread is inside one, device memory is accessible (so the check is exact in a
+// single-threaded run and best effort with rank threads).
+bool protect_mode();
+class DeviceAccess {
+ public:
+  DeviceAccess();
+  ~DeviceAccess();
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
+
 // Makes p known to check_block_free (with its buffers filled in by then, under its lock).
 void register_pending(const PendingPtr& p);
 // Waits until p is done (throws on failure or after AIM_EMU_WAIT_S seconds, default 600).
