@@ -10,6 +10,7 @@
 #include "autograd/amp.h"
 #include "autograd/int8.h"
 #include "autograd/variable.h"
+#include "kernels/error_flag.h"
 #include "profiler/profiler.h"
 #include "profiler/roofline.h"
 #include "profiler/run_info.h"
@@ -357,6 +358,9 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   double sum = 0, dsum = 0;
   for (double v : latency) sum += v;
   for (double v : device_ms) dsum += v;
+  // A bad index or target a kernel flagged on the GPU (the ops do not read back): one small read
+  // per run, naming the op (kernels/error_flag.h).
+  if (dev.is_cuda()) kernels::check_device_errors(dev);
   r.latency_mean_ms = sum / double(latency.size());
   r.samples_per_s = double(r.batch * opt.iters) / timed_s;
   r.device_samples_per_s = double(r.batch) / (dsum / double(device_ms.size()) / 1e3);

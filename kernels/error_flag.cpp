@@ -123,13 +123,4 @@ void check_device_errors(Device d) {
   throw_device_error(w, d);
 }
 
-void check_all_device_errors() {
-  std::vector<Device> ds;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    for (const auto& [k, t] : records()) ds.push_back(t.device());
-  }
-  for (const Device& d : ds) check_device_errors(d);
-}
-
 }  // namespace aim::kernels

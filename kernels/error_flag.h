@@ -67,8 +67,6 @@ Tensor device_error_words(Device d);
 // error was flagged, resets the record and throws aim::Error naming the op, the bad value and
 // where it was. Without a record on d (no kernel asked for one) it reads nothing.
 void check_device_errors(Device d);
-// As check_device_errors, for every device that has a record.
-void check_all_device_errors();
 
 // Given the 8 words of a record read by the caller: when they hold an error, resets d's record
 // and throws the error; else returns.

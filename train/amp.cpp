@@ -16,8 +16,6 @@ LossScaler::LossScaler(const LossScalerOptions& o) : o_(o), scale_(o.init_scale)
             "growth_interval > 0");
 }
 
-bool LossScaler::unscale(const NamedParameters& params) { return unscale_flag(params).item() != 0; }
-
 Tensor LossScaler::unscale_flag(const NamedParameters& params) {
   // One flag per flag dtype (f32; f64 for f64 gradients), combined on the device at the end.
   std::map<std::pair<std::string, DType>, Tensor> flags;

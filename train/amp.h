@@ -26,14 +26,12 @@ class LossScaler {
   explicit LossScaler(const LossScalerOptions& o = {});
 
   double scale() const { return scale_; }
-  // Divides every gradient of params by scale() in place; true when any was Inf or NaN (then the
-  // step must be skipped). Parameters without a gradient are left alone.
-  // One host read: of unscale_flag's result.
-  bool unscale(const NamedParameters& params);
-  // The same without a host read: the found-inf flags of every gradient dtype are reduced on the
-  // device into one f32 [1] flag (1 = some gradient was Inf/NaN) on the gradients' device (f32
-  // on the CPU when no parameter has a gradient). All gradients must be on one device. The caller
-  // reads it when it has to decide (ideally in the one read it does anyway).
+  // Divides every gradient of params by scale() in place, without a host read: the found-inf
+  // flags of every gradient dtype are reduced on the device into one f32 [1] flag (1 = some
+  // gradient was Inf or NaN: the step must be skipped) on the gradients' device (f32 on the CPU
+  // when no parameter has a gradient). All gradients must be on one device. The caller reads it
+  // when it has to decide (the trainer: in the step's one read). Parameters without a gradient
+  // are left alone.
   Tensor unscale_flag(const NamedParameters& params);
   // After the step (or the skip): backoff on overflow, growth after growth_interval clean steps.
   void update(bool found_inf);

@@ -727,12 +727,8 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       overflow = read_back(false, false) > 0;
       read_this_step = true;
     }
-    if (opt.clip_norm > 0 && !overflow) {
-      if (dev.is_cuda())
-        clip_grad_norm_device(optim->parameters(), opt.clip_norm);  // no host read
-      else
-        clip_grad_norm(optim->parameters(), opt.clip_norm);
-    }
+    if (opt.clip_norm > 0 && !overflow)
+      clip_grad_norm_device(optim->parameters(), opt.clip_norm);  // no host read
     phase.emplace("opt", profiler::ScopeKind::Phase);
     if (!overflow) optim->step();
     if (scaler) {
@@ -836,6 +832,8 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   prefetcher.reset();
 
   if (lead && r.evals.empty()) r.evals.emplace_back(step, evaluate());
+  // A bad index or target flagged by a kernel after the last read (the final evaluation's).
+  if (dev.is_cuda()) kernels::check_device_errors(dev);
   if (scaler) {
     r.loss_scale = scaler->scale();
     r.skipped_steps = scaler->skipped_steps();

@@ -7,7 +7,9 @@
 
 #include <thread>
 
+#include "autograd/functions/nn.h"
 #include "kernels/copy/copy.h"
+#include "kernels/error_flag.h"
 #include "kernels/registry.h"
 #include "kernels/simt/device/device.h"
 #include "tensor/allocator.h"
@@ -198,6 +200,28 @@ void read_device_memory_on_the_host() {
 TEST(EmulatedDeviceDeathTest, HostReadOfDeviceMemoryFaults) {
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";
   EXPECT_DEATH(read_device_memory_on_the_host(), "host access to device memory at .* \\(cuda:0");
+}
+
+}  // namespace
+}  // namespace aim
+
+namespace aim {
+namespace {
+
+// A bad index on the device is not read back by the op (no synchronisation); the check at the
+// caller's read point (the trainer's log point, the end of an aim-infer run) names it.
+TEST(EmulatedDevice, BadIndexIsReportedAtTheCheck) {
+  set_current_device(cuda_device(0));
+  const Device d = cuda_device(0);
+  autograd::Variable w(Tensor::zeros({5, 3}, DType::f32, d));
+  const Tensor idx = Tensor::from_vector<int64_t>({1, 7, 2}, {3}, d);
+  const DeviceSyncCounters c0 = device_sync_counters(d);
+  (void)autograd::embedding(w, idx, -1);
+  EXPECT_EQ(device_sync_counters(d).host_syncs, c0.host_syncs) << "the op read nothing back";
+  const std::string msg = error_of([&] { kernels::check_device_errors(d); });
+  EXPECT_NE(msg.find("index 7"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("flagged on cuda:0"), std::string::npos) << msg;
+  EXPECT_EQ(error_of([&] { kernels::check_device_errors(d); }), "") << "reset after the check";
 }
 
 }  // namespace

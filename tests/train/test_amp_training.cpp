@@ -65,11 +65,11 @@ TEST(AmpTraining, LossScalerSkipsBacksOffAndGrows) {
   EXPECT_EQ(s.scale(), 65536);
   autograd::Variable p(Tensor::zeros({4}), true);
   p.mutable_grad() = Tensor::from_vector(std::vector<float>{65536, -131072, 0, 32768}, {4});
-  EXPECT_FALSE(s.unscale({{"p", p}}));
+  EXPECT_FALSE(s.unscale_flag({{"p", p}}).item() != 0);
   EXPECT_EQ(p.grad().to_vector<float>(), (std::vector<float>{1, -2, 0, 0.5f}));
   s.update(false);
   p.mutable_grad() = Tensor::from_vector(std::vector<float>{1, NAN, 0, 0}, {4});
-  EXPECT_TRUE(s.unscale({{"p", p}}));
+  EXPECT_TRUE(s.unscale_flag({{"p", p}}).item() != 0);
   s.update(true);
   EXPECT_EQ(s.scale(), 32768);
   EXPECT_EQ(s.skipped_steps(), 1);
