@@ -35,6 +35,14 @@ const Tensor& get(const TensorMap& b, const char* name) {
   return it->second;
 }
 
+// Click labels on the host are 0 or 1 (the CTR target is one-hot [y, 1 - y]).
+void check_labels(const Tensor& labels) {
+  const std::vector<int64_t> yv = labels.to(DType::i64).contiguous().to_vector<int64_t>();
+  for (size_t i = 0; i < yv.size(); ++i)
+    AIM_CHECK(yv[i] == 0 || yv[i] == 1, "Dien::ctr_loss: label[", i, "] is ", yv[i],
+              ", expected 0 or 1");
+}
+
 // Real lengths [B] i64 on the CPU from mask [B, T]: each row must be 1s then 0s, at least one 1.
 Tensor lengths_from_mask(const Tensor& mask) {
   const int64_t B = mask.size(0), T = mask.size(1);
@@ -209,16 +217,8 @@ Variable Dien::ctr_loss(const Variable& logits, const Tensor& labels) {
             " elements, expected B = ", B);
   // The reference's one-hot target [y, 1 - y], made where the labels are. The 0/1 check runs on
   // the host: here for host labels, in host_metadata() for a batch moved by batch_to_device.
-  Tensor y;
-  if (labels.device().is_cpu()) {
-    const std::vector<int64_t> yv = labels.to(DType::i64).contiguous().to_vector<int64_t>();
-    for (int64_t i = 0; i < B; ++i)
-      AIM_CHECK(yv[size_t(i)] == 0 || yv[size_t(i)] == 1, "Dien::ctr_loss: label[", i, "] is ",
-                yv[size_t(i)], ", expected 0 or 1");
-    y = labels.to(logits.dtype()).to(logits.device());
-  } else {
-    y = labels.to(logits.dtype());
-  }
+  if (labels.device().is_cpu()) check_labels(labels);
+  const Tensor y = labels.to(logits.dtype()).to(logits.device());
   const Variable yc = ag::unsqueeze(Variable(y.contiguous().view({B})), 1);  // [B, 1]
   const Variable target(ag::concat({yc, ag::add(ag::neg(yc), 1.0)}, 1).data());
   const Variable lp = ag::log(ag::add(ag::softmax(logits, 1), kProbEps));
@@ -250,12 +250,8 @@ std::vector<TensorSpec> Dien::output_specs() const {
 TensorMap Dien::host_metadata(const TensorMap& host_batch) const {
   auto it = host_batch.find("mask");
   if (it == host_batch.end() || !it->second.defined()) return {};
-  if (auto l = host_batch.find("label"); l != host_batch.end() && l->second.defined()) {
-    const std::vector<int64_t> yv = l->second.to(DType::i64).contiguous().to_vector<int64_t>();
-    for (size_t i = 0; i < yv.size(); ++i)
-      AIM_CHECK(yv[i] == 0 || yv[i] == 1, "Dien::ctr_loss: label[", i, "] is ", yv[i],
-                ", expected 0 or 1");
-  }
+  if (auto l = host_batch.find("label"); l != host_batch.end() && l->second.defined())
+    check_labels(l->second);
   return {{"hist_len", lengths_from_mask(it->second)}};  // checked here, on the host
 }
 

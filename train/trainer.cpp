@@ -596,8 +596,9 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   // Host synchronisations and device-to-host bytes inside the steps (evaluations and
   // checkpoints between steps excluded), over the steps after the first (it sets up).
   int64_t syncs_in_steps = 0, d2h_in_steps = 0, counted_steps = 0;
-  // Reads the buffer; returns the flag (fp16: > 0 when a gradient overflowed on some rank).
-  auto read_back = [&](bool overflow_known, bool overflowed_now) {
+  // Reads the buffer; returns the flag (fp16: > 0 when a gradient overflowed on some rank; it
+  // stays 0 without a scaler).
+  auto read_back = [&]() {
     if (loss_steps.empty()) return 0.0;
     if (read_errors) readback_words.copy_(kernels::device_error_words(dev));
     const Tensor all = Tensor::from_storage(
@@ -610,7 +611,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       return v;
     };
     const double flag = as_f64(kFlagSlot);
-    const bool overflowed = overflow_known ? overflowed_now : flag > 0;
+    const bool overflowed = flag > 0;
     for (size_t i = 0; i < loss_steps.size(); ++i) {
       const double l = as_f64(kLossSlot + int64_t(i));
       const int64_t at = loss_steps[i];
@@ -724,7 +725,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       Tensor flag = scaler->unscale_flag(optim->parameters());
       if (comm) comm->all_reduce(flag, dist::ReduceOp::Avg);
       readback_flag.copy_(flag);
-      overflow = read_back(false, false) > 0;
+      overflow = read_back() > 0;
       read_this_step = true;
     }
     if (opt.clip_norm > 0 && !overflow)
@@ -738,7 +739,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
             << scaler->scale() << "\n";
     }
     const bool log_point = (step + 1) % log_every == 0 || step + 1 == r.total_steps;
-    if (!read_this_step && (!defer_loss || log_point)) read_back(true, overflow);  // syncs
+    if (!read_this_step && (!defer_loss || log_point)) read_back();  // syncs
     phase.reset();
     const double dt = seconds_since(t0);
     loop_s += seconds_since(t_fetch);
@@ -796,7 +797,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       if (comm) comm->barrier();  // the checkpoint is complete when any rank goes on
     }
   }
-  read_back(true, false);
+  read_back();
   progress.finish();
   if (counted_steps > 0) {
     r.host_syncs_per_step = double(syncs_in_steps) / double(counted_steps);
