@@ -126,6 +126,34 @@ TensorMap Din::infer(const TensorMap& batch) {
   return {{"logits", logits.data()}, {"output", ag::sigmoid(logits).data()}};
 }
 
+namespace {
+bool is_history(const std::string& name) {
+  return name == "hist_item" || name == "hist_cate" || name == "mask";
+}
+}  // namespace
+
+Shape Din::padded_shape(const std::string& name, const Shape& shape) const {
+  if (!is_history(name) || cfg_.act == "dice" || shape.size() != 2) return shape;
+  return {shape[0], (shape[1] + 7) / 8 * 8};
+}
+
+TensorMap Din::pad_batch(const TensorMap& batch, const std::map<std::string, Shape>& shapes) const {
+  TensorMap r = batch;
+  if (cfg_.act != "dice") {
+    for (auto& [k, t] : r) {
+      auto it = shapes.find(k);
+      if (!is_history(k) || it == shapes.end() || it->second == t.sizes()) continue;
+      const Shape& want = it->second;
+      AIM_CHECK(t.dim() == 2 && want.size() == 2 && want[0] == t.size(0) && want[1] >= t.size(1),
+                "din: cannot pad ", k, " ", to_string(t.sizes()), " to ", to_string(want));
+      Tensor p = Tensor::zeros(want, t.dtype());  // id 0 and mask 0: positions of weight 0
+      p.slice(1, 0, t.size(1)).copy_(t);
+      t = p;
+    }
+  }
+  return Model::pad_batch(r, shapes);  // the rest must match
+}
+
 Variable Din::training_loss(const TensorMap& batch) {
   std::vector<TensorSpec> specs = input_specs();
   for (const TensorSpec& s : label_specs()) specs.push_back(s);

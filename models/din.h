@@ -92,6 +92,12 @@ class Din : public Model {
   TensorMap infer(const TensorMap& batch) override;
   Variable training_loss(const TensorMap& batch) override;
   double forward_flops(const TensorMap& batch) const override;
+  // --cuda-graph: histories padded to a multiple of 8 positions (mask 0: the masked softmax gives
+  // them weight 0, so loss and gradients are unchanged). Not with act=dice, whose statistics in
+  // the attention MLP count every position.
+  Shape padded_shape(const std::string& name, const Shape& shape) const override;
+  TensorMap pad_batch(const TensorMap& batch,
+                      const std::map<std::string, Shape>& shapes) const override;
   // Mean sigmoid cross-entropy of logits [B] against labels [B] (0/1, any dtype).
   static Variable loss(const Variable& logits, const Tensor& labels);
   std::string type_name() const override { return "Din"; }

@@ -63,6 +63,17 @@ void Model::check_batch(const std::vector<TensorSpec>& specs, const TensorMap& b
   }
 }
 
+TensorMap Model::pad_batch(const TensorMap& batch,
+                           const std::map<std::string, Shape>& shapes) const {
+  for (const auto& [k, t] : batch) {
+    auto it = shapes.find(k);
+    AIM_CHECK(it == shapes.end() || it->second == t.sizes(), "batch tensor ", k, " has shape ",
+              to_string(t.sizes()), ", the captured step ", to_string(it->second),
+              ": this model cannot pad its batches (a CUDA graph replays one shape)");
+  }
+  return batch;
+}
+
 TensorMap batch_to_device(const Model& m, const TensorMap& host_batch, Device d) {
   TensorMap r = to_device(host_batch, d);
   for (auto& [k, t] : m.host_metadata(host_batch)) r[k] = t.to(kCPU);

@@ -53,6 +53,18 @@ class Model : public layers::Module {
     return {};
   }
 
+  // CUDA graphs (aim-train --cuda-graph) replay one captured step, so every batch must have the
+  // captured shapes. padded_shape(): the shape a batch tensor is padded to before a capture
+  // (default: its own, no padding); pad_batch(): the batch padded to `shapes` (each dimension at
+  // least the batch's) with values that leave the loss and every gradient unchanged (DIN: history
+  // positions with mask 0). The default refuses a batch whose shapes differ, naming the tensor.
+  virtual Shape padded_shape(const std::string& name, const Shape& shape) const {
+    (void)name;
+    return shape;
+  }
+  virtual TensorMap pad_batch(const TensorMap& batch,
+                              const std::map<std::string, Shape>& shapes) const;
+
   // Mixed precision (autograd/amp.h, --precision fp16|bf16): the parameters that stay f32 even in
   // the low-precision ops (matmul, linear, conv, rnn), as regular expressions over parameter
   // names with the reason. Softmax, losses, reductions and normalisation statistics are f32 for

@@ -35,6 +35,11 @@ size_t allocator_round_size(size_t nbytes);
 
 Allocator& cpu_allocator();
 Allocator& cuda_allocator(int device);  // throws when built without CUDA
+// Page-locked host memory (cudaHostAlloc) for host tensors copied to a GPU (Tensor::pin_memory):
+// copies from it are asynchronous, so a freed block may still be read by a queued copy; it is
+// handed out again only after the events recorded at its copies have completed (queried, never
+// waited for). Throws when built without CUDA.
+Allocator& pinned_host_allocator();
 
 // Current CUDA stream of this host thread for a device (nullptr = legacy default stream).
 using StreamHandle = void*;
@@ -53,6 +58,12 @@ GraphHandle end_capture(int device, StreamHandle s);  // instantiated, ready to 
 void launch_graph(GraphHandle g, StreamHandle s);
 void destroy_graph(GraphHandle g);
 void synchronize_stream(int device, StreamHandle s);
+// Stream `waiter` waits (on the device, not the host) for the work queued on `waitee` so far.
+void stream_wait(int device, StreamHandle waiter, StreamHandle waitee);
+// Uploads made by copy_bytes inside captures (host data frozen into a graph) since the process
+// started, on this thread: a captured training step must make none (its batch is copied into
+// the graph's inputs before each replay).
+int64_t captured_uploads();
 
 // Host synchronisations and device-to-host copies on a CUDA device since the process started:
 // what the emulated runtime counted (every call), else what aim's own wrappers did (copy_bytes,

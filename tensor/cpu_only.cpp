@@ -13,6 +13,9 @@ std::vector<std::pair<std::string, std::string>> cuda_environment() {
 Allocator& cuda_allocator(int device) {
   AIM_FAIL("cuda:", device, " requested but aim was built without CUDA (AIM_CUDA=OFF)");
 }
+Allocator& pinned_host_allocator() {
+  AIM_FAIL("pinned host memory requested but aim was built without CUDA (AIM_CUDA=OFF)");
+}
 StreamHandle current_stream(int) { return nullptr; }
 void set_current_stream(int, StreamHandle) {}
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
@@ -42,5 +45,7 @@ GraphHandle end_capture(int, StreamHandle) { no_cuda("CUDA graph capture"); }
 void launch_graph(GraphHandle, StreamHandle) { no_cuda("CUDA graph launch"); }
 void destroy_graph(GraphHandle) { no_cuda("CUDA graph"); }
 void synchronize_stream(int, StreamHandle) { no_cuda("synchronize_stream"); }
+void stream_wait(int, StreamHandle, StreamHandle) { no_cuda("stream_wait"); }
+int64_t captured_uploads() { return 0; }
 
 }  // namespace aim

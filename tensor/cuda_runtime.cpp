@@ -10,12 +10,14 @@
 #include <cudnn.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -147,10 +149,20 @@ class CudaCachingAllocator final : public Allocator {
 #ifdef AIM_CUDA_EMULATED
     simt::device::check_block_free(p, size);  // no incomplete collective may still use it
 #endif
+    // A block freed while this thread captures a graph on another stream may be read by the
+    // graph's replays: it joins the capturing stream's pool, which only the graph uses.
+    StreamHandle capturing = current_stream(device_);
+    if (capturing) {
+      cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(static_cast<cudaStream_t>(capturing), &cs) != cudaSuccess ||
+          cs != cudaStreamCaptureStatusActive)
+        capturing = nullptr;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     auto it = owner_.find(p);
-    const StreamHandle s = it == owner_.end() ? nullptr : it->second;
+    StreamHandle s = it == owner_.end() ? nullptr : it->second;
     if (it != owner_.end()) owner_.erase(it);
+    if (capturing) s = capturing;
     free_[{s, size}].push_back(p);
     stats_.current_bytes -= int64_t(size);
   }
@@ -166,11 +178,17 @@ class CudaCachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     release_cached_locked();
   }
+  // A stream that captured a graph: its cached blocks are the graph's memory, never released.
+  void keep_pool(StreamHandle s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    graph_pools_.insert(s);
+  }
 
  private:
   void release_cached_locked() {
     cudaDeviceSynchronize();
     for (auto& [key, blocks] : free_) {
+      if (graph_pools_.count(key.first)) continue;
       for (void* p : blocks) cudaFree(p);
       stats_.reserved_bytes -= int64_t(key.second * blocks.size());
       blocks.clear();
@@ -180,6 +198,7 @@ class CudaCachingAllocator final : public Allocator {
   mutable std::mutex mu_;
   std::map<std::pair<StreamHandle, size_t>, std::vector<void*>> free_;
   std::map<void*, StreamHandle> owner_;
+  std::set<StreamHandle> graph_pools_;
   AllocatorStats stats_;
 };
 }  // namespace
@@ -194,6 +213,127 @@ Allocator& cuda_allocator(int device) {
   auto& a = allocators[device];
   if (!a) a = new CudaCachingAllocator(device);
   return *a;
+}
+
+namespace {
+class PinnedHostAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    const size_t size = allocator_round_size(nbytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.alloc_count;
+    reclaim_locked();
+    void* p = nullptr;
+    auto& pool = free_[size];
+    if (!pool.empty()) {
+      p = pool.back();
+      pool.pop_back();
+      ++stats_.cache_hits;
+    } else {
+      const cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocPortable);  // every device's
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        AIM_FAIL("[pinned host allocator] cudaHostAlloc of ", nbytes,
+                 " bytes failed: ", cudaGetErrorString(e), "; allocator: ", stats_.str());
+      }
+      ++stats_.system_allocs;
+      stats_.reserved_bytes += int64_t(size);
+    }
+    live_[uintptr_t(p)] = Block{size, {}};
+    stats_.current_bytes += int64_t(size);
+    stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);
+    return p;
+  }
+  void deallocate(void* p, size_t) override {
+    if (!p) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(uintptr_t(p));
+    AIM_CHECK(it != live_.end(), "[pinned host allocator] freeing ", p, ", not a live block");
+    Block b = std::move(it->second);
+    live_.erase(it);
+    stats_.current_bytes -= int64_t(b.size);
+    if (b.events.empty())
+      free_[b.size].push_back(p);
+    else
+      pending_.push_back({p, std::move(b)});
+  }
+  // A copy queued on `stream` reads the block holding `p` (when p is pinned memory of ours).
+  void record_use(const void* p, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.upper_bound(uintptr_t(p));
+    if (it == live_.begin()) return;
+    --it;
+    if (uintptr_t(p) >= it->first + it->second.size) return;
+    cudaEvent_t e = nullptr;
+    AIM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    AIM_CUDA_CHECK(cudaEventRecord(e, stream));
+    it->second.events.push_back(e);
+  }
+  AllocatorStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  void reset_peak() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.peak_bytes = stats_.current_bytes;
+  }
+  void empty_cache() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    reclaim_locked();
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) cudaFreeHost(p);
+      stats_.reserved_bytes -= int64_t(size * blocks.size());
+      blocks.clear();
+    }
+  }
+
+ private:
+  struct Block {
+    size_t size = 0;
+    std::vector<cudaEvent_t> events;  // copies reading it; reusable when all have completed
+  };
+  // Freed blocks whose copies have all run go back to the cache (a query, never a wait).
+  void reclaim_locked() {
+    for (size_t i = 0; i < pending_.size();) {
+      Block& b = pending_[i].second;
+      while (!b.events.empty() && cudaEventQuery(b.events.back()) == cudaSuccess) {
+        cudaEventDestroy(b.events.back());
+        b.events.pop_back();
+      }
+      cudaGetLastError();  // cudaErrorNotReady is not an error here
+      if (b.events.empty()) {
+        free_[b.size].push_back(pending_[i].first);
+        pending_[i] = std::move(pending_.back());
+        pending_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  std::map<uintptr_t, Block> live_;
+  std::vector<std::pair<void*, Block>> pending_;
+  AllocatorStats stats_;
+};
+PinnedHostAllocator& pinned() {
+  static PinnedHostAllocator* a = new PinnedHostAllocator();  // never destroyed
+  return *a;
+}
+thread_local int64_t t_captured_uploads = 0;
+}  // namespace
+
+Allocator& pinned_host_allocator() { return pinned(); }
+int64_t captured_uploads() { return t_captured_uploads; }
+
+void stream_wait(int device, StreamHandle waiter, StreamHandle waitee) {
+  if (waiter == waitee) return;
+  DeviceGuard g(cuda_device(device));
+  cudaEvent_t e = nullptr;
+  AIM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  AIM_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(waitee)));
+  AIM_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), e, 0));
+  AIM_CUDA_CHECK(cudaEventDestroy(e));  // released once the wait is satisfied
 }
 
 StreamHandle current_stream(int device) {
@@ -275,6 +415,7 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     AIM_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
     if (cs == cudaStreamCaptureStatusActive) {
+      ++t_captured_uploads;
       void* pinned = nullptr;
       AIM_CUDA_CHECK(cudaHostAlloc(&pinned, n, cudaHostAllocDefault));
       std::memcpy(pinned, src, n);
@@ -286,6 +427,7 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
     }
   }
   AIM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, stream));
+  if (kind == cudaMemcpyHostToDevice) pinned().record_use(src, stream);  // reuse after the copy
   if (kind == cudaMemcpyDeviceToHost) {
     SyncCounts& c = sync_counts(d.index);
     c.d2h_copies.fetch_add(1);
@@ -309,6 +451,7 @@ void destroy_stream(int device, StreamHandle s) {
 
 void begin_capture(int device, StreamHandle s) {
   DeviceGuard g(cuda_device(device));
+  static_cast<CudaCachingAllocator&>(cuda_allocator(device)).keep_pool(s);
   AIM_CUDA_CHECK(
       cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeRelaxed));
 }

@@ -43,14 +43,31 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return r;
 }
 
-Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
-  Allocator& a = d.is_cpu() ? cpu_allocator() : cuda_allocator(d.index);
-  data = a.allocate(n);
+namespace {
+Allocator& allocator_for(Device d, bool pinned) {
+  if (pinned) return pinned_host_allocator();
+  return d.is_cpu() ? cpu_allocator() : cuda_allocator(d.index);
+}
+}  // namespace
+
+Storage::Storage(size_t n, Device d, bool pin) : nbytes(n), device(d), pinned(pin) {
+  AIM_CHECK(!pin || d.is_cpu(), "pinned memory is host memory, not ", d.str());
+  data = allocator_for(d, pinned).allocate(n);
 }
 
-Storage::~Storage() {
-  Allocator& a = device.is_cpu() ? cpu_allocator() : cuda_allocator(device.index);
-  a.deallocate(data, nbytes);
+Storage::~Storage() { allocator_for(device, pinned).deallocate(data, nbytes); }
+
+Tensor Tensor::pin_memory() const {
+  AIM_CHECK(defined() && device().is_cpu(), "pin_memory: needs a CPU tensor, got ",
+            defined() ? device().str() : std::string("an undefined one"));
+  if (is_pinned() && is_contiguous()) return *this;
+  Tensor t;
+  t.storage_ = std::make_shared<Storage>(size_t(nbytes()), kCPU, true);
+  t.sizes_ = sizes_;
+  t.strides_ = contiguous_strides(sizes_);
+  t.dtype_ = dtype_;
+  t.copy_(*this);
+  return t;
 }
 
 Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {

@@ -26,7 +26,8 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
-  Storage(size_t n, Device d);
+  bool pinned = false;  // CPU memory from pinned_host_allocator() (page-locked)
+  Storage(size_t n, Device d, bool pinned = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -61,6 +62,10 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return storage_ ? storage_->device : kCPU; }
   bool is_cuda() const { return device().is_cuda(); }
+  // Page-locked host memory: copies from it to a GPU are asynchronous (tensor/allocator.h).
+  bool is_pinned() const { return storage_ && storage_->pinned; }
+  // A contiguous copy in page-locked host memory (this tensor when it already is one); CPU only.
+  Tensor pin_memory() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   int64_t wrap_dim(int64_t d) const;  // negative dims count from the end; checks range
 

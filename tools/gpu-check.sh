@@ -274,6 +274,10 @@ phase3() {
     --iters 50 --batch-size 16 --compare-samples 0 --results "$OUT/precision.jsonl"
   step "infer din cuda-graph" 60 15 "$infer" din --device cuda --cuda-graph --iters 50 \
     --batch-size 256 --results "$OUT/precision.jsonl"
+  for g in "" --cuda-graph; do  # the captured training step against the eager one
+    step "train din $g" 60 15 "$train" din --device cuda --steps 200 --batch-size 256 $g \
+      --eval-every 0 --eval-samples 2000 --progress lines --results "$OUT/precision.jsonl"
+  done
   if [ -x "$infer" ] && "$infer" --list 2>/dev/null | grep -q '^crnn'; then
     step "infer crnn fp16" 60 20 "$infer" crnn --device cuda --fp16 --iters 50 --batch-size 128 \
       --results "$OUT/precision.jsonl"

@@ -153,6 +153,9 @@ int main(int argc, char** argv) {
     ("embedding-comm", po::value<std::string>(&to.dist.embedding_comm)->default_value("dense"),
      "data parallel: dense (all-reduce embedding tables) | sparse (all-gather of the touched "
      "rows; CPU ranks)")
+    ("cuda-graph", "CUDA: capture the training step (zero_grad, forward, backward, clip, "
+     "optimizer) in a CUDA graph at the second step and replay it at every later one (one "
+     "device, fp32 or bf16; the optimizer keeps lr and its step count on the device)")
     ("freeze-bn", "BatchNorm2d layers normalise with their running statistics in training too "
      "(frozen BN: batch-split invariant under data parallelism)")
     ("sync-bn", "data parallel: BatchNorm (and Dice) layers normalise with the statistics of all "
@@ -270,6 +273,7 @@ int main(int argc, char** argv) {
       throw UsageError("--embedding-comm '" + to.dist.embedding_comm +
                        "' is not allowed (allowed: dense, sparse)");
     to.freeze_batchnorm = vm.count("freeze-bn") > 0;
+    to.cuda_graph = vm.count("cuda-graph") > 0;
     to.sync_batchnorm = vm.count("sync-bn") > 0;
     if (dist_backend != "auto" && dist_backend != "local" && dist_backend != "mpi" &&
         dist_backend != "nccl")
@@ -460,6 +464,8 @@ int main(int argc, char** argv) {
       if (aim::parse_device(to.device).is_cuda())  // per training step (steps after the first)
         j["host_syncs_per_step"] = r.host_syncs_per_step,
         j["d2h_bytes_per_step"] = r.d2h_bytes_per_step;
+      if (to.cuda_graph)
+        j["cuda_graph"] = {{"capture_ms", r.graph_capture_ms}, {"captures", r.graph_captures}};
       j["gflop_per_step"] = r.train_flops_per_step / 1e9;
       j["achieved_gflops"] = r.step_p50_ms > 0 ? r.train_flops_per_step / (r.step_p50_ms * 1e6) : 0;
       j["metrics"] = r.final_metrics;

@@ -44,21 +44,86 @@ Tensor& Optimizer::state(Slot& s, const std::string& name) {
   return t;
 }
 
+void Optimizer::set_lr(double lr) {
+  lr_ = lr;
+  if (capturable() && lr != hyper_lr_) write_hyper(lr, -1);
+}
+
+// Stream-ordered writes of the device {lr, step} (step < 0: left as it is).
+void Optimizer::write_hyper(double lr, int64_t step) {
+  autograd::NoGradGuard no_grad;
+  if (step < 0) {
+    hyper_.slice(0, 0, 1).copy_(Tensor::full({1}, lr, DType::f64));
+  } else {
+    hyper_.copy_(Tensor::from_vector(std::vector<double>{lr, double(step)}, {2}));
+  }
+  hyper_lr_ = lr;
+}
+
+int64_t Optimizer::device_step() const {
+  return int64_t(std::llround(hyper_.slice(0, 1, 2).to(kCPU).to_vector<double>()[0]));
+}
+
+void Optimizer::set_capturable() {
+  AIM_CHECK(!capturable(), "optimizer: capturable mode is already on");
+  int64_t step = -1;
+  Device dev = kCPU;
+  std::string first;
+  for (Slot& s : slots_) {
+    if (!s.param.grad().defined()) continue;
+    if (step < 0) {
+      step = s.step;
+      dev = s.param.device();
+      first = s.name;
+    }
+    AIM_CHECK(s.step == step, "optimizer capturable mode: parameter ", s.name, " has taken ",
+              s.step, " steps, ", first, " ", step,
+              "; a captured step updates every parameter alike");
+    AIM_CHECK(s.param.device() == dev, "optimizer capturable mode: parameters on ", dev.str(),
+              " and ", s.param.device().str());
+    s.counted_on_device = true;
+  }
+  AIM_CHECK(step >= 0,
+            "optimizer capturable mode: no parameter has a gradient yet (take one "
+            "eager step first: it creates the gradients and the optimizer state)");
+  hyper_ = Tensor::empty({2}, DType::f64, dev);
+  write_hyper(lr_, step);
+}
+
+std::vector<Optimizer::Slot*> Optimizer::begin_step() {
+  std::vector<Slot*> r;
+  for (Slot& s : slots_) {
+    if (!s.param.grad().defined()) continue;
+    AIM_CHECK(!capturable() || s.counted_on_device, "optimizer capturable mode: parameter ", s.name,
+              " got a gradient after capturable mode started (a captured step updates a fixed "
+              "set of parameters)");
+    r.push_back(&s);
+  }
+  if (capturable() && !r.empty()) {
+    autograd::NoGradGuard no_grad;
+    const Tensor count = hyper_.slice(0, 1, 2);
+    count.copy_(autograd::add(Variable(count), 1.0).data());  // on the device: no host step
+  }
+  return r;
+}
+
 void Optimizer::zero_grad() {
   for (const auto& [name, p] : params_) p.zero_grad();
 }
 
 OptimizerState Optimizer::state_dict() const {
   OptimizerState r;
+  const int64_t on_device = capturable() ? device_step() : 0;
   for (const Slot& s : slots_) {
+    const int64_t step = s.counted_on_device ? on_device : s.step;
     bool any = false;
     for (const auto& [n, t] : s.state)
       if (t.defined()) {
         r.push_back({s.name + "." + n, t});
         any = true;
       }
-    if (has_step_ && (any || s.step > 0))
-      r.push_back({s.name + ".step", Tensor::from_vector(std::vector<int64_t>{s.step}, {})});
+    if (has_step_ && (any || step > 0))
+      r.push_back({s.name + ".step", Tensor::from_vector(std::vector<int64_t>{step}, {})});
   }
   return r;
 }
@@ -101,6 +166,17 @@ void Optimizer::load_state_dict(const OptimizerState& sd) {
       dst.copy_(t.to(dst.device()));
     }
   }
+  if (capturable()) {  // the device count follows the loaded steps (one count for all)
+    int64_t step = -1;
+    for (const Slot& s : slots_) {
+      if (!s.counted_on_device) continue;
+      AIM_CHECK(step < 0 || s.step == step, "optimizer load_state_dict (capturable): parameter ",
+                s.name, " has taken ", s.step, " steps, others ", step,
+                "; a captured step updates every parameter alike");
+      step = s.step;
+    }
+    if (step >= 0) write_hyper(lr_, step);
+  }
 }
 
 namespace {
@@ -132,18 +208,20 @@ SGD::SGD(NamedParameters params, double lr, double momentum, double dampening, d
 
 void SGD::step() {
   autograd::NoGradGuard no_grad;
-  for (Slot& s : slots()) {
-    if (!s.param.grad().defined()) continue;
+  for (Slot* sp : begin_step()) {
+    Slot& s = *sp;
     kernels::SgdUpdateArgs a;
     a.param = s.param.data();
     a.grad = grad_for(s.param);
-    a.lr = lr_;
+    set_step_scalars(s, a);
     a.momentum = momentum_;
     a.dampening = dampening_;
     a.weight_decay = weight_decay_;
     a.nesterov = nesterov_;
     if (momentum_ != 0) {
       Tensor& buf = raw_state(s, "momentum_buffer");
+      AIM_CHECK(buf.defined() || !capturable(), "SGD capturable mode: ", s.name,
+                " has no momentum buffer (its first step sets it: take that step eagerly)");
       a.first_step = !buf.defined();
       if (!buf.defined())
         buf = Tensor::empty(s.param.sizes(), kernels::optim_state_dtype(s.param.dtype()),
@@ -151,7 +229,6 @@ void SGD::step() {
       a.momentum_buf = buf;
     }
     kernels::sgd_update(a);
-    ++s.step;
   }
 }
 
@@ -173,20 +250,19 @@ Adam::Adam(NamedParameters params, double lr, double beta1, double beta2, double
 
 void Adam::step() {
   autograd::NoGradGuard no_grad;
-  for (Slot& s : slots()) {
-    if (!s.param.grad().defined()) continue;
+  for (Slot* sp : begin_step()) {
+    Slot& s = *sp;
     kernels::AdamUpdateArgs a;
     a.param = s.param.data();
     a.grad = grad_for(s.param);
     a.exp_avg = state(s, "exp_avg");
     a.exp_avg_sq = state(s, "exp_avg_sq");
-    a.lr = lr_;
+    set_step_scalars(s, a);
     a.beta1 = beta1_;
     a.beta2 = beta2_;
     a.eps = eps_;
     a.weight_decay = weight_decay_;
     a.decoupled = decoupled_;
-    a.step = ++s.step;
     kernels::adam_update(a);
   }
 }
@@ -207,8 +283,8 @@ Adagrad::Adagrad(NamedParameters params, double lr, double lr_decay, double weig
 
 void Adagrad::step() {
   autograd::NoGradGuard no_grad;
-  for (Slot& s : slots()) {
-    if (!s.param.grad().defined()) continue;
+  for (Slot* sp : begin_step()) {
+    Slot& s = *sp;
     Tensor& sum = raw_state(s, "sum");
     if (!sum.defined())
       sum = Tensor::full(s.param.sizes(), initial_accumulator_value_,
@@ -217,11 +293,10 @@ void Adagrad::step() {
     a.param = s.param.data();
     a.grad = grad_for(s.param);
     a.sum = sum;
-    a.lr = lr_;
+    set_step_scalars(s, a);
     a.lr_decay = lr_decay_;
     a.weight_decay = weight_decay_;
     a.eps = eps_;
-    a.step = ++s.step;
     kernels::adagrad_update(a);
   }
 }
@@ -247,8 +322,8 @@ Ftrl::Ftrl(NamedParameters params, double lr, double learning_rate_power,
 void Ftrl::step() {
   autograd::NoGradGuard no_grad;
   AIM_CHECK(lr_ > 0, "Ftrl: learning rate must be > 0, got ", lr_);
-  for (Slot& s : slots()) {
-    if (!s.param.grad().defined()) continue;
+  for (Slot* sp : begin_step()) {
+    Slot& s = *sp;
     const DType sdt = kernels::optim_state_dtype(s.param.dtype());
     Tensor& accum = raw_state(s, "accum");
     if (!accum.defined())
@@ -260,12 +335,11 @@ void Ftrl::step() {
               a.grad.numel(), " elements, the parameter ", a.param.numel());
     a.accum = accum;
     a.linear = state(s, "linear");
-    a.lr = lr_;
+    set_step_scalars(s, a);
     a.lr_power = power_;
     a.l1 = l1_;
     a.l2 = l2_;
     kernels::ftrl_update(a);
-    ++s.step;
   }
 }
 
@@ -303,6 +377,11 @@ void GroupedOptimizer::set_lr(double lr) {
   lr_ = lr;
   for (size_t g = 0; g < subs_.size(); ++g)
     if (subs_[g]) subs_[g]->set_lr(sub_lr0_[g] * lr / lr0_);
+}
+
+void GroupedOptimizer::set_capturable() {
+  for (auto& o : subs_)
+    if (o) o->set_capturable();
 }
 
 OptimizerState GroupedOptimizer::state_dict() const {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,13 @@ namespace aim::train {
 
 using NamedParameters = std::vector<std::pair<std::string, autograd::Variable>>;
 using OptimizerState = std::vector<std::pair<std::string, Tensor>>;
+
+namespace detail {
+template <class A, class = void>
+struct HasStep : std::false_type {};  // update args with a step number (Adam, Adagrad)
+template <class A>
+struct HasStep<A, std::void_t<decltype(std::declval<A&>().step)>> : std::true_type {};
+}  // namespace detail
 
 class Optimizer {
  public:
@@ -32,7 +40,7 @@ class Optimizer {
   virtual void step() = 0;  // one update of every parameter that has a gradient
   void zero_grad();         // zeroes every parameter's gradient (kept allocated)
   double lr() const { return lr_; }
-  virtual void set_lr(double lr) { lr_ = lr; }  // e.g. from an LRSchedule before each step()
+  virtual void set_lr(double lr);  // e.g. from an LRSchedule before each step()
   const NamedParameters& parameters() const { return params_; }
 
   // "<param>.<state>" -> tensor, in parameter order; tensors share storage with the optimizer.
@@ -41,13 +49,38 @@ class Optimizer {
   // or shapes/dtypes that do not match, are errors naming the key; nothing is written then.
   virtual void load_state_dict(const OptimizerState& sd);
 
+  // Capturable mode (CUDA graphs, aim-train --cuda-graph; PyTorch's capturable=True): the
+  // learning rate and the step count live in one device tensor {lr, step} (kernels/optim
+  // `hyper`). step() adds 1 to the count on the device and every update reads both there, so a
+  // captured step() replays correctly at every later step; set_lr() writes the rate with a
+  // stream-ordered copy when it changes. Turned on after a first eager step: the parameters
+  // that have a gradient then (and their state) are the ones a captured step updates; they must
+  // have taken the same number of steps. A parameter that gets a gradient later is an error.
+  virtual void set_capturable();
+  bool capturable() const { return hyper_.defined(); }
+
  protected:
   struct Slot {
     std::string name;
     autograd::Variable param;
-    OptimizerState state;  // this optimizer's state names, undefined until the first step
-    int64_t step = 0;      // steps taken by this parameter
+    OptimizerState state;            // this optimizer's state names, undefined until the first step
+    int64_t step = 0;                // steps taken by this parameter (capturable: hyper_'s count)
+    bool counted_on_device = false;  // capturable: its steps are hyper_'s count
   };
+  // The parameters to update this step (those with a gradient). Capturable: adds 1 to the
+  // device step count first and checks each against the capturable set.
+  std::vector<Slot*> begin_step();
+  // Fills the update's lr/step/hyper: the host values, or the device's in capturable mode
+  // (the host step count is then not advanced; state_dict reads the device's).
+  template <class Args>
+  void set_step_scalars(Slot& s, Args& a) {
+    a.lr = lr_;
+    if (capturable())
+      a.hyper = hyper_;
+    else
+      ++s.step;
+    if constexpr (detail::HasStep<Args>::value) a.step = s.step;
+  }
   // Declares the per-parameter state tensors (same shape as the parameter, state dtype) and
   // whether a step counter is saved.
   void declare_state(std::vector<std::string> names, bool has_step);
@@ -58,9 +91,14 @@ class Optimizer {
   double lr_;
 
  private:
+  int64_t device_step() const;  // capturable: the device's step count (reads it: syncs)
+  void write_hyper(double lr, int64_t step);
+
   NamedParameters params_;
   std::vector<Slot> slots_;
   bool has_step_ = false;
+  Tensor hyper_;         // capturable: {lr, step} f64 on the parameters' device
+  double hyper_lr_ = 0;  // the rate hyper_ holds
 };
 
 class SGD : public Optimizer {
@@ -110,9 +148,8 @@ class Adagrad : public Optimizer {
 //   z += g - (n'^(-p) - n^(-p)) / lr * w
 //   w  = |z| > l1 ? (sign(z) * l1 - z) / (n'^(-p) / lr + 2 * l2) : 0
 //   n  = n'
-// TF's defaults: learning_rate_power -0.5, initial_accumulator_value 0.1, l1 = l2 = 0. The
-// update runs on the host in double (the parameter and its state are copied to the CPU and back):
-// correct on every device, but not a fused device kernel.
+// TF's defaults: learning_rate_power -0.5, initial_accumulator_value 0.1, l1 = l2 = 0. One fused
+// update per parameter on its device (kernels/optim ftrl_update, in double).
 class Ftrl : public Optimizer {
  public:
   Ftrl(NamedParameters params, double lr, double learning_rate_power = -0.5,
@@ -143,6 +180,7 @@ class GroupedOptimizer : public Optimizer {
   void set_lr(double lr) override;
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& sd) override;
+  void set_capturable() override;
   // The optimizer of group i (nullptr when no parameter fell into it).
   Optimizer* group(size_t i) const { return subs_[i].get(); }
 

@@ -41,6 +41,23 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// --cuda-graph: the captured training step, its private stream and its input tensors. Blocks
+// the capture allocated are the graph's (tensor/cuda_runtime.cpp: the stream's pool is kept and
+// nothing else allocates on that stream).
+struct CapturedStep {
+  int device = 0;
+  StreamHandle stream = nullptr;
+  GraphHandle graph = nullptr;
+  TensorMap inputs;  // each batch is copied here before a replay
+  Tensor loss;       // [1] f32, written by every replay
+  CapturedStep() = default;
+  CapturedStep(const CapturedStep&) = delete;
+  CapturedStep& operator=(const CapturedStep&) = delete;
+  ~CapturedStep() {
+    if (graph) destroy_graph(graph);
+  }
+};
+
 int64_t parse_i64(const std::map<std::string, std::string>& md, const std::string& key,
                   const std::string& path) {
   auto it = md.find(key);
@@ -547,8 +564,8 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   const int64_t start_position = src->position();  // global (before the loader thread starts)
   std::optional<RankShard> shard;
   if (ranks > 1) shard.emplace(*src, rank, ranks, opt.batch_size, src->position());
-  auto produce = [src, &shard, &produced, to_produce,
-                  b = opt.batch_size]() -> std::optional<Fetched> {
+  auto produce = [src, &shard, &produced, to_produce, b = opt.batch_size,
+                  pin = dev.is_cuda()]() -> std::optional<Fetched> {
     if (produced == to_produce) return std::nullopt;
     ++produced;
     Fetched f;
@@ -559,6 +576,9 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       f.batch = src->next(b);
       f.position = src->position();
     }
+    // Page-locked on the loader thread, so the step's host-to-device copies are asynchronous.
+    if (pin)
+      for (auto& [k, t] : f.batch) t = t.pin_memory();
     return f;
   };
   std::unique_ptr<data::Prefetcher<Fetched>> prefetcher;
@@ -644,6 +664,102 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
             " are not within 1..", r.total_steps);
   int64_t profiled_steps = 0;
 
+  // --cuda-graph: the step after the first (eager: it creates the gradients and the optimizer
+  // state) is captured on a private stream and replayed from then on. The eager stream and the
+  // graph's hand over with stream waits (no host synchronisation): each batch is copied into the
+  // graph's inputs and the learning rate into the optimizer's device {lr, step} before a replay,
+  // and the loss is copied out after it.
+  std::optional<CapturedStep> captured;
+  std::map<std::string, Shape> graph_shapes;  // of the batch tensors the graph was captured with
+  bool capturable_optimizer = false;
+  if (opt.cuda_graph) {
+    AIM_CHECK(dev.is_cuda(), "--cuda-graph needs a CUDA device (--device cuda), got ", dev.str());
+    AIM_CHECK(!comm,
+              "--cuda-graph: one device only (the data-parallel step's collectives are not "
+              "captured)");
+    AIM_CHECK(!scaler,
+              "--cuda-graph: not with --precision fp16 (the dynamic loss scale decides on "
+              "the host whether the optimizer steps); fp32 and bf16 steps are capturable");
+    AIM_CHECK(!profiling,
+              "--cuda-graph: a graph replays as one unit, its ops are not timed one by "
+              "one: profile without --cuda-graph");
+    AIM_CHECK(opt.inject_overflow_at.empty(), "--cuda-graph: not with --inject-overflow");
+  }
+  auto capture_step = [&](const TensorMap& host_batch) {
+    std::string meta_keys;
+    for (const auto& [k, t] : model->host_metadata(host_batch))
+      meta_keys += (meta_keys.empty() ? "" : ", ") + k;
+    AIM_CHECK(meta_keys.empty(), "--cuda-graph: ", entry.name,
+              "'s step reads host metadata of each batch (", meta_keys,
+              "): a captured step would keep the first batch's; this model's training step is "
+              "not capturable");
+    CapturedStep& c = captured.emplace();
+    c.device = dev.index;
+    if (!capturable_optimizer) optim->set_capturable();
+    capturable_optimizer = true;
+    c.inputs = models::batch_to_device(*model, host_batch, dev);
+    const StreamHandle eager = current_stream(dev.index);
+    c.stream = create_stream(dev.index);
+    stream_wait(dev.index, c.stream, eager);
+    set_current_stream(dev.index, c.stream);
+    const int64_t uploads0 = captured_uploads();
+    begin_capture(dev.index, c.stream);
+    try {
+      optim->zero_grad();
+      autograd::Variable loss;
+      {
+        std::optional<autograd::amp::Autocast> ac;
+        if (amp_on) ac.emplace(opt.precision, &amp_cache);
+        loss = model->training_loss(c.inputs);
+      }
+      loss.backward();
+      amp_cache.clear();
+      if (opt.clip_norm > 0) clip_grad_norm_device(optim->parameters(), opt.clip_norm);
+      optim->step();
+      c.loss = loss.data().to(DType::f32).contiguous().view({1}).clone();
+      c.graph = end_capture(dev.index, c.stream);
+    } catch (const Error& e) {
+      if (!c.graph) try {
+          end_capture(dev.index, c.stream);
+        } catch (...) {
+        }
+      set_current_stream(dev.index, eager);
+      AIM_FAIL("--cuda-graph: capturing ", entry.name, "'s training step failed: ", e.what());
+    }
+    set_current_stream(dev.index, eager);
+    const int64_t uploads = captured_uploads() - uploads0;
+    AIM_CHECK(uploads == 0, "--cuda-graph: ", entry.name, "'s training step uploaded host data ",
+              uploads,
+              " time(s) while it was captured (a plan made on the host, e.g. lengths or "
+              "offsets from the batch): replays would reuse the captured values; this model's "
+              "training step is not capturable");
+    std::string shapes;
+    for (const auto& [k, t] : c.inputs)
+      shapes += str(shapes.empty() ? "" : ", ", k, " ", to_string(t.sizes()));
+    log << "cuda graph: training step captured at step " << step + 1 << " (" << shapes
+        << ") and replayed from then on (capturable " << opt.optim.name
+        << ": lr and step count on the device)\n";
+  };
+  // Copies the batch into the graph's inputs and replays the step; returns the inputs.
+  auto replay_step = [&](const TensorMap& host_batch, int64_t at_step) -> const TensorMap& {
+    CapturedStep& c = *captured;
+    for (const auto& [k, t] : c.inputs) {
+      auto h = host_batch.find(k);
+      AIM_CHECK(h != host_batch.end(), "--cuda-graph: the batch of step ", at_step, " has no ", k);
+      AIM_CHECK(h->second.sizes() == t.sizes() && h->second.dtype() == t.dtype(),
+                "--cuda-graph: the batch of step ", at_step, " has ", k, " ",
+                to_string(h->second.sizes()), " ", dtype_name(h->second.dtype()),
+                ", the captured step ", to_string(t.sizes()), " ", dtype_name(t.dtype()),
+                " (a captured step needs batches of one shape)");
+      t.copy_(h->second);
+    }
+    const StreamHandle eager = current_stream(dev.index);
+    stream_wait(dev.index, c.stream, eager);
+    launch_graph(c.graph, c.stream);
+    stream_wait(dev.index, eager, c.stream);
+    return c.inputs;
+  };
+
   while (step < r.total_steps) {
     const bool profile_step = profiling && step + 1 >= prof_a && step + 1 <= prof_b;
     if (comm && profiling && step + 1 == prof_a) {
@@ -672,71 +788,104 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     AIM_CHECK(f.has_value(), "train: the loader ended early at step ", step);
     const auto t0 = Clock::now();
     const DeviceSyncCounters sync0 = device_sync_counters(dev);
-    const TensorMap batch = models::batch_to_device(*model, f->batch, dev);
     optim->set_lr(sched.lr(step));
-    std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
-    // Forward and backward only: evaluation (rank 0 alone, eval mode) never synchronises.
-    std::optional<layers::SyncBatchNormScope> sync_bn;
-    if (bn_sync) sync_bn.emplace(&*bn_sync);
-    autograd::Variable loss;
-    {
-      std::optional<autograd::amp::Autocast> ac;
-      if (amp_on) ac.emplace(opt.precision, &amp_cache);
-      loss = model->training_loss(batch);
-    }
-    phase.emplace("bwd", profiler::ScopeKind::Phase);
-    if (reducer) reducer->begin();
-    if (scaler)
-      autograd::mul(loss, scaler->scale()).backward();
-    else
-      loss.backward();
-    sync_bn.reset();
-    if (reducer) {
-      // Every gradient averaged over the ranks (the buckets were launched during backward).
-      reducer->finish();
-      const dist::ReducerStats& rs = reducer->last_stats();
-      if (step > r.first_step || r.total_steps - r.first_step == 1) {  // the first step sets up
-        dist_comm_s += rs.comm_s;
-        dist_bwd_s += rs.backward_s;
-        dist_overlap_s += rs.overlapped_s;
-        dist_wait_s += rs.finish_wait_s;
-        dist_sparse_s += rs.sparse_s;
-        ++dist_steps;
-      }
-    }
-    amp_cache.clear();
-    bool overflow = false;
-    if (std::find(opt.inject_overflow_at.begin(), opt.inject_overflow_at.end(), step + 1) !=
-        opt.inject_overflow_at.end())
-      inject_inf(optim->parameters());
-    // The loss of the step: under ranks their mean, the loss of the whole N B batch (this also
-    // makes a NaN on one rank stop every rank with the same message).
-    {
-      const Tensor l1 = rank_mean_tensor(loss.data());
-      const int64_t at = int64_t(loss_steps.size());
-      readback_losses.slice(0, at, at + 1).copy_(l1);
-      loss_steps.push_back(step + 1);
-    }
+    TensorMap batch;
     bool read_this_step = false;
-    if (scaler) {
+    std::optional<profiler::Scope> phase;
+    if (opt.cuda_graph && step > r.first_step) {
+      // The captured shapes: the model's padded shapes, grown when a batch exceeds them (then
+      // the step is captured again).
+      std::map<std::string, Shape> want;
+      for (const auto& [k, t] : f->batch) {
+        Shape sh = model->padded_shape(k, t.sizes());
+        auto it = graph_shapes.find(k);
+        if (captured && it != graph_shapes.end() && it->second.size() == sh.size())
+          for (size_t i = 0; i < sh.size(); ++i) sh[i] = std::max(sh[i], it->second[i]);
+        want[k] = sh;
+      }
+      TensorMap padded = model->pad_batch(f->batch, want);
+      for (auto& [k, t] : padded) t = t.pin_memory();  // pinned already unless padded here
+      if (!captured || want != graph_shapes) {
+        if (captured)
+          log << "cuda graph: the batch of step " << step + 1
+              << " exceeds the captured shapes: the step is captured again\n";
+        captured.reset();
+        const auto tc = Clock::now();
+        capture_step(padded);
+        r.graph_capture_ms += seconds_since(tc) * 1e3;
+        ++r.graph_captures;
+        graph_shapes = want;
+      }
+      batch = replay_step(padded, step + 1);
+      const int64_t at = int64_t(loss_steps.size());
+      readback_losses.slice(0, at, at + 1).copy_(captured->loss);
+      loss_steps.push_back(step + 1);
+    } else {
+      batch = models::batch_to_device(*model, f->batch, dev);
+      phase.emplace("fwd", profiler::ScopeKind::Phase);
+      // Forward and backward only: evaluation (rank 0 alone, eval mode) never synchronises.
+      std::optional<layers::SyncBatchNormScope> sync_bn;
+      if (bn_sync) sync_bn.emplace(&*bn_sync);
+      autograd::Variable loss;
+      {
+        std::optional<autograd::amp::Autocast> ac;
+        if (amp_on) ac.emplace(opt.precision, &amp_cache);
+        loss = model->training_loss(batch);
+      }
+      phase.emplace("bwd", profiler::ScopeKind::Phase);
+      if (reducer) reducer->begin();
+      if (scaler)
+        autograd::mul(loss, scaler->scale()).backward();
+      else
+        loss.backward();
+      sync_bn.reset();
+      if (reducer) {
+        // Every gradient averaged over the ranks (the buckets were launched during backward).
+        reducer->finish();
+        const dist::ReducerStats& rs = reducer->last_stats();
+        if (step > r.first_step || r.total_steps - r.first_step == 1) {  // the first step sets up
+          dist_comm_s += rs.comm_s;
+          dist_bwd_s += rs.backward_s;
+          dist_overlap_s += rs.overlapped_s;
+          dist_wait_s += rs.finish_wait_s;
+          dist_sparse_s += rs.sparse_s;
+          ++dist_steps;
+        }
+      }
+      amp_cache.clear();
+      bool overflow = false;
+      if (std::find(opt.inject_overflow_at.begin(), opt.inject_overflow_at.end(), step + 1) !=
+          opt.inject_overflow_at.end())
+        inject_inf(optim->parameters());
+      // The loss of the step: under ranks their mean, the loss of the whole N B batch (this also
+      // makes a NaN on one rank stop every rank with the same message).
+      {
+        const Tensor l1 = rank_mean_tensor(loss.data());
+        const int64_t at = int64_t(loss_steps.size());
+        readback_losses.slice(0, at, at + 1).copy_(l1);
+        loss_steps.push_back(step + 1);
+      }
+      if (scaler) {
+        phase.emplace("opt", profiler::ScopeKind::Phase);
+        // Unscaled after the reducer's finish(); the skip decision is the same on every rank: the
+        // flags' mean over the ranks, read with the loss in the step's one host read.
+        Tensor flag = scaler->unscale_flag(optim->parameters());
+        if (comm) comm->all_reduce(flag, dist::ReduceOp::Avg);
+        readback_flag.copy_(flag);
+        overflow = read_back() > 0;
+        read_this_step = true;
+      }
+      if (opt.clip_norm > 0 && !overflow)
+        clip_grad_norm_device(optim->parameters(), opt.clip_norm);  // no host read
       phase.emplace("opt", profiler::ScopeKind::Phase);
-      // Unscaled after the reducer's finish(); the skip decision is the same on every rank: the
-      // flags' mean over the ranks, read with the loss in the step's one host read.
-      Tensor flag = scaler->unscale_flag(optim->parameters());
-      if (comm) comm->all_reduce(flag, dist::ReduceOp::Avg);
-      readback_flag.copy_(flag);
-      overflow = read_back() > 0;
-      read_this_step = true;
-    }
-    if (opt.clip_norm > 0 && !overflow)
-      clip_grad_norm_device(optim->parameters(), opt.clip_norm);  // no host read
-    phase.emplace("opt", profiler::ScopeKind::Phase);
-    if (!overflow) optim->step();
-    if (scaler) {
-      scaler->update(overflow);
-      if (overflow)
-        log << "step " << step + 1 << ": gradient overflow (Inf/NaN), step skipped; loss scale -> "
-            << scaler->scale() << "\n";
+      if (!overflow) optim->step();
+      if (scaler) {
+        scaler->update(overflow);
+        if (overflow)
+          log << "step " << step + 1
+              << ": gradient overflow (Inf/NaN), step skipped; loss scale -> " << scaler->scale()
+              << "\n";
+      }
     }
     const bool log_point = (step + 1) % log_every == 0 || step + 1 == r.total_steps;
     if (!read_this_step && (!defer_loss || log_point)) read_back();  // syncs
@@ -750,7 +899,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       d2h_in_steps += sync1.d2h_bytes - sync0.d2h_bytes;
       ++counted_steps;
     }
-    {
+    if (!captured) {  // a captured step zeroes the gradients itself
       profiler::Scope zero("opt", profiler::ScopeKind::Phase);
       optim->zero_grad();
     }

@@ -140,6 +140,11 @@ struct TrainOptions {
   // of all ranks' samples (layers::SyncBatchNormScope around each rank's forward and backward).
   bool sync_batchnorm = false;
   DistOptions dist;  // data-parallel training (ranks > 1)
+  // CUDA graphs (aim-train --cuda-graph): the training step (zero_grad, forward, loss, backward,
+  // clip, optimizer) is captured at the second step and replayed at every later one; the
+  // optimizer runs in capturable mode (train/optim.h). One device, fp32 or bf16; a model whose
+  // step makes host plans from each batch (host metadata, uploads during the capture) is refused.
+  bool cuda_graph = false;
 };
 
 // Data-parallel figures of a run (TrainResult::dist), per step means over the steps run after
@@ -184,6 +189,8 @@ struct TrainResult {
   // CUDA: host synchronisations and device-to-host bytes per training step (the steps after the
   // first; evaluations and checkpoints excluded only when they fall outside those steps).
   double host_syncs_per_step = 0, d2h_bytes_per_step = 0;
+  double graph_capture_ms = 0;  // --cuda-graph: host time of the captures (0: not captured)
+  int64_t graph_captures = 0;   // --cuda-graph: 1, more when a batch outgrew the captured shapes
 };
 
 // Builds an optimizer from the options over `params`; unknown names are an aim::Error listing

@@ -4,6 +4,11 @@
 // exp_avg_sq, sum): same numel, contiguous, dtype optim_state_dtype(param dtype) (f32 for
 // f32/f16/bf16 parameters, f64 for f64). Everything on the same device.
 // Math: kernels/optim/README.md
+//
+// Capturable updates (CUDA graphs): `hyper`, when defined, is a [2] device tensor {lr, step}
+// (f64; the CPU variants also read f32) from which the kernel takes the learning rate and the
+// step number instead of the `lr` and `step` fields, so one captured update follows a schedule
+// and counts its steps on the device at every replay (PyTorch's capturable=True).
 #pragma once
 #include <cmath>
 
@@ -23,6 +28,7 @@ struct SgdUpdateArgs {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false;
   bool first_step = false;  // momentum_buf has no content yet: buf = grad (PyTorch's clone)
+  Tensor hyper;             // optional {lr, step} on the device (capturable): lr read there
   Device device() const { return param.device(); }
   DType dtype() const { return param.dtype(); }
 };
@@ -35,6 +41,7 @@ struct AdamUpdateArgs {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   bool decoupled = false;  // AdamW: param *= 1 - lr * weight_decay instead of grad += wd * param
   int64_t step = 1;        // this step's number, counted from 1 (after PyTorch's step += 1)
+  Tensor hyper;            // optional {lr, step} on the device (capturable): both read there
   Device device() const { return param.device(); }
   DType dtype() const { return param.dtype(); }
 };
@@ -45,6 +52,7 @@ struct AdagradUpdateArgs {
   Tensor sum;    // [n] updated in place
   double lr = 0, lr_decay = 0, weight_decay = 0, eps = 1e-10;
   int64_t step = 1;  // counted from 1
+  Tensor hyper;      // optional {lr, step} on the device (capturable): both read there
   Device device() const { return param.device(); }
   DType dtype() const { return param.dtype(); }
 };
@@ -70,6 +78,7 @@ struct FtrlUpdateArgs {
   Tensor accum;   // [n] updated in place (n, starts at initial_accumulator_value > 0)
   Tensor linear;  // [n] updated in place (z)
   double lr = 0.05, lr_power = -0.5, l1 = 0, l2 = 0;
+  Tensor hyper;  // optional {lr, step} on the device (capturable): lr read there
   Device device() const { return param.device(); }
   DType dtype() const { return param.dtype(); }
 };
@@ -136,19 +145,28 @@ std::string check_ftrl_update(const FtrlUpdateArgs& a);
 std::string check_grad_sq_sum(const GradSqSumArgs& a);
 std::string check_grad_clip_scale(const GradClipScaleArgs& a);
 
-// Host-side scalars of one Adam step (in double), shared by every variant.
-struct AdamScalars {
-  double step_size, bc2_sqrt, decay;  // param -= step_size * m / (sqrt(v) / bc2_sqrt + eps)
-};
-AdamScalars adam_scalars(const AdamUpdateArgs& a);
-
-// One FTRL element in double, every variant (the same numbers as the host loop it replaced).
-// mp = -lr_power. Updates w, n, z. Host and device code (__host__ __device__ under nvcc).
+// Host and device code (__host__ __device__ under nvcc).
 #if defined(__CUDACC__)
 #define AIM_OPTIM_HD __host__ __device__
 #else
 #define AIM_OPTIM_HD
 #endif
+// Scalars of one Adam step (in double), shared by every variant (host and device code):
+// param -= step_size * m / (sqrt(v) / bc2_sqrt + eps); decay = 1 - lr * wd (AdamW).
+struct AdamScalars {
+  double step_size, bc2_sqrt, decay;
+};
+AIM_OPTIM_HD inline AdamScalars adam_scalars(double lr, double step, double beta1, double beta2,
+                                             double weight_decay) {
+  return {lr / (1.0 - pow(beta1, step)), sqrt(1.0 - pow(beta2, step)), 1.0 - lr * weight_decay};
+}
+// Adagrad's decayed learning rate at a step (counted from 1).
+AIM_OPTIM_HD inline double adagrad_lr(double lr, double step, double lr_decay) {
+  return lr / (1.0 + (step - 1.0) * lr_decay);
+}
+
+// One FTRL element in double, every variant (the same numbers as the host loop it replaced).
+// mp = -lr_power. Updates w, n, z.
 AIM_OPTIM_HD inline void ftrl_element(double& w, double g, double& n, double& z, double lr,
                                       double mp, double l1, double l2) {
   const double n1 = n + g * g;

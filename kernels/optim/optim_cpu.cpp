@@ -51,10 +51,38 @@ std::string check_common(const char* op, const Tensor& param, const Tensor& grad
   return "";
 }
 
+// Capturable updates: the args with lr (and step) taken from `hyper` when it is defined (a CPU
+// tensor here, f64 or f32: the reference runs on f32 copies of the case).
+double hyper_at(const Tensor& h, int i) {
+  return h.dtype() == DType::f64 ? static_cast<const double*>(h.raw_data())[i]
+                                 : double(static_cast<const float*>(h.raw_data())[i]);
+}
+template <class Args>
+Args resolved(const Args& a) {
+  Args r = a;
+  if (!a.hyper.defined()) return r;
+  r.lr = hyper_at(a.hyper, 0);
+  if constexpr (std::is_same_v<Args, AdamUpdateArgs> || std::is_same_v<Args, AdagradUpdateArgs>)
+    r.step = int64_t(std::llround(hyper_at(a.hyper, 1)));
+  r.hyper = Tensor();
+  return r;
+}
+
+std::string check_hyper(const char* op, const Tensor& h, const Tensor& param) {
+  if (!h.defined()) return "";
+  if (h.numel() != 2 || !h.is_contiguous() || h.device() != param.device() ||
+      (h.dtype() != DType::f64 && h.dtype() != DType::f32))
+    return str("[", op, "] hyper must be 2 contiguous f64 values {lr, step} on ",
+               param.device().str(), ", got ", to_string(h.sizes()), " ", dtype_name(h.dtype()),
+               " on ", h.device().str());
+  return "";
+}
+
 // ---- the update rules, per element, in compute type A ----------------------------------------
 
 template <class A, class P, class S, bool kParallel>
-void sgd_loop(const SgdUpdateArgs& a) {
+void sgd_loop(const SgdUpdateArgs& args) {
+  const SgdUpdateArgs a = resolved(args);
   P* p = static_cast<P*>(a.param.raw_data());
   const P* g = static_cast<const P*>(a.grad.raw_data());
   S* buf = a.momentum_buf.defined() ? static_cast<S*>(a.momentum_buf.raw_data()) : nullptr;
@@ -76,13 +104,14 @@ void sgd_loop(const SgdUpdateArgs& a) {
 }
 
 template <class A, class P, class S, bool kParallel>
-void adam_loop(const AdamUpdateArgs& a) {
+void adam_loop(const AdamUpdateArgs& args) {
+  const AdamUpdateArgs a = resolved(args);
   P* p = static_cast<P*>(a.param.raw_data());
   const P* g = static_cast<const P*>(a.grad.raw_data());
   S* m = static_cast<S*>(a.exp_avg.raw_data());
   S* v = static_cast<S*>(a.exp_avg_sq.raw_data());
   const int64_t n = a.param.numel();
-  const AdamScalars sc = adam_scalars(a);
+  const AdamScalars sc = adam_scalars(a.lr, double(a.step), a.beta1, a.beta2, a.weight_decay);
   const A b1c = A(1.0 - a.beta1), b2 = A(a.beta2), b2c = A(1.0 - a.beta2), eps = A(a.eps),
           wd = A(a.weight_decay), decay = A(sc.decay), step_size = A(sc.step_size),
           bc2_sqrt = A(sc.bc2_sqrt);
@@ -105,12 +134,13 @@ void adam_loop(const AdamUpdateArgs& a) {
 }
 
 template <class A, class P, class S, bool kParallel>
-void adagrad_loop(const AdagradUpdateArgs& a) {
+void adagrad_loop(const AdagradUpdateArgs& args) {
+  const AdagradUpdateArgs a = resolved(args);
   P* p = static_cast<P*>(a.param.raw_data());
   const P* g = static_cast<const P*>(a.grad.raw_data());
   S* s = static_cast<S*>(a.sum.raw_data());
   const int64_t n = a.param.numel();
-  const A clr = A(a.lr / (1.0 + double(a.step - 1) * a.lr_decay)), wd = A(a.weight_decay),
+  const A clr = A(adagrad_lr(a.lr, double(a.step), a.lr_decay)), wd = A(a.weight_decay),
           eps = A(a.eps);
 #pragma omp parallel for simd schedule(static) if (kParallel && n > (int64_t(1) << 15))
   for (int64_t i = 0; i < n; ++i) {
@@ -187,7 +217,8 @@ void adagrad_cpu_omp(const AdagradUpdateArgs& a) {
 // FTRL: one loop in double for every dtype (cpu.ref is also the CPU default: the host loop it
 // replaced read every value as double too).
 template <class P, class S>
-void ftrl_loop(const FtrlUpdateArgs& a) {
+void ftrl_loop(const FtrlUpdateArgs& args) {
+  const FtrlUpdateArgs a = resolved(args);
   P* p = static_cast<P*>(a.param.raw_data());
   const P* g = static_cast<const P*>(a.grad.raw_data());
   S* n = static_cast<S*>(a.accum.raw_data());
@@ -241,23 +272,27 @@ void grad_clip_scale_cpu_ref(const GradClipScaleArgs& a) {
 // Shapes: {n, mode}. Param and grad random in [-1, 1); state random with the initial content the
 // in-place update reads (second moments and sums non-negative).
 
-TestCase base_case(int64_t n, DType t, uint64_t seed) {
+// hyper: {lr, step} as the capturable update reads it (f64); undefined for the plain modes.
+TestCase base_case(int64_t n, DType t, uint64_t seed, std::vector<double> hyper = {}) {
   TestCase c;
   c.add_in("grad", random_tensor({n}, t, seed + 1));
   c.add_out("param", random_tensor({n}, t, seed));
+  c.add_in("hyper", hyper.empty() ? Tensor() : Tensor::from_vector(hyper, {2}));
   return c;
 }
 
-// mode 0: plain SGD; 1: momentum, first step, wd; 2: momentum + dampening + wd; 3: Nesterov.
+// mode 0: plain SGD; 1: momentum, first step, wd; 2: momentum + dampening + wd; 3: Nesterov;
+// 4: mode 2 capturable (lr 0.07 from hyper; the lr field is a wrong 0.5).
 TestCase make_sgd_case(const TestShape& s, DType t, uint64_t seed) {
   const int64_t n = s[0];
   const int mode = int(s[1]);
-  TestCase c = base_case(n, t, seed);
+  TestCase c =
+      base_case(n, t, seed, mode == 4 ? std::vector<double>{0.07, 3} : std::vector<double>{});
   c.add_out("momentum_buf",
             mode == 0 ? Tensor() : random_tensor({n}, optim_state_dtype(t), seed + 2));
-  c.params = {{"lr", 0.1},
+  c.params = {{"lr", mode == 4 ? 0.5 : 0.1},
               {"momentum", mode == 0 ? 0.0 : 0.9},
-              {"dampening", mode == 2 ? 0.1 : 0.0},
+              {"dampening", mode == 2 || mode == 4 ? 0.1 : 0.0},
               {"weight_decay", mode == 0   ? 0.0
                                : mode == 3 ? 0.05
                                            : 0.01},
@@ -266,36 +301,40 @@ TestCase make_sgd_case(const TestShape& s, DType t, uint64_t seed) {
   return c;
 }
 
-// mode 0: Adam step 1, no weight decay; 1: Adam step 3, wd; 2: AdamW step 10, wd.
+// mode 0: Adam step 1, no weight decay; 1: Adam step 3, wd; 2: AdamW step 10, wd; 3: AdamW
+// capturable (lr 0.02 and step 7 from hyper; the fields are a wrong 1.0 and 1).
 TestCase make_adam_case(const TestShape& s, DType t, uint64_t seed) {
   const int64_t n = s[0];
   const int mode = int(s[1]);
-  TestCase c = base_case(n, t, seed);
+  TestCase c =
+      base_case(n, t, seed, mode == 3 ? std::vector<double>{0.02, 7} : std::vector<double>{});
   c.add_out("exp_avg", random_tensor({n}, optim_state_dtype(t), seed + 2, -0.5, 0.5));
   c.add_out("exp_avg_sq", random_tensor({n}, optim_state_dtype(t), seed + 3, 0.01, 1.0));
-  c.params = {{"lr", 0.01},
+  c.params = {{"lr", mode == 3 ? 1.0 : 0.01},
               {"beta1", 0.9},
               {"beta2", 0.999},
               {"eps", 1e-8},
               {"weight_decay", mode == 0 ? 0.0 : 0.01},
-              {"decoupled", mode == 2 ? 1.0 : 0.0},
-              {"step", mode == 0   ? 1.0
-                       : mode == 1 ? 3.0
-                                   : 10.0}};
+              {"decoupled", mode >= 2 ? 1.0 : 0.0},
+              {"step", mode == 0 || mode == 3 ? 1.0
+                       : mode == 1            ? 3.0
+                                              : 10.0}};
   return c;
 }
 
-// mode 0: step 1, no decay; 1: step 4, lr_decay and wd.
+// mode 0: step 1, no decay; 1: step 4, lr_decay and wd; 2: mode 1 capturable (lr 0.03 and step
+// 5 from hyper; the fields are a wrong 1.0 and 1).
 TestCase make_adagrad_case(const TestShape& s, DType t, uint64_t seed) {
   const int64_t n = s[0];
   const int mode = int(s[1]);
-  TestCase c = base_case(n, t, seed);
+  TestCase c =
+      base_case(n, t, seed, mode == 2 ? std::vector<double>{0.03, 5} : std::vector<double>{});
   c.add_out("sum", random_tensor({n}, optim_state_dtype(t), seed + 2, 0.0, 1.0));
-  c.params = {{"lr", 0.05},
+  c.params = {{"lr", mode == 2 ? 1.0 : 0.05},
               {"lr_decay", mode == 0 ? 0.0 : 0.01},
               {"weight_decay", mode == 0 ? 0.0 : 0.01},
               {"eps", 1e-10},
-              {"step", mode == 0 ? 1.0 : 4.0}};
+              {"step", mode == 1 ? 4.0 : 1.0}};
   return c;
 }
 
@@ -316,21 +355,23 @@ TestCase make_unscale_case(const TestShape& s, DType t, uint64_t seed) {
 }
 
 // mode 0: power -0.5, no regularisation; 1: power -0.3, l1 0.01, l2 0.001; 2: power 0 (constant
-// rate), l1 0.5 (most weights land in the dead zone: exact zeros).
+// rate), l1 0.5 (most weights land in the dead zone: exact zeros); 3: mode 1 capturable (lr
+// 0.07 from hyper; the field is a wrong 1.0).
 TestCase make_ftrl_case(const TestShape& s, DType t, uint64_t seed) {
   const int64_t n = s[0];
   const int mode = int(s[1]);
-  TestCase c = base_case(n, t, seed);
+  TestCase c =
+      base_case(n, t, seed, mode == 3 ? std::vector<double>{0.07, 2} : std::vector<double>{});
   c.add_out("accum", random_tensor({n}, optim_state_dtype(t), seed + 2, 0.1, 1.0));
   c.add_out("linear", random_tensor({n}, optim_state_dtype(t), seed + 3, -1.0, 1.0));
-  c.params = {{"lr", 0.05},
-              {"lr_power", mode == 0   ? -0.5
-                           : mode == 1 ? -0.3
-                                       : 0.0},
-              {"l1", mode == 0   ? 0.0
-                     : mode == 1 ? 0.01
-                                 : 0.5},
-              {"l2", mode == 1 ? 0.001 : 0.0}};
+  c.params = {{"lr", mode == 3 ? 1.0 : 0.05},
+              {"lr_power", mode == 0                ? -0.5
+                           : mode == 1 || mode == 3 ? -0.3
+                                                    : 0.0},
+              {"l1", mode == 0                ? 0.0
+                     : mode == 1 || mode == 3 ? 0.01
+                                              : 0.5},
+              {"l2", mode == 1 || mode == 3 ? 0.001 : 0.0}};
   return c;
 }
 
@@ -377,7 +418,8 @@ std::string check_amp_unscale(const AmpUnscaleArgs& a) {
 }
 
 std::string check_ftrl_update(const FtrlUpdateArgs& a) {
-  if (!(a.lr > 0) || !(a.lr_power <= 0) || a.l1 < 0 || a.l2 < 0)
+  if (auto why = check_hyper("ftrl_update", a.hyper, a.param); !why.empty()) return why;
+  if (!((a.hyper.defined() || a.lr > 0) && a.lr_power <= 0 && a.l1 >= 0 && a.l2 >= 0))
     return str("[ftrl_update] needs lr > 0, lr_power <= 0, l1 >= 0, l2 >= 0, got lr ", a.lr,
                ", lr_power ", a.lr_power, ", l1 ", a.l1, ", l2 ", a.l2);
   return check_common("ftrl_update", a.param, a.grad, {{"accum", &a.accum}, {"linear", &a.linear}});
@@ -400,6 +442,7 @@ std::string check_grad_clip_scale(const GradClipScaleArgs& a) {
 }
 
 std::string check_sgd_update(const SgdUpdateArgs& a) {
+  if (auto why = check_hyper("sgd_update", a.hyper, a.param); !why.empty()) return why;
   if (a.momentum != 0.0) {
     if (!a.momentum_buf.defined())
       return "[sgd_update] momentum " + std::to_string(a.momentum) + " needs a momentum_buf";
@@ -409,19 +452,17 @@ std::string check_sgd_update(const SgdUpdateArgs& a) {
   return check_common("sgd_update", a.param, a.grad, {});
 }
 std::string check_adam_update(const AdamUpdateArgs& a) {
-  if (a.step < 1) return str("[adam_update] step counts from 1, got ", a.step);
+  if (auto why = check_hyper("adam_update", a.hyper, a.param); !why.empty()) return why;
+  if (!a.hyper.defined() && a.step < 1)
+    return str("[adam_update] step counts from 1, got ", a.step);
   return check_common("adam_update", a.param, a.grad,
                       {{"exp_avg", &a.exp_avg}, {"exp_avg_sq", &a.exp_avg_sq}});
 }
 std::string check_adagrad_update(const AdagradUpdateArgs& a) {
-  if (a.step < 1) return str("[adagrad_update] step counts from 1, got ", a.step);
+  if (auto why = check_hyper("adagrad_update", a.hyper, a.param); !why.empty()) return why;
+  if (!a.hyper.defined() && a.step < 1)
+    return str("[adagrad_update] step counts from 1, got ", a.step);
   return check_common("adagrad_update", a.param, a.grad, {{"sum", &a.sum}});
-}
-
-AdamScalars adam_scalars(const AdamUpdateArgs& a) {
-  const double bc1 = 1.0 - std::pow(a.beta1, double(a.step));
-  const double bc2 = 1.0 - std::pow(a.beta2, double(a.step));
-  return {a.lr / bc1, std::sqrt(bc2), 1.0 - a.lr * a.weight_decay};
 }
 
 void sgd_update(const SgdUpdateArgs& a) { AIM_DISPATCH_OP(SgdUpdateArgs, "sgd_update", a); }
@@ -454,10 +495,11 @@ void register_optim_cpu(Registry& r) {
     a.weight_decay = tc.param("weight_decay");
     a.nesterov = tc.param("nesterov") != 0;
     a.first_step = tc.param("first_step") != 0;
+    a.hyper = tc.in("hyper");
     return a;
   });
   s.make_case = make_sgd_case;
-  s.add_test_shapes(shapes(4));
+  s.add_test_shapes(shapes(5));
   s.small_enough_for_simt = simt_size;
 
   auto& ad = r.op<AdamUpdateArgs>("adam_update");
@@ -479,10 +521,11 @@ void register_optim_cpu(Registry& r) {
     a.weight_decay = tc.param("weight_decay");
     a.decoupled = tc.param("decoupled") != 0;
     a.step = int64_t(tc.param("step"));
+    a.hyper = tc.in("hyper");
     return a;
   });
   ad.make_case = make_adam_case;
-  ad.add_test_shapes(shapes(3));
+  ad.add_test_shapes(shapes(4));
   ad.small_enough_for_simt = simt_size;
 
   auto& un = r.op<AmpUnscaleArgs>("amp_unscale");
@@ -520,10 +563,11 @@ void register_optim_cpu(Registry& r) {
     a.weight_decay = tc.param("weight_decay");
     a.eps = tc.param("eps");
     a.step = int64_t(tc.param("step"));
+    a.hyper = tc.in("hyper");
     return a;
   });
   ag.make_case = make_adagrad_case;
-  ag.add_test_shapes(shapes(2));
+  ag.add_test_shapes(shapes(3));
   ag.small_enough_for_simt = simt_size;
 
   auto& ft = r.op<FtrlUpdateArgs>("ftrl_update");
@@ -541,10 +585,11 @@ void register_optim_cpu(Registry& r) {
     a.lr_power = tc.param("lr_power");
     a.l1 = tc.param("l1");
     a.l2 = tc.param("l2");
+    a.hyper = tc.in("hyper");
     return a;
   });
   ft.make_case = make_ftrl_case;
-  ft.add_test_shapes(shapes(3));
+  ft.add_test_shapes(shapes(4));
   ft.small_enough_for_simt = simt_size;
 
   auto& sq = r.op<GradSqSumArgs>("grad_sq_sum");

@@ -2,7 +2,9 @@
 // loop; each thread loads param, grad and its state elements once, computes the update in the
 // accumulator type (f32, f64 for f64 parameters; 16-bit parameters through f32 with f32 state)
 // and stores param and state once. Step-dependent scalars (bias corrections, decayed learning
-// rate) are computed on the host in double and passed by value.
+// rate) are computed on the host in double and passed by value; a capturable update (`hyper`,
+// optim.h) computes them in each thread from the device's {lr, step} before its loop instead
+// (a few FP64 operations per thread; the same double formulas, so the same numbers).
 // Traffic per element: SGD 3P (+2S with momentum), Adam 3P + 4S, Adagrad 3P + 2S bytes ->
 // bandwidth bound (a few FLOPs per element). Limits: contiguous tensors (checked).
 // ftrl_update / cuda.fused: the same mapping; the element math is ftrl_element (optim.h) in
@@ -21,6 +23,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The device {lr, step} of a capturable update (nullptr: the fields). The kernels read doubles.
+const double* hyper_ptr(const Tensor& h) {
+  if (!h.defined()) return nullptr;
+  AIM_CHECK(h.dtype() == DType::f64, "optimizer update: hyper must be f64 on ", h.device().str(),
+            ", got ", dtype_name(h.dtype()));
+  return static_cast<const double*>(h.raw_data());
+}
+
 template <class P>
 using StateOf = std::conditional_t<std::is_same_v<P, double>, double, float>;
 
@@ -31,7 +41,9 @@ struct SgdScalars {
 };
 
 template <class P, class A>
-__global__ void sgd_kernel(P* p, const P* g, StateOf<P>* buf, int64_t n, SgdScalars<A> s) {
+__global__ void sgd_kernel(P* p, const P* g, StateOf<P>* buf, int64_t n, SgdScalars<A> s,
+                           const double* hyper) {
+  if (hyper) s.lr = A(hyper[0]);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const A pi = to_acc<A>(p[i]);
@@ -50,11 +62,18 @@ template <class A>
 struct AdamKernelScalars {
   A b1c, b2, b2c, eps, wd, decay, step_size, bc2_sqrt;
   bool decoupled;
+  double beta1, beta2, weight_decay;  // for a capturable update's scalars
 };
 
 template <class P, class A>
 __global__ void adam_kernel(P* p, const P* g, StateOf<P>* m, StateOf<P>* v, int64_t n,
-                            AdamKernelScalars<A> s) {
+                            AdamKernelScalars<A> s, const double* hyper) {
+  if (hyper) {
+    const AdamScalars sc = adam_scalars(hyper[0], hyper[1], s.beta1, s.beta2, s.weight_decay);
+    s.step_size = A(sc.step_size);
+    s.bc2_sqrt = A(sc.bc2_sqrt);
+    s.decay = A(sc.decay);
+  }
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     A pi = to_acc<A>(p[i]);
@@ -75,10 +94,13 @@ __global__ void adam_kernel(P* p, const P* g, StateOf<P>* m, StateOf<P>* v, int6
 template <class A>
 struct AdagradScalars {
   A clr, wd, eps;
+  double lr_decay;  // for a capturable update's rate
 };
 
 template <class P, class A>
-__global__ void adagrad_kernel(P* p, const P* g, StateOf<P>* sum, int64_t n, AdagradScalars<A> s) {
+__global__ void adagrad_kernel(P* p, const P* g, StateOf<P>* sum, int64_t n, AdagradScalars<A> s,
+                               const double* hyper) {
+  if (hyper) s.clr = A(adagrad_lr(hyper[0], hyper[1], s.lr_decay));
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const A pi = to_acc<A>(p[i]);
@@ -104,7 +126,8 @@ __global__ void unscale_kernel(P* g, StateOf<P>* found_inf, int64_t n, A s) {
 
 template <class P>
 __global__ void ftrl_kernel(P* p, const P* g, StateOf<P>* n, StateOf<P>* z, int64_t N, double lr,
-                            double mp, double l1, double l2) {
+                            double mp, double l1, double l2, const double* hyper) {
+  if (hyper) lr = hyper[0];
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N;
        i += int64_t(gridDim.x) * blockDim.x) {
     double w = to_acc<double>(p[i]), ni = double(n[i]), zi = double(z[i]);
@@ -123,7 +146,7 @@ void ftrl_cuda(const FtrlUpdateArgs& a) {
     AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()), ftrl_kernel<P>)
     (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
      static_cast<StateOf<P>*>(a.accum.raw_data()), static_cast<StateOf<P>*>(a.linear.raw_data()), n,
-     a.lr, -a.lr_power, a.l1, a.l2);
+     a.lr, -a.lr_power, a.l1, a.l2, hyper_ptr(a.hyper));
   });
   AIM_CHECK_LAUNCH();
 }
@@ -201,7 +224,8 @@ void sgd_cuda(const SgdUpdateArgs& a) {
         a.nesterov, has_buf};
     StateOf<P>* buf = has_buf ? static_cast<StateOf<P>*>(a.momentum_buf.raw_data()) : nullptr;
     AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()), sgd_kernel<P, A>)
-    (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()), buf, n, s);
+    (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()), buf, n, s,
+     hyper_ptr(a.hyper));
   });
   AIM_CHECK_LAUNCH();
 }
@@ -210,16 +234,17 @@ void adam_cuda(const AdamUpdateArgs& a) {
   if (auto why = check_adam_update(a); !why.empty()) AIM_FAIL(why);
   const int64_t n = a.param.numel();
   if (n == 0) return;
-  const AdamScalars sc = adam_scalars(a);
+  const AdamScalars sc = adam_scalars(a.lr, double(a.step), a.beta1, a.beta2, a.weight_decay);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
     using A = typename Acc<P>::type;
     const AdamKernelScalars<A> s{A(1.0 - a.beta1), A(a.beta2),        A(1.0 - a.beta2),
                                  A(a.eps),         A(a.weight_decay), A(sc.decay),
-                                 A(sc.step_size),  A(sc.bc2_sqrt),    a.decoupled};
+                                 A(sc.step_size),  A(sc.bc2_sqrt),    a.decoupled,
+                                 a.beta1,          a.beta2,           a.weight_decay};
     AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()), adam_kernel<P, A>)
     (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
      static_cast<StateOf<P>*>(a.exp_avg.raw_data()),
-     static_cast<StateOf<P>*>(a.exp_avg_sq.raw_data()), n, s);
+     static_cast<StateOf<P>*>(a.exp_avg_sq.raw_data()), n, s, hyper_ptr(a.hyper));
   });
   AIM_CHECK_LAUNCH();
 }
@@ -230,12 +255,12 @@ void adagrad_cuda(const AdagradUpdateArgs& a) {
   if (n == 0) return;
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
     using A = typename Acc<P>::type;
-    const AdagradScalars<A> s{A(a.lr / (1.0 + double(a.step - 1) * a.lr_decay)), A(a.weight_decay),
-                              A(a.eps)};
+    const AdagradScalars<A> s{A(adagrad_lr(a.lr, double(a.step), a.lr_decay)), A(a.weight_decay),
+                              A(a.eps), a.lr_decay};
     AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()),
                adagrad_kernel<P, A>)
     (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
-     static_cast<StateOf<P>*>(a.sum.raw_data()), n, s);
+     static_cast<StateOf<P>*>(a.sum.raw_data()), n, s, hyper_ptr(a.hyper));
   });
   AIM_CHECK_LAUNCH();
 }

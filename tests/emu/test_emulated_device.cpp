@@ -137,6 +137,34 @@ TEST(EmulatedDevice, CapturedWorkReplays) {
   destroy_stream(0, s);
 }
 
+// Loader batches in pinned memory (Tensor::pin_memory, the pinned caching allocator): the
+// emulated runtime sees page-locked memory, an upload from it does not synchronise, and a freed
+// block is served again from the cache once its copy has run. (The emulator runs a copy when it
+// is queued, so the allocator's wait for a copy still queued is exercised on a GPU only.)
+TEST(EmulatedDevice, PinnedBatchesUploadWithoutSyncAndAreCached) {
+  set_current_device(cuda_device(0));
+  const Device d = cuda_device(0);
+  Tensor dst = Tensor::zeros({1024}, DType::f32, d);
+  const void* first = nullptr;
+  {
+    Tensor src = Tensor::full({1024}, 1.0, DType::f32).pin_memory();
+    ASSERT_TRUE(src.is_pinned());
+    EXPECT_EQ(src.pin_memory().raw_data(), src.raw_data()) << "pinned already: no copy";
+    first = src.raw_data();
+    cudaPointerAttributes attr{};
+    ASSERT_EQ(cudaPointerGetAttributes(&attr, first), cudaSuccess);
+    EXPECT_EQ(attr.type, cudaMemoryTypeHost) << "page-locked, not pageable";
+    const DeviceSyncCounters c0 = device_sync_counters(d);
+    dst.copy_(src);
+    EXPECT_EQ(device_sync_counters(d).host_syncs, c0.host_syncs);
+  }
+  EXPECT_EQ(dst.to(kCPU).to_vector<float>(), std::vector<float>(1024, 1.0f));
+  const AllocatorStats s0 = pinned_host_allocator().stats();
+  Tensor again = Tensor::full({1024}, 4.0, DType::f32).pin_memory();
+  EXPECT_EQ(again.raw_data(), first);
+  EXPECT_EQ(pinned_host_allocator().stats().cache_hits, s0.cache_hits + 1);
+}
+
 // NCCL over emulated devices: one rank thread per device, each on its own stream.
 TEST(EmulatedDevice, NcclAllReduceOverRankThreads) {
   const int n = 4;

@@ -159,6 +159,64 @@ void round_trip(const Factory& make, const Rows& want) {
   EXPECT_GT(std::fabs(p3.data().to_vector<double>()[0] - want[1][0]), 1e-6);
 }
 
+// Capturable mode (CUDA graphs): after one eager step, lr and the step count come from the
+// optimizer's {lr, step} tensor and the count advances there; the numbers stay torch's (Adam's
+// bias corrections and Adagrad's lr_decay need the right step), and state_dict reports it.
+void capturable_three_steps(const Factory& make, const Rows& want) {
+  Variable p = make_param();
+  auto opt = make({{"w", p}});
+  set_grad(p, kGrads[0]);
+  opt->step();
+  expect_rows(p, want[0], 1e-12, 1);
+  opt->set_capturable();
+  EXPECT_TRUE(opt->capturable());
+  for (int s = 1; s < 3; ++s) {
+    set_grad(p, kGrads[size_t(s)]);
+    opt->step();
+    expect_rows(p, want[size_t(s)], 1e-12, s + 1);
+  }
+  for (const auto& [k, t] : opt->state_dict())
+    if (k == "w.step") EXPECT_EQ(t.item(), 3.0);
+}
+TEST(OptimCapturable, SgdAdamAdamWAdagradMatchTorch) {
+  capturable_three_steps(sgd_nesterov(), kSgdNesterov);
+  capturable_three_steps(adam(), kAdam);
+  capturable_three_steps(adamw(), kAdamW);
+  capturable_three_steps(adagrad(), kAdagrad);
+}
+TEST(OptimCapturable, LearningRateChangesReachTheUpdate) {
+  Variable a = make_param(), b = make_param();
+  Adam eager({{"w", a}}, 0.01), cap({{"w", b}}, 0.01);
+  for (int s = 0; s < 3; ++s) {
+    if (s == 1) cap.set_capturable();
+    for (Optimizer* o : {static_cast<Optimizer*>(&eager), static_cast<Optimizer*>(&cap)})
+      o->set_lr(0.01 * (s + 1));
+    set_grad(a, kGrads[size_t(s)]);
+    set_grad(b, kGrads[size_t(s)]);
+    eager.step();
+    cap.step();
+    expect_rows(b, a.data().to_vector<double>(), 1e-15, s + 1);
+  }
+}
+TEST(OptimCapturable, Errors) {
+  Variable p = make_param(), q(Tensor::zeros({2}, DType::f64), true, "q");
+  Adam o({{"w", p}, {"q", q}}, 0.01);
+  EXPECT_THROW(o.set_capturable(), Error);  // no gradient yet: take an eager step first
+  set_grad(p, kGrads[0]);
+  o.step();
+  o.set_capturable();
+  EXPECT_THROW(o.set_capturable(), Error);  // already on
+  q.mutable_grad() = Tensor::ones({2}, DType::f64);
+  try {
+    o.step();
+    ADD_FAILURE() << "a parameter with a new gradient was updated by a capturable step";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q got a gradient after capturable mode started"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(OptimStateDict, RoundTripSgd) { round_trip(sgd_nesterov(), kSgdNesterov); }
 TEST(OptimStateDict, RoundTripAdam) { round_trip(adam(), kAdam); }
 TEST(OptimStateDict, RoundTripAdamW) { round_trip(adamw(), kAdamW); }
