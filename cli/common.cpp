@@ -3,10 +3,13 @@
 #include <omp.h>
 
 #include <fstream>
+#include <iostream>
 
+#include "kernels/cudnn_util.h"
 #include "kernels/math_mode.h"
 #include "kernels/registry.h"
 #include "models/registry.h"
+#include "profiler/run_info.h"
 #include "tensor/check.h"
 
 namespace aim::cli {
@@ -69,6 +72,9 @@ void print_models(std::ostream& os) {
       for (const std::string& f : e.train_defaults) os << " " << f;
       os << "\n";
     }
+    for (const models::ModelOptimizer& o : e.optimizers)
+      os << "    --optimizer " << o.name << ": " << o.doc << " (rates at --lr " << o.ref_lr
+         << ")\n";
   }
 }
 
@@ -114,6 +120,30 @@ void set_threads(int threads) {
   if (threads < 0)
     throw UsageError("--threads must be >= 0 (0: default), got " + std::to_string(threads));
   if (threads > 0) omp_set_num_threads(threads);
+}
+
+void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& before, int argc,
+                    char** argv) {
+  j["variants_used"] = variants_since(before);
+  if (const std::string algos = kernels::cudnn_conv_algorithms_summary(); !algos.empty())
+    j["cudnn_conv_algorithms"] = algos;
+  j["substitutions"] = substitutions_json();
+  j["tf32"] = kernels::tf32_name(kernels::tf32());
+  j["env"] = profiler::environment_json();
+  j["git_commit"] = profiler::git_commit();
+  j["command"] = profiler::command_line(argc, argv);
+}
+
+int run_cli(const char* prog, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& u) {
+    std::cerr << prog << ": " << u.what() << "\n(see " << prog << " --help)\n";
+    return 2;
+  } catch (const Error& e) {
+    std::cerr << prog << ": error: " << e.what() << "\n";
+    return 1;
+  }
 }
 
 }  // namespace aim::cli

@@ -2,6 +2,7 @@
 // and appending a results line. Boost.Program_options stays in the mains.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -43,5 +44,15 @@ inline constexpr const char* kTf32Help =
     "TF32 for fp32 cuDNN/cuBLAS: on | off | conv | matmul (default conv: convolutions may use "
     "TF32, matmul not, as PyTorch)";
 void set_tf32(const std::string& value);
+
+// The fields every results line ends with (aim-train and aim-infer alike): the kernel variants
+// called since `before` and any substitutions, the cuDNN convolution algorithms, the TF32
+// setting, the environment, the git commit and the command line.
+void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& before, int argc,
+                    char** argv);
+// Runs a CLI's body and maps its failures to the exit status: a UsageError prints
+// "<prog>: <what>\n(see <prog> --help)" and gives 2, an aim::Error prints "<prog>: error: <what>"
+// and gives 1. Anything else propagates.
+int run_cli(const char* prog, const std::function<int()>& body);
 
 }  // namespace aim::cli

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
-  try {
+  return aim::cli::run_cli("aim-infer", [&]() -> int {
     aim::cli::ModelCommand mc = aim::cli::parse_model_command(argc, argv, opts, config);
     if (!mc.entry) return 0;  // --help or --list
     const po::variables_map& vm = mc.vm;
@@ -192,22 +192,9 @@ int main(int argc, char** argv) {
       j["gflop_per_batch"] = r.forward_flops / 1e9;
       j["achieved_gflops"] =
           r.latency_p50_ms > 0 ? r.forward_flops / (r.latency_p50_ms * 1e6) : 0.0;
-      j["variants_used"] = aim::cli::variants_since(before);
-      if (const std::string algos = aim::kernels::cudnn_conv_algorithms_summary(); !algos.empty())
-        j["cudnn_conv_algorithms"] = algos;
-      j["substitutions"] = aim::cli::substitutions_json();
-      j["tf32"] = aim::kernels::tf32_name(aim::kernels::tf32());
-      j["env"] = aim::profiler::environment_json();
-      j["git_commit"] = aim::profiler::git_commit();
-      j["command"] = aim::profiler::command_line(argc, argv);
+      aim::cli::add_run_fields(j, before, argc, argv);
       aim::cli::append_results(results, j);
     }
     return 0;
-  } catch (const UsageError& u) {
-    std::cerr << "aim-infer: " << u.what() << "\n(see aim-infer --help)\n";
-    return 2;
-  } catch (const aim::Error& e) {
-    std::cerr << "aim-infer: error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

@@ -12,6 +12,7 @@
 #include "autograd/variable.h"
 #include "kernels/error_flag.h"
 #include "profiler/profiler.h"
+#include "profiler/report.h"
 #include "profiler/roofline.h"
 #include "profiler/run_info.h"
 #include "tensor/check.h"
@@ -334,22 +335,9 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   if (opt.cuda_graph) run_cuda_graph(*model, batches.front(), dev, opt, in_precision, r, log);
   if (profiling) {
     profiler::stop();
-    const profiler::Ceilings ceil = !opt.ceilings.empty() ? profiler::load_ceilings(opt.ceilings)
-                                    : dev.is_cpu()        ? profiler::default_cpu_ceilings()
-                                                          : profiler::Ceilings{};
-    if (opt.profile) profiler::print_tables(log, profiler::events(), int(opt.iters), ceil);
-    if (!opt.roofline.empty()) {
-      profiler::write_roofline_svg(
-          opt.roofline, profiler::events(),
-          !opt.ceilings.empty() ? profiler::ceiling_roofs(ceil)
-                                : profiler::default_roofs(dev.str()),
-          entry.name + " inference, batch " + std::to_string(opt.batch_size) + ", " + dev.str());
-      log << "wrote roofline to " << opt.roofline << "\n";
-    }
-    if (!opt.trace.empty()) {
-      profiler::write_trace(opt.trace, profiler::events());
-      log << "wrote trace to " << opt.trace << "\n";
-    }
+    profiler::write_report(
+        log, {opt.profile, opt.roofline, opt.trace, opt.ceilings}, dev, int(opt.iters),
+        str(entry.name, " inference, batch ", opt.batch_size, ", ", dev.str()), "");
   }
   r.iters = opt.iters;
   r.latency_p50_ms = profiler::percentile(latency, 50);

@@ -49,6 +49,7 @@ class Dice : public Module {
                 double alpha_init = 0.0);
   Variable forward(const Variable& x) override;
   std::string type_name() const override { return "Dice"; }
+  bool uses_batch_statistics() const override { return true; }
 
   Parameter alpha;  // [C]
 

@@ -1,5 +1,6 @@
 #include "layers/batchnorm.h"
 
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -126,6 +127,11 @@ Variable BatchNorm1d::forward(const Variable& x) {
   AIM_CHECK((x.dim() == 2 || x.dim() == 3) && x.size(1) == num_features_,
             "BatchNorm1d: expected input [N, ", num_features_, "] or [N, ", num_features_,
             ", L], got ", to_string(x.sizes()));
+  if (unit_statistics_) {
+    AIM_CHECK(weight.defined(), "BatchNorm1d: unit statistics need the affine parameters");
+    return autograd::add(autograd::mul(autograd::mul(x, weight), 1.0 / std::sqrt(1.0 + eps_)),
+                         bias);
+  }
   const bool tracking = running_mean_ != nullptr;
   const bool use_batch_stats = is_training() || !tracking;
   // Running stats are read in eval and updated in training; without tracking neither.

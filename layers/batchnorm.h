@@ -51,10 +51,16 @@ class BatchNorm1d : public Module {
   Variable forward(const Variable& x) override;
   std::string type_name() const override { return "BatchNorm1d"; }
   int64_t num_features() const { return num_features_; }
+  bool uses_batch_statistics() const override { return !unit_statistics_; }
+  // The frozen-BN quirk of DIN's reference (models/din.h, bn=affine): normalise with mean 0 and
+  // variance 1 in training and eval alike, y = weight * x / sqrt(1 + eps) + bias; the running
+  // statistics are neither read nor updated.
+  void set_unit_statistics(bool on) { unit_statistics_ = on; }
 
   Parameter weight, bias;  // [C], undefined when affine = false
 
  private:
+  bool unit_statistics_ = false;
   int64_t num_features_;
   double eps_;
   std::optional<double> momentum_;
@@ -77,6 +83,11 @@ class BatchNorm2d : public Module {
   std::string type_name() const override { return "BatchNorm2d"; }
   int64_t num_features() const { return num_features_; }
   void set_frozen(bool f) { frozen_ = f; }
+  bool uses_batch_statistics() const override { return !frozen_; }
+  bool freeze_batch_statistics() override {
+    frozen_ = true;
+    return true;
+  }
 
   Parameter weight, bias;  // [C], undefined when affine = false
 

@@ -37,6 +37,7 @@ class Embedding : public Module {
   // Sequential's entry: the variable's data are the indices.
   Variable forward(const Variable& indices) override { return forward(indices.data()); }
   std::string type_name() const override { return "Embedding"; }
+  bool is_embedding_table() const override { return true; }
   int64_t padding_idx() const { return padding_idx_; }  // -1: none
   int64_t num_embeddings() const { return num_embeddings_; }
   int64_t embedding_dim() const { return embedding_dim_; }

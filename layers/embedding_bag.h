@@ -47,6 +47,7 @@ class EmbeddingBag : public Module {
   // Sequential's entry: the variable's data are fixed-size bags [B, L].
   Variable forward(const Variable& indices) override { return forward(indices.data()); }
   std::string type_name() const override { return "EmbeddingBag"; }
+  bool is_embedding_table() const override { return true; }
   // FLOPs of forward() on N indices in B bags, as the kernels it runs count them.
   double flops(int64_t N, int64_t B, bool fixed_bags, bool per_sample_weights) const {
     const double n = double(N), b = double(B), C = double(embedding_dim_);

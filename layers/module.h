@@ -44,6 +44,17 @@ class Module {
   // default throws naming the module type.
   virtual Shape count_flops(const Shape& in, double& flops) const;
 
+  // What training asks of a layer, so that train/ never names a layer type:
+  // uses_batch_statistics(): in training mode it normalises with statistics of the current batch
+  // (BatchNorm unless frozen or fixed, Dice): a model with one is not batch-split invariant under
+  // data parallelism (--sync-bn). freeze_batch_statistics(): from now on it normalises with its
+  // running statistics in training too (--freeze-bn); false when it has none to freeze.
+  // is_embedding_table(): its `weight` is a lookup table whose gradient touches only the rows a
+  // batch looks up (--embedding-comm sparse).
+  virtual bool uses_batch_statistics() const { return false; }
+  virtual bool freeze_batch_statistics() { return false; }
+  virtual bool is_embedding_table() const { return false; }
+
   // ---- mode (recursive) -------------------------------------------------------------------
   void train(bool on = true);
   void eval() { train(false); }

@@ -46,6 +46,9 @@ Din::Din(const DinConfig& cfg) : cfg_(cfg) {
   hist_bn = child("hist_bn", std::make_shared<layers::BatchNorm1d>(H, kBnEps));
   hist_fcn = child("hist_fcn", std::make_shared<layers::Linear>(H, H, cfg.seed + 20));
   b1 = child("b1", std::make_shared<layers::BatchNorm1d>(2 * H, kBnEps));
+  // Reference quirk unless bn=train: moving statistics fixed at mean 0, variance 1.
+  hist_bn->set_unit_statistics(!cfg.bn_train);
+  b1->set_unit_statistics(!cfg.bn_train);
   mlp = child("mlp", layers::make_mlp(mlp_dims(2 * H, cfg.mlp_hidden), cfg.act, cfg.seed + 30));
 }
 
@@ -69,12 +72,6 @@ Variable Din::attention_scores(const Variable& q, const Variable& k) {
   return x;
 }
 
-Variable Din::bn(const std::shared_ptr<layers::BatchNorm1d>& m, const Variable& x) {
-  if (cfg_.bn_train) return m->forward(x);
-  // Reference quirk: moving stats fixed at mean 0, var 1 -> weight * x / sqrt(1 + eps) + bias.
-  return ag::add(ag::mul(ag::mul(x, m->weight), 1.0 / std::sqrt(1.0 + kBnEps)), m->bias);
-}
-
 Variable Din::forward(const data::RecBatch& b) {
   const int64_t B = b.batch_size(), T = b.max_len(), H = cfg_.hidden();
   AIM_CHECK(B > 0 && T > 0, "Din::forward: empty batch or history");
@@ -95,10 +92,10 @@ Variable Din::forward(const data::RecBatch& b) {
   const Variable h = ag::squeeze(ag::matmul(ag::unsqueeze(w, 1), k), 1);  // [B,H]
   scope.reset();
   scope.emplace("hist_fcn", ScopeKind::Layer);
-  const Variable u = hist_fcn->forward(bn(hist_bn, h));
+  const Variable u = hist_fcn->forward(hist_bn->forward(h));
   scope.reset();
   scope.emplace("mlp", ScopeKind::Layer);
-  const Variable out = ag::squeeze(mlp->forward(bn(b1, ag::concat({u, q}, -1))), -1);  // [B]
+  const Variable out = ag::squeeze(mlp->forward(b1->forward(ag::concat({u, q}, -1))), -1);  // [B]
   return ag::add(out, ag::index_select(item_b, 0, b.item));
 }
 

@@ -120,7 +120,6 @@ class Din : public Model {
  private:
   // Attention MLP output [B, T, 1] for candidates q [B, H] and history keys k [B, T, H].
   Variable attention_scores(const Variable& q, const Variable& k);
-  Variable bn(const std::shared_ptr<layers::BatchNorm1d>& m, const Variable& x);
   DinConfig cfg_;
 };
 

@@ -25,6 +25,21 @@ struct ConfigKey {
   std::string doc;
 };
 
+// A model's own optimizer (aim-train --optimizer NAME), e.g. Wide&Deep's FTRL + Adagrad: groups of
+// parameters by name prefix, each with one of train/optim.h's optimizers ("ftrl", "adagrad") and
+// its settings ("lr" and the constructor's arguments by name). --lr scales every group's rate by
+// lr / ref_lr (so --lr ref_lr gives the recipe's rates).
+struct OptimizerGroup {
+  std::string prefix;  // parameters whose name starts with it ("" matches every name: last)
+  std::string kind;    // ftrl | adagrad
+  std::map<std::string, double> settings;
+};
+struct ModelOptimizer {
+  std::string name, doc;
+  double ref_lr = 0;
+  std::vector<OptimizerGroup> groups;
+};
+
 struct ModelEntry {
   std::string name, task, description;  // task: rec | nlp | cv | graph
   std::vector<ConfigKey> config;
@@ -33,6 +48,7 @@ struct ModelEntry {
   // The model's training recipe as aim-train flags ("--optimizer=sgd", "--nesterov"): each
   // applies unless the command line gives that flag itself; aim-train --help MODEL lists them.
   std::vector<std::string> train_defaults;
+  std::vector<ModelOptimizer> optimizers;  // its own, besides sgd/adam/adamw/adagrad
   // The model for a configuration, initialised from `seed` (on the CPU).
   std::function<std::unique_ptr<Model>(const ModelConfig&, uint64_t seed)> build;
   // The batch source: data = "synthetic" or a path (see data_doc).

@@ -72,6 +72,26 @@ void add_wide_deep_model(std::vector<ModelEntry>& r) {
   // MODELS.md §4.4: linear part FTRL (lr 0.2), DNN part Adagrad lr 0.05; --lr scales both
   // (train/optim.h GroupedOptimizer).
   e.train_defaults = {"--optimizer=wide_deep", "--lr=0.05"};
+  // The census recipe (MODELS.md §4.4, models/wide_deep.h): parameters under "wide." FTRL (TF
+  // defaults, lr min(0.2, 1/sqrt(8 wide columns)) = 0.2), the others TF's Adagrad (lr 0.05,
+  // initial accumulator 0.1); --lr 0.05 gives these rates.
+  e.optimizers = {{"wide_deep",
+                   "FTRL for wide.*, Adagrad for the rest",
+                   0.05,
+                   {{"wide.",
+                     "ftrl",
+                     {{"lr", 0.2},
+                      {"lr_power", -0.5},
+                      {"initial_accumulator_value", 0.1},
+                      {"l1", 0.0},
+                      {"l2", 0.0}}},
+                    {"",
+                     "adagrad",
+                     {{"lr", 0.05},
+                      {"lr_decay", 0.0},
+                      {"weight_decay", 0.0},
+                      {"eps", 1e-10},
+                      {"initial_accumulator_value", 0.1}}}}}};
   e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
     WideDeepConfig w = c.at("size") == "tiny" ? WideDeepConfig::tiny() : WideDeepConfig();
     w.seed = seed;

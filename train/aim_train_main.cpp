@@ -30,6 +30,7 @@
 #include "profiler/run_info.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
+#include "train/dist/communicator.h"
 #include "train/dist/launch.h"
 #include "train/dist/mpi_backend.h"
 #include "train/trainer.h"
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
     ("epochs", po::value<double>(&to.epochs)->default_value(0),
      "train this many epochs of the data instead of --steps (> 0)")
     ("optimizer", po::value<std::string>(&to.optim.name)->default_value("adam"),
-     "sgd | adam | adamw | adagrad | wide_deep (FTRL for wide.*, Adagrad for the rest)")
+     "sgd | adam | adamw | adagrad, or one of the model's own (aim-train --help MODEL)")
     ("lr", po::value<double>(&to.optim.lr)->default_value(0.01), "learning rate (> 0)")
     ("lr-batch", po::value<double>(&to.optim.lr_batch)->default_value(0),
      "> 0: --lr is per this many samples (lr used = lr * batch / lr-batch)")
@@ -156,9 +157,9 @@ int main(int argc, char** argv) {
     ("cuda-graph", "CUDA: capture the training step (zero_grad, forward, backward, clip, "
      "optimizer) in a CUDA graph at the second step and replay it at every later one (one "
      "device, fp32 or bf16; the optimizer keeps lr and its step count on the device)")
-    ("freeze-bn", "BatchNorm2d layers normalise with their running statistics in training too "
-     "(frozen BN: batch-split invariant under data parallelism)")
-    ("sync-bn", "data parallel: BatchNorm (and Dice) layers normalise with the statistics of all "
+    ("freeze-bn", "batch-normalisation layers with running statistics normalise with them in "
+     "training too (frozen BN: batch-split invariant under data parallelism)")
+    ("sync-bn", "data parallel: layers that normalise with batch statistics do so over all "
      "ranks' samples in training (SyncBatchNorm: N ranks at batch B normalise as one at N B)")
     ("dist-plan", "print the data-parallel plan (parameters, gradient bytes, bucket plan at "
      "--bucket-mb, embedding rows one step at --batch-size touches, training FLOPs) as JSON and "
@@ -168,336 +169,338 @@ int main(int argc, char** argv) {
      "RANK:STEP:hang, it stops answering there (its peers time out)")
     ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
   // clang-format on
-  try {
-    aim::cli::ModelCommand mc = aim::cli::parse_model_command(argc, argv, opts, config, true);
-    if (!mc.entry) return 0;  // --help or --list
-    if (mc.vm.count("list-amp")) {
-      std::cout << "mixed precision (--precision fp16|bf16), the op policy (autograd/amp.h):\n";
-      for (const auto& e : aim::autograd::amp::policy())
-        std::cout << "  " << e.cls << std::string(8 - std::string(e.cls).size(), ' ') << e.op
-                  << "  -- " << e.why << "\n";
-      std::cout << mc.entry->name << ": parameters kept in f32 (Model::amp_fp32_params):\n";
-      const auto model = mc.entry->build(mc.cfg, 1);
-      const auto fp32 = model->amp_fp32_params();
-      if (fp32.empty()) std::cout << "  none beyond the op policy\n";
-      for (const auto& f : fp32) std::cout << "  " << f.pattern << "  -- " << f.why << "\n";
-      return 0;
-    }
-    const po::variables_map& vm = mc.vm;
-    const aim::models::ModelEntry* entry = mc.entry;
-    const aim::models::ModelConfig cfg = mc.cfg;
-    const std::vector<int64_t> batches = aim::cli::parse_positive_list("--batch-size", batch_list);
-    if (vm.count("dist-plan")) {
-      if (!(to.dist.bucket_mb > 0)) throw UsageError("--bucket-mb must be > 0");
-      aim::cli::set_threads(threads);
-      for (const int64_t b : batches)
-        std::cout << aim::train::data_parallel_plan(*entry, cfg, b, to.dist.bucket_mb, to.seed)
-                  << "\n";
-      return 0;
-    }
-    require(to.steps > 0, "--steps", "> 0", to.steps);
-    require(to.epochs >= 0, "--epochs", ">= 0", to.epochs);
-    require(to.optim.lr > 0, "--lr", "> 0", to.optim.lr);
-    require(to.optim.momentum >= 0 && to.optim.momentum < 1, "--momentum", "in [0, 1)",
-            to.optim.momentum);
-    require(to.optim.weight_decay >= 0 || to.optim.weight_decay == -1, "--weight-decay",
-            ">= 0 (or -1)", to.optim.weight_decay);
-    require(to.optim.lr_batch >= 0, "--lr-batch", ">= 0", to.optim.lr_batch);
-    require(to.poly_power > 0, "--poly-power", "> 0", to.poly_power);
-    require(to.warmup_steps >= 0, "--warmup", ">= 0", to.warmup_steps);
-    require(to.eval_every >= 0, "--eval-every", ">= 0", to.eval_every);
-    require(to.eval_samples > 0, "--eval-samples", "> 0", to.eval_samples);
-    require(to.log_every >= 0, "--log-every", ">= 0", to.log_every);
-    require(to.prefetch >= 0, "--prefetch", ">= 0", to.prefetch);
-    require(to.checkpoint_every >= 0, "--checkpoint-every", ">= 0", to.checkpoint_every);
-    require(to.clip_norm >= 0, "--clip-norm", ">= 0", to.clip_norm);
-    const std::vector<std::string> optimizers = {"sgd", "adam", "adamw", "adagrad", "wide_deep"};
-    if (std::find(optimizers.begin(), optimizers.end(), to.optim.name) == optimizers.end())
-      throw UsageError("--optimizer '" + to.optim.name +
-                       "' is not allowed (allowed: sgd, adam, adamw, adagrad, wide_deep)");
-    const std::vector<std::string> schedules = {"constant", "step", "poly", "warmup_linear",
-                                                "warmup_cosine"};
-    if (std::find(schedules.begin(), schedules.end(), to.schedule) == schedules.end())
-      throw UsageError("--schedule '" + to.schedule +
-                       "' is not allowed (allowed: constant, step, poly, warmup_linear, "
-                       "warmup_cosine)");
-    if (progress != "auto" && progress != "bar" && progress != "lines")
-      throw UsageError("--progress '" + progress + "' is not allowed (allowed: auto, bar, lines)");
-    if (to.optim.nesterov && (to.optim.name != "sgd" || to.optim.momentum <= 0))
-      throw UsageError("--nesterov needs --optimizer sgd and --momentum > 0");
-    if (to.optim.momentum > 0 && to.optim.name != "sgd")
-      throw UsageError("--momentum applies to --optimizer sgd only");
+  return aim::cli::run_cli("aim-train", [&]() -> int {
     try {
-      to.precision = aim::autograd::amp::parse_precision(precision, "--precision");
-    } catch (const aim::Error& e) {
-      throw UsageError(e.what());
-    }
-    if (!(to.loss_scaler.init_scale > 0))
-      throw UsageError("--loss-scale must be > 0, got " +
-                       std::to_string(to.loss_scaler.init_scale));
-    if (to.loss_scaler.growth_interval <= 0)
-      throw UsageError("--loss-scale-growth-interval must be > 0");
-    if (!inject_overflow.empty())
-      to.inject_overflow_at = aim::cli::parse_positive_list("--inject-overflow", inject_overflow);
-    to.resume = vm.count("resume") > 0;
-    to.profile = vm.count("profile") > 0;
-    aim::profiler::set_nvtx(vm.count("nvtx") > 0);
-    aim::profiler::set_cuda_op_events(vm.count("profile-ops") > 0);
-    if (!profile_steps.empty()) {
-      const size_t colon = profile_steps.find(':');
-      const auto parts = colon == std::string::npos
-                             ? std::vector<int64_t>{}
-                             : aim::cli::parse_positive_list("--profile-steps",
-                                                             profile_steps.substr(0, colon) + "," +
-                                                                 profile_steps.substr(colon + 1));
-      if (parts.size() != 2 || parts[0] > parts[1])
-        throw UsageError("--profile-steps '" + profile_steps +
-                         "': expected A:B with 1 <= A <= B (steps, 1-based)");
-      to.profile_from = parts[0];
-      to.profile_to = parts[1];
-      if (!to.profile && to.trace.empty() && to.roofline.empty())
-        throw UsageError("--profile-steps needs --profile, --trace or --roofline");
-    }
-    if (to.resume && checkpoint_dir.empty()) throw UsageError("--resume needs --checkpoint-dir");
-    if (batches.size() > 1 && (!checkpoint_dir.empty() || !save_weights.empty()))
-      throw UsageError(
-          "--batch-size lists (sweeps) cannot be combined with --checkpoint-dir or "
-          "--save-weights");
-    require(ranks >= 0, "--ranks", ">= 0", ranks);
-    require(gpus >= 0, "--gpus", ">= 0", gpus);
-    if (ranks > 0 && gpus > 0)
-      throw UsageError("--ranks (CPU ranks) and --gpus exclude each other");
-    require(to.dist.timeout_s > 0, "--dist-timeout", "> 0 seconds", to.dist.timeout_s);
-    require(to.dist.bucket_mb > 0, "--bucket-mb", "> 0", to.dist.bucket_mb);
-    if (to.dist.embedding_comm != "dense" && to.dist.embedding_comm != "sparse")
-      throw UsageError("--embedding-comm '" + to.dist.embedding_comm +
-                       "' is not allowed (allowed: dense, sparse)");
-    to.freeze_batchnorm = vm.count("freeze-bn") > 0;
-    to.cuda_graph = vm.count("cuda-graph") > 0;
-    to.sync_batchnorm = vm.count("sync-bn") > 0;
-    if (dist_backend != "auto" && dist_backend != "local" && dist_backend != "mpi" &&
-        dist_backend != "nccl")
-      throw UsageError("--dist-backend '" + dist_backend +
-                       "' is not allowed (allowed: auto, local, mpi, nccl)");
-    const aim::dist::LaunchEnv launch = aim::dist::detect_launch_env();
-    // An explicit --dist-backend mpi also runs a world of one (mpirun -np 1).
-    const bool launched = launch.launched() && (launch.world_size > 1 || dist_backend == "mpi");
-    if (launched && (ranks > 0 || gpus > 0))
-      throw UsageError("--ranks/--gpus start ranks in this process; under a launcher (" +
-                       launch.source + ", world size " + std::to_string(launch.world_size) +
-                       ") every process is one rank: drop the flag");
-    if ((ranks > 0 && dist_backend != "auto" && dist_backend != "local") ||
-        (gpus > 0 && dist_backend != "auto" && dist_backend != "nccl"))
-      throw UsageError("--dist-backend " + dist_backend + " does not run " +
-                       (ranks > 0 ? "--ranks (threads: local)" : "--gpus (one process: nccl)"));
-    if (!launched && !ranks && !gpus && dist_backend != "auto")
-      throw UsageError("--dist-backend " + dist_backend +
-                       (dist_backend == "mpi"
-                            ? " runs one rank per process under mpirun (mpirun -np N aim-train "
-                              "... --device cpu); no launcher environment (OMPI_COMM_WORLD_*) "
-                              "found"
-                        : dist_backend == "local"
-                            ? " runs ranks as threads: give --ranks N"
-                            : " needs --gpus N or a launcher (torchrun, mpirun, srun)"));
-    if (launched && dist_backend == "local")
-      throw UsageError(
-          "--dist-backend local runs ranks as threads of one process (--ranks N), "
-          "not under a launcher (" +
-          launch.source + ")");
-    if (ranks > 0) {
-      if (!device.empty() && device != "cpu")
-        throw UsageError("--ranks runs CPU ranks (--device cpu), got --device " + device +
-                         "; use --gpus N for GPUs");
-      device = "cpu";
-      to.dist.backend = "local";
-      to.dist.ranks = ranks;
-    } else if (gpus > 0) {
-      if (!device.empty() && device != "cuda" && device != "cuda:0")
-        throw UsageError("--gpus N trains on cuda:0 .. cuda:N-1, got --device " + device);
-      device = "cuda";
-      to.dist.backend = "nccl";
-      to.dist.ranks = gpus;
-    } else if (launched) {
-      // CPU ranks are MPI processes, GPU ranks NCCL ones (auto: --device, else a GPU if any).
-      const bool cpu = dist_backend == "mpi" || device == "cpu" ||
-                       (device.empty() && dist_backend == "auto" && aim::cuda_device_count() == 0);
-      if (cpu) {
-        if (!device.empty() && device != "cpu")
-          throw UsageError("--dist-backend mpi runs CPU ranks (--device cpu), got --device " +
-                           device + "; GPU ranks under a launcher use NCCL");
-        if (dist_backend == "nccl")
-          throw UsageError("--dist-backend nccl runs GPU ranks, got --device cpu");
-        if (!aim::dist::mpi_built())
-          throw UsageError("CPU ranks under a launcher (" + launch.source +
-                           ") run the mpi backend, and aim was built without MPI: install "
-                           "libopenmpi-dev (tools/deps.sh) and rebuild; or run the ranks as "
-                           "threads of one process with --ranks N");
-        device = "cpu";
-        to.dist.backend = "mpi";
-      } else {
-        if (!device.empty() && device.rfind("cuda", 0) != 0)
-          throw UsageError("under a launcher (" + launch.source +
-                           ") --dist-backend nccl runs GPU ranks, one each, got --device " +
-                           device);
-        device = "cuda:" + std::to_string(launch.local_rank);
-        to.dist.backend = "launcher";
+      aim::cli::ModelCommand mc = aim::cli::parse_model_command(argc, argv, opts, config, true);
+      if (!mc.entry) return 0;  // --help or --list
+      if (mc.vm.count("list-amp")) {
+        std::cout << "mixed precision (--precision fp16|bf16), the op policy (autograd/amp.h):\n";
+        for (const auto& e : aim::autograd::amp::policy())
+          std::cout << "  " << e.cls << std::string(8 - std::string(e.cls).size(), ' ') << e.op
+                    << "  -- " << e.why << "\n";
+        std::cout << mc.entry->name << ": parameters kept in f32 (Model::amp_fp32_params):\n";
+        const auto model = mc.entry->build(mc.cfg, 1);
+        const auto fp32 = model->amp_fp32_params();
+        if (fp32.empty()) std::cout << "  none beyond the op policy\n";
+        for (const auto& f : fp32) std::cout << "  " << f.pattern << "  -- " << f.why << "\n";
+        return 0;
       }
-      to.dist.ranks = launch.world_size;
-    }
-    if (!inject_failure.empty()) {
-      std::string spec = inject_failure;
-      const bool hang = spec.size() > 5 && spec.compare(spec.size() - 5, 5, ":hang") == 0;
-      if (hang) spec.resize(spec.size() - 5);
-      const size_t colon = spec.find(':');
-      std::vector<int64_t> parts;
-      if (colon != std::string::npos && colon > 0) {
-        try {
-          size_t u1 = 0, u2 = 0;
-          const std::string a = spec.substr(0, colon), b = spec.substr(colon + 1);
-          parts = {std::stoll(a, &u1), std::stoll(b, &u2)};
-          if (u1 != a.size() || u2 != b.size()) parts.clear();
-        } catch (const std::exception&) {
-          parts.clear();
+      const po::variables_map& vm = mc.vm;
+      const aim::models::ModelEntry* entry = mc.entry;
+      const aim::models::ModelConfig cfg = mc.cfg;
+      const std::vector<int64_t> batches =
+          aim::cli::parse_positive_list("--batch-size", batch_list);
+      if (vm.count("dist-plan")) {
+        if (!(to.dist.bucket_mb > 0)) throw UsageError("--bucket-mb must be > 0");
+        aim::cli::set_threads(threads);
+        for (const int64_t b : batches)
+          std::cout << aim::train::data_parallel_plan(*entry, cfg, b, to.dist.bucket_mb, to.seed)
+                    << "\n";
+        return 0;
+      }
+      require(to.steps > 0, "--steps", "> 0", to.steps);
+      require(to.epochs >= 0, "--epochs", ">= 0", to.epochs);
+      require(to.optim.lr > 0, "--lr", "> 0", to.optim.lr);
+      require(to.optim.momentum >= 0 && to.optim.momentum < 1, "--momentum", "in [0, 1)",
+              to.optim.momentum);
+      require(to.optim.weight_decay >= 0 || to.optim.weight_decay == -1, "--weight-decay",
+              ">= 0 (or -1)", to.optim.weight_decay);
+      require(to.optim.lr_batch >= 0, "--lr-batch", ">= 0", to.optim.lr_batch);
+      require(to.poly_power > 0, "--poly-power", "> 0", to.poly_power);
+      require(to.warmup_steps >= 0, "--warmup", ">= 0", to.warmup_steps);
+      require(to.eval_every >= 0, "--eval-every", ">= 0", to.eval_every);
+      require(to.eval_samples > 0, "--eval-samples", "> 0", to.eval_samples);
+      require(to.log_every >= 0, "--log-every", ">= 0", to.log_every);
+      require(to.prefetch >= 0, "--prefetch", ">= 0", to.prefetch);
+      require(to.checkpoint_every >= 0, "--checkpoint-every", ">= 0", to.checkpoint_every);
+      require(to.clip_norm >= 0, "--clip-norm", ">= 0", to.clip_norm);
+      {
+        std::vector<std::string> optimizers = {"sgd", "adam", "adamw", "adagrad"};
+        for (const aim::models::ModelOptimizer& m : mc.entry->optimizers)
+          optimizers.push_back(m.name);
+        if (std::find(optimizers.begin(), optimizers.end(), to.optim.name) == optimizers.end()) {
+          std::string allowed;
+          for (const std::string& n : optimizers) allowed += (allowed.empty() ? "" : ", ") + n;
+          throw UsageError("--optimizer '" + to.optim.name + "' is not allowed for " +
+                           mc.entry->name + " (allowed: " + allowed + ")");
         }
       }
-      if (parts.size() != 2 || parts[0] < 0 || parts[1] < 1)
-        throw UsageError("--inject-failure '" + inject_failure +
-                         "': expected RANK:STEP or RANK:STEP:hang (rank >= 0, step >= 1, "
-                         "1-based)");
-      if (to.dist.backend.empty())
+      const std::vector<std::string> schedules = {"constant", "step", "poly", "warmup_linear",
+                                                  "warmup_cosine"};
+      if (std::find(schedules.begin(), schedules.end(), to.schedule) == schedules.end())
+        throw UsageError("--schedule '" + to.schedule +
+                         "' is not allowed (allowed: constant, step, poly, warmup_linear, "
+                         "warmup_cosine)");
+      if (progress != "auto" && progress != "bar" && progress != "lines")
+        throw UsageError("--progress '" + progress +
+                         "' is not allowed (allowed: auto, bar, lines)");
+      if (to.optim.nesterov && (to.optim.name != "sgd" || to.optim.momentum <= 0))
+        throw UsageError("--nesterov needs --optimizer sgd and --momentum > 0");
+      if (to.optim.momentum > 0 && to.optim.name != "sgd")
+        throw UsageError("--momentum applies to --optimizer sgd only");
+      try {
+        to.precision = aim::autograd::amp::parse_precision(precision, "--precision");
+      } catch (const aim::Error& e) {
+        throw UsageError(e.what());
+      }
+      if (!(to.loss_scaler.init_scale > 0))
+        throw UsageError("--loss-scale must be > 0, got " +
+                         std::to_string(to.loss_scaler.init_scale));
+      if (to.loss_scaler.growth_interval <= 0)
+        throw UsageError("--loss-scale-growth-interval must be > 0");
+      if (!inject_overflow.empty())
+        to.testing.inject_overflow_at =
+            aim::cli::parse_positive_list("--inject-overflow", inject_overflow);
+      to.resume = vm.count("resume") > 0;
+      to.profile = vm.count("profile") > 0;
+      aim::profiler::set_nvtx(vm.count("nvtx") > 0);
+      aim::profiler::set_cuda_op_events(vm.count("profile-ops") > 0);
+      if (!profile_steps.empty()) {
+        const size_t colon = profile_steps.find(':');
+        const auto parts = colon == std::string::npos
+                               ? std::vector<int64_t>{}
+                               : aim::cli::parse_positive_list(
+                                     "--profile-steps", profile_steps.substr(0, colon) + "," +
+                                                            profile_steps.substr(colon + 1));
+        if (parts.size() != 2 || parts[0] > parts[1])
+          throw UsageError("--profile-steps '" + profile_steps +
+                           "': expected A:B with 1 <= A <= B (steps, 1-based)");
+        to.profile_from = parts[0];
+        to.profile_to = parts[1];
+        if (!to.profile && to.trace.empty() && to.roofline.empty())
+          throw UsageError("--profile-steps needs --profile, --trace or --roofline");
+      }
+      if (to.resume && checkpoint_dir.empty()) throw UsageError("--resume needs --checkpoint-dir");
+      if (batches.size() > 1 && (!checkpoint_dir.empty() || !save_weights.empty()))
         throw UsageError(
-            "--inject-failure needs a data-parallel run (--ranks, --gpus or a "
-            "launcher)");
-      if (parts[0] >= to.dist.ranks)
-        throw UsageError("--inject-failure rank " + std::to_string(parts[0]) +
-                         " is not a rank of " + std::to_string(to.dist.ranks));
-      to.dist.fail_rank = int(parts[0]);
-      to.dist.fail_step = parts[1];
-      to.dist.fail_hang = hang;
-    }
-    if (to.sync_batchnorm && to.dist.backend.empty())
-      throw UsageError(
-          "--sync-bn synchronises batch statistics over data-parallel ranks: it "
-          "needs --ranks, --gpus or a launcher");
-    // aim-train exits right after a failed run, so a rank stuck outside any collective is left
-    // behind one --dist-timeout after the failure instead of hanging the process.
-    to.dist.abandon_stuck_ranks = !to.dist.backend.empty();
-    aim::cli::set_threads(threads);
-    aim::cli::set_tf32(tf32);
-    const aim::Device dev = aim::cli::resolve_device(device);
-    to.device = dev.str();
-    to.data = data;
-    to.checkpoint_dir = checkpoint_dir;
-    to.weights = weights;
-    to.save_weights = save_weights;
-    to.progress_bar = progress == "bar" || (progress == "auto" && isatty(STDOUT_FILENO));
+            "--batch-size lists (sweeps) cannot be combined with --checkpoint-dir or "
+            "--save-weights");
+      require(ranks >= 0, "--ranks", ">= 0", ranks);
+      require(gpus >= 0, "--gpus", ">= 0", gpus);
+      if (ranks > 0 && gpus > 0)
+        throw UsageError("--ranks (CPU ranks) and --gpus exclude each other");
+      require(to.dist.timeout_s > 0, "--dist-timeout", "> 0 seconds", to.dist.timeout_s);
+      require(to.dist.bucket_mb > 0, "--bucket-mb", "> 0", to.dist.bucket_mb);
+      if (to.dist.embedding_comm != "dense" && to.dist.embedding_comm != "sparse")
+        throw UsageError("--embedding-comm '" + to.dist.embedding_comm +
+                         "' is not allowed (allowed: dense, sparse)");
+      to.freeze_batchnorm = vm.count("freeze-bn") > 0;
+      to.cuda_graph = vm.count("cuda-graph") > 0;
+      to.sync_batchnorm = vm.count("sync-bn") > 0;
+      if (dist_backend != "auto" && dist_backend != "local" && dist_backend != "mpi" &&
+          dist_backend != "nccl")
+        throw UsageError("--dist-backend '" + dist_backend +
+                         "' is not allowed (allowed: auto, local, mpi, nccl)");
+      const aim::dist::LaunchEnv launch = aim::dist::detect_launch_env();
+      // An explicit --dist-backend mpi also runs a world of one (mpirun -np 1).
+      const bool launched = launch.launched() && (launch.world_size > 1 || dist_backend == "mpi");
+      if (launched && (ranks > 0 || gpus > 0))
+        throw UsageError("--ranks/--gpus start ranks in this process; under a launcher (" +
+                         launch.source + ", world size " + std::to_string(launch.world_size) +
+                         ") every process is one rank: drop the flag");
+      if ((ranks > 0 && dist_backend != "auto" && dist_backend != "local") ||
+          (gpus > 0 && dist_backend != "auto" && dist_backend != "nccl"))
+        throw UsageError("--dist-backend " + dist_backend + " does not run " +
+                         (ranks > 0 ? "--ranks (threads: local)" : "--gpus (one process: nccl)"));
+      if (!launched && !ranks && !gpus && dist_backend != "auto")
+        throw UsageError("--dist-backend " + dist_backend +
+                         (dist_backend == "mpi"
+                              ? " runs one rank per process under mpirun (mpirun -np N aim-train "
+                                "... --device cpu); no launcher environment (OMPI_COMM_WORLD_*) "
+                                "found"
+                          : dist_backend == "local"
+                              ? " runs ranks as threads: give --ranks N"
+                              : " needs --gpus N or a launcher (torchrun, mpirun, srun)"));
+      if (launched && dist_backend == "local")
+        throw UsageError(
+            "--dist-backend local runs ranks as threads of one process (--ranks N), "
+            "not under a launcher (" +
+            launch.source + ")");
+      if (ranks > 0) {
+        if (!device.empty() && device != "cpu")
+          throw UsageError("--ranks runs CPU ranks (--device cpu), got --device " + device +
+                           "; use --gpus N for GPUs");
+        device = "cpu";
+        to.dist.backend = "local";
+        to.dist.ranks = ranks;
+      } else if (gpus > 0) {
+        if (!device.empty() && device != "cuda" && device != "cuda:0")
+          throw UsageError("--gpus N trains on cuda:0 .. cuda:N-1, got --device " + device);
+        device = "cuda";
+        to.dist.backend = "nccl";
+        to.dist.ranks = gpus;
+      } else if (launched) {
+        // CPU ranks are MPI processes, GPU ranks NCCL ones (auto: --device, else a GPU if any).
+        const bool cpu =
+            dist_backend == "mpi" || device == "cpu" ||
+            (device.empty() && dist_backend == "auto" && aim::cuda_device_count() == 0);
+        if (cpu) {
+          if (!device.empty() && device != "cpu")
+            throw UsageError("--dist-backend mpi runs CPU ranks (--device cpu), got --device " +
+                             device + "; GPU ranks under a launcher use NCCL");
+          if (dist_backend == "nccl")
+            throw UsageError("--dist-backend nccl runs GPU ranks, got --device cpu");
+          if (!aim::dist::mpi_built())
+            throw UsageError("CPU ranks under a launcher (" + launch.source +
+                             ") run the mpi backend, and aim was built without MPI: install "
+                             "libopenmpi-dev (tools/deps.sh) and rebuild; or run the ranks as "
+                             "threads of one process with --ranks N");
+          device = "cpu";
+          to.dist.backend = "mpi";
+        } else {
+          if (!device.empty() && device.rfind("cuda", 0) != 0)
+            throw UsageError("under a launcher (" + launch.source +
+                             ") --dist-backend nccl runs GPU ranks, one each, got --device " +
+                             device);
+          device = "cuda:" + std::to_string(launch.local_rank);
+          to.dist.backend = "launcher";
+        }
+        to.dist.ranks = launch.world_size;
+      }
+      if (!inject_failure.empty()) {
+        std::string spec = inject_failure;
+        const bool hang = spec.size() > 5 && spec.compare(spec.size() - 5, 5, ":hang") == 0;
+        if (hang) spec.resize(spec.size() - 5);
+        const size_t colon = spec.find(':');
+        std::vector<int64_t> parts;
+        if (colon != std::string::npos && colon > 0) {
+          try {
+            size_t u1 = 0, u2 = 0;
+            const std::string a = spec.substr(0, colon), b = spec.substr(colon + 1);
+            parts = {std::stoll(a, &u1), std::stoll(b, &u2)};
+            if (u1 != a.size() || u2 != b.size()) parts.clear();
+          } catch (const std::exception&) {
+            parts.clear();
+          }
+        }
+        if (parts.size() != 2 || parts[0] < 0 || parts[1] < 1)
+          throw UsageError("--inject-failure '" + inject_failure +
+                           "': expected RANK:STEP or RANK:STEP:hang (rank >= 0, step >= 1, "
+                           "1-based)");
+        if (to.dist.backend.empty())
+          throw UsageError(
+              "--inject-failure needs a data-parallel run (--ranks, --gpus or a "
+              "launcher)");
+        if (parts[0] >= to.dist.ranks)
+          throw UsageError("--inject-failure rank " + std::to_string(parts[0]) +
+                           " is not a rank of " + std::to_string(to.dist.ranks));
+        to.testing.fail_rank = int(parts[0]);
+        to.testing.fail_step = parts[1];
+        to.testing.fail_hang = hang;
+      }
+      if (to.sync_batchnorm && to.dist.backend.empty())
+        throw UsageError(
+            "--sync-bn synchronises batch statistics over data-parallel ranks: it "
+            "needs --ranks, --gpus or a launcher");
+      // aim-train exits right after a failed run, so a rank stuck outside any collective is left
+      // behind one --dist-timeout after the failure instead of hanging the process.
+      to.dist.abandon_stuck_ranks = !to.dist.backend.empty();
+      aim::cli::set_threads(threads);
+      aim::cli::set_tf32(tf32);
+      const aim::Device dev = aim::cli::resolve_device(device);
+      to.device = dev.str();
+      to.data = data;
+      to.checkpoint_dir = checkpoint_dir;
+      to.weights = weights;
+      to.save_weights = save_weights;
+      to.progress_bar = progress == "bar" || (progress == "auto" && isatty(STDOUT_FILENO));
 
-    for (const int64_t batch : batches) {
-      to.batch_size = batch;
-      const int nranks = to.dist.backend.empty() ? 1 : to.dist.ranks;
-      const bool lead =
-          (to.dist.backend != "launcher" && to.dist.backend != "mpi") || launch.rank == 0;
-      if (lead)
-        std::cout << "aim-train " << entry->name << " ("
-                  << aim::models::ModelEntry::config_string(cfg) << ") on "
-                  << (to.dist.backend == "nccl" ? "cuda:0.." + std::to_string(nranks - 1)
-                                                : dev.str())
-                  << (nranks > 1 ? " x " + std::to_string(nranks) + " ranks" : std::string())
-                  << ": batch " << batch << (nranks > 1 ? " per rank" : "") << ", "
-                  << (to.epochs > 0 ? (std::ostringstream() << to.epochs << " epochs").str()
-                                    : std::to_string(to.steps) + " steps")
-                  << ", " << to.optim.name << " lr "
-                  << (to.optim.lr_batch > 0 ? to.optim.lr * double(batch) / to.optim.lr_batch
-                                            : to.optim.lr)
-                  << " (" << to.schedule << "), seed " << to.seed << ", data " << data << "\n";
-      const auto before = aim::cli::variant_counts();
-      // Launcher runs: only rank 0 prints the run's log (the others' failures still reach
-      // stderr).
-      std::ostream quiet(nullptr);
-      const aim::train::TrainResult r =
-          aim::train::train_model(*entry, cfg, to, lead ? std::cout : quiet);
-      if (results.empty() || !lead) continue;
-      nlohmann::json j;
-      j["model"] = entry->name;
-      j["mode"] = "train";
-      j["device"] = dev.str();
-      j["devices"] = nranks;
-      j["precision"] = aim::autograd::amp::precision_name(to.precision);
-      if (to.precision == aim::DType::f16) {
-        j["loss_scale"] = r.loss_scale;
-        j["skipped_steps"] = r.skipped_steps;
+      for (const int64_t batch : batches) {
+        to.batch_size = batch;
+        const int nranks = to.dist.backend.empty() ? 1 : to.dist.ranks;
+        const bool lead =
+            (to.dist.backend != "launcher" && to.dist.backend != "mpi") || launch.rank == 0;
+        if (lead)
+          std::cout << "aim-train " << entry->name << " ("
+                    << aim::models::ModelEntry::config_string(cfg) << ") on "
+                    << (to.dist.backend == "nccl" ? "cuda:0.." + std::to_string(nranks - 1)
+                                                  : dev.str())
+                    << (nranks > 1 ? " x " + std::to_string(nranks) + " ranks" : std::string())
+                    << ": batch " << batch << (nranks > 1 ? " per rank" : "") << ", "
+                    << (to.epochs > 0 ? (std::ostringstream() << to.epochs << " epochs").str()
+                                      : std::to_string(to.steps) + " steps")
+                    << ", " << to.optim.name << " lr "
+                    << (to.optim.lr_batch > 0 ? to.optim.lr * double(batch) / to.optim.lr_batch
+                                              : to.optim.lr)
+                    << " (" << to.schedule << "), seed " << to.seed << ", data " << data << "\n";
+        const auto before = aim::cli::variant_counts();
+        // Launcher runs: only rank 0 prints the run's log (the others' failures still reach
+        // stderr).
+        std::ostream quiet(nullptr);
+        const aim::train::TrainResult r =
+            aim::train::train_model(*entry, cfg, to, lead ? std::cout : quiet);
+        if (results.empty() || !lead) continue;
+        nlohmann::json j;
+        j["model"] = entry->name;
+        j["mode"] = "train";
+        j["device"] = dev.str();
+        j["devices"] = nranks;
+        j["precision"] = aim::autograd::amp::precision_name(to.precision);
+        if (to.precision == aim::DType::f16) {
+          j["loss_scale"] = r.loss_scale;
+          j["skipped_steps"] = r.skipped_steps;
+        }
+        j["batch"] = batch;
+        if (nranks > 1) {
+          const aim::train::DistStats& d = r.dist;
+          j["global_batch"] = batch * nranks;
+          j["dist"] = {{"backend", d.backend},
+                       {"ranks", d.ranks},
+                       {"rank_throughput", d.rank_samples_per_s},
+                       {"total_throughput", d.total_samples_per_s},
+                       {"allreduce_ms_per_step", d.allreduce_ms},
+                       {"backward_ms_per_step", d.backward_ms},
+                       {"hidden_fraction", d.hidden_fraction},
+                       {"exposed_comm_ms_per_step", d.exposed_ms},
+                       {"sparse_exchange_ms_per_step", d.sparse_ms},
+                       {"grad_bytes_per_step", d.grad_bytes},
+                       {"bucket_mb", to.dist.bucket_mb},
+                       {"buckets", d.bucket_bytes.size()},
+                       {"bucket_bytes", d.bucket_bytes},
+                       {"embedding_comm", to.dist.embedding_comm},
+                       {"sparse_tables", d.sparse_tables},
+                       {"timeout_s", to.dist.timeout_s}};
+        }
+        j["config"] = cfg;
+        j["data"] = r.data_description;
+        j["optimizer"] = {{"name", to.optim.name},         {"lr", to.optim.lr},
+                          {"schedule", to.schedule},       {"warmup", to.warmup_steps},
+                          {"momentum", to.optim.momentum}, {"clip_norm", to.clip_norm}};
+        j["steps"] = r.total_steps;
+        j["steps_run"] = r.steps_run;
+        j["seed"] = to.seed;
+        j["throughput"] = r.samples_per_s;
+        j["throughput_device"] = r.device_samples_per_s;
+        j["throughput_unit"] = "samples/s";
+        j["step_time_ms"] = {
+            {"p50", r.step_p50_ms}, {"p90", r.step_p90_ms}, {"p99", r.step_p99_ms}};
+        j["data_wait_s"] = r.data_wait_s;
+        if (aim::parse_device(to.device).is_cuda())  // per training step (steps after the first)
+          j["host_syncs_per_step"] = r.host_syncs_per_step,
+          j["d2h_bytes_per_step"] = r.d2h_bytes_per_step;
+        if (to.cuda_graph)
+          j["cuda_graph"] = {{"capture_ms", r.graph_capture_ms}, {"captures", r.graph_captures}};
+        j["gflop_per_step"] = r.train_flops_per_step / 1e9;
+        j["achieved_gflops"] =
+            r.step_p50_ms > 0 ? r.train_flops_per_step / (r.step_p50_ms * 1e6) : 0;
+        j["metrics"] = r.final_metrics;
+        j["first_loss"] = r.losses.empty() ? 0.0 : r.losses.front();
+        j["final_loss"] = r.losses.empty() ? 0.0 : r.losses.back();
+        nlohmann::json evals = nlohmann::json::array();
+        for (const auto& [step, m] : r.evals) evals.push_back({{"step", step}, {"metrics", m}});
+        j["evaluations"] = evals;
+        j["wall_s"] = r.wall_s;
+        aim::cli::add_run_fields(j, before, argc, argv);
+        aim::cli::append_results(results, j);
       }
-      j["batch"] = batch;
-      if (nranks > 1) {
-        const aim::train::DistStats& d = r.dist;
-        j["global_batch"] = batch * nranks;
-        j["dist"] = {{"backend", d.backend},
-                     {"ranks", d.ranks},
-                     {"rank_throughput", d.rank_samples_per_s},
-                     {"total_throughput", d.total_samples_per_s},
-                     {"allreduce_ms_per_step", d.allreduce_ms},
-                     {"backward_ms_per_step", d.backward_ms},
-                     {"hidden_fraction", d.hidden_fraction},
-                     {"exposed_comm_ms_per_step", d.exposed_ms},
-                     {"sparse_exchange_ms_per_step", d.sparse_ms},
-                     {"grad_bytes_per_step", d.grad_bytes},
-                     {"bucket_mb", to.dist.bucket_mb},
-                     {"buckets", d.bucket_bytes.size()},
-                     {"bucket_bytes", d.bucket_bytes},
-                     {"embedding_comm", to.dist.embedding_comm},
-                     {"sparse_tables", d.sparse_tables},
-                     {"timeout_s", to.dist.timeout_s}};
-      }
-      j["config"] = cfg;
-      j["data"] = r.data_description;
-      j["optimizer"] = {{"name", to.optim.name},         {"lr", to.optim.lr},
-                        {"schedule", to.schedule},       {"warmup", to.warmup_steps},
-                        {"momentum", to.optim.momentum}, {"clip_norm", to.clip_norm}};
-      j["steps"] = r.total_steps;
-      j["steps_run"] = r.steps_run;
-      j["seed"] = to.seed;
-      j["throughput"] = r.samples_per_s;
-      j["throughput_device"] = r.device_samples_per_s;
-      j["throughput_unit"] = "samples/s";
-      j["step_time_ms"] = {{"p50", r.step_p50_ms}, {"p90", r.step_p90_ms}, {"p99", r.step_p99_ms}};
-      j["data_wait_s"] = r.data_wait_s;
-      if (aim::parse_device(to.device).is_cuda())  // per training step (steps after the first)
-        j["host_syncs_per_step"] = r.host_syncs_per_step,
-        j["d2h_bytes_per_step"] = r.d2h_bytes_per_step;
-      if (to.cuda_graph)
-        j["cuda_graph"] = {{"capture_ms", r.graph_capture_ms}, {"captures", r.graph_captures}};
-      j["gflop_per_step"] = r.train_flops_per_step / 1e9;
-      j["achieved_gflops"] = r.step_p50_ms > 0 ? r.train_flops_per_step / (r.step_p50_ms * 1e6) : 0;
-      j["metrics"] = r.final_metrics;
-      j["first_loss"] = r.losses.empty() ? 0.0 : r.losses.front();
-      j["final_loss"] = r.losses.empty() ? 0.0 : r.losses.back();
-      nlohmann::json evals = nlohmann::json::array();
-      for (const auto& [step, m] : r.evals) evals.push_back({{"step", step}, {"metrics", m}});
-      j["evaluations"] = evals;
-      j["wall_s"] = r.wall_s;
-      j["variants_used"] = aim::cli::variants_since(before);
-      if (const std::string algos = aim::kernels::cudnn_conv_algorithms_summary(); !algos.empty())
-        j["cudnn_conv_algorithms"] = algos;
-      j["substitutions"] = aim::cli::substitutions_json();
-      j["tf32"] = aim::kernels::tf32_name(aim::kernels::tf32());
-      j["env"] = aim::profiler::environment_json();
-      j["git_commit"] = aim::profiler::git_commit();
-      j["command"] = aim::profiler::command_line(argc, argv);
-      aim::cli::append_results(results, j);
-    }
-    return 0;
-  } catch (const UsageError& u) {
-    std::cerr << "aim-train: " << u.what() << "\n(see aim-train --help)\n";
-    return 2;
-  } catch (const aim::Error& e) {
-    std::cerr << "aim-train: error: " << e.what() << "\n";
-    if (std::string(e.what()).find("were abandoned") != std::string::npos) {
+      return 0;
+    } catch (const aim::dist::AbandonedRanksError& e) {
       // A rank thread stuck outside any collective was left running (--dist-timeout): end the
       // process without running destructors under it.
+      std::cerr << "aim-train: error: " << e.what() << "\n";
       std::cout.flush();
       std::cerr.flush();
       std::_Exit(1);
     }
-    return 1;
-  }
+  });
 }

@@ -22,6 +22,7 @@
 #include "kernels/error_flag.h"
 #include "layers/batchnorm.h"
 #include "profiler/profiler.h"
+#include "profiler/report.h"
 #include "profiler/roofline.h"
 #include "profiler/run_info.h"
 #include "tensor/check.h"
@@ -31,6 +32,9 @@
 #include "train/dist/mpi_backend.h"
 #include "train/dist/nccl_backend.h"
 #include "train/dist/reducer.h"
+#include "train/graph_step.h"
+#include "train/readback.h"
+#include "train/step.h"
 
 namespace aim::train {
 namespace {
@@ -40,23 +44,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-// --cuda-graph: the captured training step, its private stream and its input tensors. Blocks
-// the capture allocated are the graph's (tensor/cuda_runtime.cpp: the stream's pool is kept and
-// nothing else allocates on that stream).
-struct CapturedStep {
-  int device = 0;
-  StreamHandle stream = nullptr;
-  GraphHandle graph = nullptr;
-  TensorMap inputs;  // each batch is copied here before a replay
-  Tensor loss;       // [1] f32, written by every replay
-  CapturedStep() = default;
-  CapturedStep(const CapturedStep&) = delete;
-  CapturedStep& operator=(const CapturedStep&) = delete;
-  ~CapturedStep() {
-    if (graph) destroy_graph(graph);
-  }
-};
 
 int64_t parse_i64(const std::map<std::string, std::string>& md, const std::string& key,
                   const std::string& path) {
@@ -73,7 +60,38 @@ int64_t parse_i64(const std::map<std::string, std::string>& md, const std::strin
 
 }  // namespace
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParameters params) {
+namespace {
+// One group of a model's own optimizer: the kind's constructor with the group's settings by name
+// (PyTorch's / TF's defaults where a setting is absent); an unknown kind or setting is an error.
+std::unique_ptr<Optimizer> make_group_optimizer(const std::string& recipe,
+                                                const models::OptimizerGroup& g,
+                                                NamedParameters p) {
+  std::set<std::string> used;
+  auto get = [&](const char* key, double dflt) {
+    used.insert(key);
+    auto it = g.settings.find(key);
+    return it == g.settings.end() ? dflt : it->second;
+  };
+  std::unique_ptr<Optimizer> r;
+  if (g.kind == "ftrl")
+    r = std::make_unique<Ftrl>(std::move(p), get("lr", 0.05), get("lr_power", -0.5),
+                               get("initial_accumulator_value", 0.1), get("l1", 0), get("l2", 0));
+  else if (g.kind == "adagrad")
+    r = std::make_unique<Adagrad>(std::move(p), get("lr", 0.01), get("lr_decay", 0),
+                                  get("weight_decay", 0), get("eps", 1e-10),
+                                  get("initial_accumulator_value", 0));
+  else
+    AIM_FAIL("optimizer ", recipe, ": group '", g.prefix, "' has kind '", g.kind,
+             "' (allowed: ftrl, adagrad)");
+  for (const auto& [k, v] : g.settings)
+    AIM_CHECK(used.count(k), "optimizer ", recipe, ": group '", g.prefix, "' (", g.kind,
+              ") has an unknown setting '", k, "'");
+  return r;
+}
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParameters params,
+                                          const std::vector<models::ModelOptimizer>& own) {
   AIM_CHECK(std::isfinite(o.lr) && o.lr > 0, "optimizer: lr must be > 0, got ", o.lr);
   AIM_CHECK(o.momentum >= 0 && o.momentum < 1, "optimizer: momentum must be in [0, 1), got ",
             o.momentum);
@@ -91,25 +109,23 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParame
     return std::make_unique<AdamW>(std::move(params), o.lr, 0.9, 0.999, 1e-8,
                                    wd_set ? o.weight_decay : 0.01);
   if (o.name == "adagrad") return std::make_unique<Adagrad>(std::move(params), o.lr, 0.0, wd);
-  if (o.name == "wide_deep") {
-    // The census Wide&Deep recipe (MODELS.md §4.4, models/wide_deep.h): parameters under "wide."
-    // FTRL (TF defaults, lr min(0.2, 1/sqrt(8 wide columns)) = 0.2), the others TF's Adagrad
-    // (lr 0.05, initial accumulator 0.1). --lr is the reference for both: each group's rate is
-    // its own * lr / 0.05.
-    AIM_CHECK(!wd_set || o.weight_decay == 0, "optimizer wide_deep: weight decay is not supported");
-    constexpr double kRef = 0.05;
+  for (const models::ModelOptimizer& m : own) {
+    if (m.name != o.name) continue;
+    AIM_CHECK(!wd_set || o.weight_decay == 0, "optimizer ", m.name,
+              ": weight decay is not supported (each group has its own settings)");
+    AIM_CHECK(m.ref_lr > 0, "optimizer ", m.name, ": the recipe's reference lr must be > 0");
     std::vector<GroupedOptimizer::Group> groups;
-    groups.push_back({"wide.", [](NamedParameters p) {
-                        return std::make_unique<Ftrl>(std::move(p), 0.2, -0.5, 0.1, 0.0, 0.0);
-                      }});
-    groups.push_back({"", [](NamedParameters p) {
-                        return std::make_unique<Adagrad>(std::move(p), 0.05, 0.0, 0.0, 1e-10, 0.1);
-                      }});
-    auto g = std::make_unique<GroupedOptimizer>(std::move(params), kRef, std::move(groups));
-    g->set_lr(o.lr);
-    return g;
+    for (const models::OptimizerGroup& g : m.groups)
+      groups.push_back({g.prefix, [g, name = m.name](NamedParameters p) {
+                          return make_group_optimizer(name, g, std::move(p));
+                        }});
+    auto r = std::make_unique<GroupedOptimizer>(std::move(params), m.ref_lr, std::move(groups));
+    r->set_lr(o.lr);
+    return r;
   }
-  AIM_FAIL("unknown optimizer '", o.name, "' (allowed: sgd, adam, adamw, adagrad, wide_deep)");
+  std::string allowed = "sgd, adam, adamw, adagrad";
+  for (const models::ModelOptimizer& m : own) allowed += ", " + m.name;
+  AIM_FAIL("unknown optimizer '", o.name, "' (allowed: ", allowed, ")");
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParameters params,
@@ -183,18 +199,6 @@ CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Op
 }
 
 namespace {
-
-// Testing the loss scaler: an Inf in the first gradient, as an fp16 overflow would leave it.
-void inject_inf(const NamedParameters& params) {
-  for (const auto& [name, p] : params)
-    if (p.grad().defined() && p.grad().numel() > 0) {
-      p.grad().view({-1}).slice(0, 0, 1).copy_(
-          Tensor::from_vector(std::vector<float>{INFINITY}, {1})
-              .to(p.grad().dtype())
-              .to(p.grad().device()));
-      return;
-    }
-}
 
 // The first parameter (data, then gradient) holding a NaN or Inf, for the NaN/Inf stop message.
 std::string first_non_finite(const layers::Module& m) {
@@ -273,15 +277,15 @@ void for_each_module(const layers::Module& m, const std::string& prefix,
     for_each_module(*c, prefix.empty() ? name : prefix + "." + name, fn);
 }
 
-// The 2-D embedding tables of a model (Embedding, EmbeddingBag weights), for
-// --embedding-comm sparse.
+// The 2-D embedding tables of a model (the weights of layers that say they are lookup tables),
+// for --embedding-comm sparse.
 std::set<std::string> embedding_tables(const layers::Module& model) {
   std::set<std::string> names;
   std::set<std::string> params;
   for (const auto& [n, p] : model.named_parameters())
     if (p.dim() == 2) params.insert(n);
   for_each_module(model, "", [&](const std::string& path, const layers::Module& m) {
-    if (m.type_name() != "Embedding" && m.type_name() != "EmbeddingBag") return;
+    if (!m.is_embedding_table()) return;
     const std::string w = path.empty() ? "weight" : path + ".weight";
     if (params.count(w)) names.insert(w);
   });
@@ -290,17 +294,11 @@ std::set<std::string> embedding_tables(const layers::Module& model) {
 
 // Layers that normalise with statistics of the current batch in training mode (not batch-split
 // invariant under data parallelism): "hist_bn (BatchNorm1d)", ...
-std::vector<std::string> batch_statistics_layers(const layers::Module& model,
-                                                 const models::ModelConfig& cfg, bool bn2d_frozen) {
+std::vector<std::string> batch_statistics_layers(const layers::Module& model) {
   std::vector<std::string> out;
-  // DIN's BatchNorm1d layers are the frozen-BN affine quirk unless bn=train (models/din.h).
-  const auto bn = cfg.find("bn");
-  const bool bn1d_stats = bn == cfg.end() || bn->second == "train";
   for_each_module(model, "", [&](const std::string& path, const layers::Module& m) {
-    const std::string t = m.type_name();
-    bool uses = t == "Dice" || (t == "BatchNorm1d" && bn1d_stats);
-    if (t == "BatchNorm2d") uses = !bn2d_frozen;
-    if (uses) out.push_back((path.empty() ? std::string("(root)") : path) + " (" + t + ")");
+    if (m.uses_batch_statistics())
+      out.push_back((path.empty() ? std::string("(root)") : path) + " (" + m.type_name() + ")");
   });
   return out;
 }
@@ -348,15 +346,89 @@ int64_t RankShard::global_position() const { return src_.position() - int64_t(ra
 
 namespace {
 
-// Freezes every BatchNorm2d (running statistics in training too); returns how many.
-int freeze_batchnorm2d(layers::Module& m) {
-  int n = 0;
-  if (auto* b = dynamic_cast<layers::BatchNorm2d*>(&m)) {
-    b->set_frozen(true);
-    ++n;
+// --freeze-bn: every layer that can normalises with its running statistics in training too;
+// returns the frozen layers' types (one entry per layer).
+void freeze_batch_statistics(layers::Module& m, std::map<std::string, int>& frozen) {
+  if (m.freeze_batch_statistics()) ++frozen[m.type_name()];
+  for (const auto& [name, c] : m.children()) freeze_batch_statistics(*c, frozen);
+}
+
+// The data-parallel parts of a rank: the gradient reducer over the parameters the optimizer
+// reads (its buckets, the sparse embedding tables), and SyncBatchNorm's collectives; logs the plan.
+struct DataParallel {
+  std::unique_ptr<dist::Reducer> reducer;
+  std::set<std::string> sparse_tables;
+  std::optional<autograd::BatchStatsSync> bn_sync;  // --sync-bn
+};
+
+DataParallel setup_data_parallel(dist::Communicator& c, const models::ModelEntry& entry,
+                                 const models::ModelConfig& cfg, const TrainOptions& opt,
+                                 layers::Module& model, Optimizer& optim, int64_t global_batch,
+                                 std::ostream& log) {
+  DataParallel dp;
+  dist::Communicator* comm = &c;
+  const int ranks = c.size();
+  std::unique_ptr<dist::Reducer>& reducer = dp.reducer;
+  std::set<std::string>& sparse_tables = dp.sparse_tables;
+  {
+    if (opt.dist.embedding_comm == "sparse") {
+      sparse_tables = embedding_tables(model);
+      AIM_CHECK(!sparse_tables.empty(), "--embedding-comm sparse: ", entry.name,
+                " has no embedding table (a lookup layer's weight) to exchange sparsely");
+    }
+    dist::ReducerOptions ro;
+    ro.bucket_mb = opt.dist.bucket_mb;
+    ro.first_bucket_mb = std::min(1.0, opt.dist.bucket_mb);  // never larger than the others
+    ro.sparse = sparse_tables;
+    reducer = std::make_unique<dist::Reducer>(*comm, optim.parameters(), ro);
+    log << "data parallel: " << ranks << " ranks (" << comm->backend() << ", "
+        << (comm->backend() == "mpi"  ? std::string("processes on the CPU")
+            : comm->device().is_cpu() ? std::string("threads on the CPU")
+                                      : str("one GPU each from ", comm->device().str()))
+        << "), batch " << opt.batch_size << " per rank, global batch " << global_batch
+        << ", collective timeout " << opt.dist.timeout_s << " s; " << reducer->buckets().size()
+        << " buckets (" << mb_list([&] {
+             std::vector<int64_t> b;
+             for (const auto& bi : reducer->buckets()) b.push_back(bi.bytes());
+             return b;
+           }())
+        << ")";
+    for (const std::string& t : sparse_tables) log << "; sparse exchange of " << t;
+    log << "\n";
+    const std::vector<std::string> stats_layers = batch_statistics_layers(model);
+    AIM_CHECK(!opt.sync_batchnorm || !stats_layers.empty(), "--sync-bn: ", entry.name, " (",
+              models::ModelEntry::config_string(cfg),
+              ") has no layer that normalises with batch statistics in training");
+    if (!stats_layers.empty()) {
+      if (opt.sync_batchnorm)
+        log << "SyncBatchNorm: batch statistics synchronised over the " << ranks
+            << " ranks (the global batch of " << global_batch << ") in";
+      else
+        log << "note: batch statistics are per rank (" << opt.batch_size << " samples, not "
+            << global_batch << "; --sync-bn synchronises them) in";
+      for (size_t i = 0; i < stats_layers.size() && i < 4; ++i) log << " " << stats_layers[i];
+      if (stats_layers.size() > 4) log << " and " << stats_layers.size() - 4 << " more";
+      log << "\n";
+    }
   }
-  for (const auto& [name, c] : m.children()) n += freeze_batchnorm2d(*c);
-  return n;
+  // SyncBatchNorm: the rank's communicator behind the layers' statistics collectives (f64 CPU
+  // tensors in and out; moved to the communicator's device and back).
+  std::optional<autograd::BatchStatsSync>& bn_sync = dp.bn_sync;
+  if (opt.sync_batchnorm) {
+    bn_sync.emplace();
+    bn_sync->ranks = ranks;
+    bn_sync->all_gather = [comm](const Tensor& in, const Tensor& out) {
+      const Tensor o = out.to(comm->device());
+      comm->all_gather(in.to(comm->device()), o);
+      if (o.storage() != out.storage()) out.copy_(o);
+    };
+    bn_sync->all_reduce_sum = [comm](const Tensor& t) {
+      const Tensor d = t.to(comm->device());
+      comm->all_reduce(d, dist::ReduceOp::Sum);
+      if (d.storage() != t.storage()) t.copy_(d);
+    };
+  }
+  return dp;
 }
 
 // One rank's training (ctx null: a single process). See train_model.
@@ -389,9 +461,12 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   }
   model->to(dev);
   if (opt.freeze_batchnorm) {
-    const int n = freeze_batchnorm2d(*model);
-    AIM_CHECK(n > 0, "--freeze-bn: ", entry.name, " has no BatchNorm2d layer to freeze");
-    log << "frozen BatchNorm2d: " << n << " layers normalise with their running statistics\n";
+    std::map<std::string, int> frozen;
+    freeze_batch_statistics(*model, frozen);
+    AIM_CHECK(!frozen.empty(), "--freeze-bn: ", entry.name,
+              " has no batch-normalisation layer with running statistics to freeze");
+    for (const auto& [type, n] : frozen)
+      log << "frozen " << type << ": " << n << " layers normalise with their running statistics\n";
   }
   model->train();
   // Data parallel: rank 0's initial parameters and buffers on every rank (they were built from
@@ -400,7 +475,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   const int64_t global_batch = opt.batch_size * ranks;
   OptimizerOptions oo = opt.optim;
   if (oo.lr_batch > 0) oo.lr *= double(global_batch) / oo.lr_batch;
-  auto optim = make_optimizer(oo, model->named_parameters());
+  auto optim = make_optimizer(oo, model->named_parameters(), entry.optimizers);
   std::unique_ptr<data::BatchSource> source = entry.source(cfg, opt.data, opt.seed);
   const int64_t n_eval = std::min(opt.eval_samples, source->eval_size());
   AIM_CHECK(n_eval > 0, "train: the data has no evaluation samples");
@@ -482,77 +557,15 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   }
   r.first_step = step;
 
-  // Data parallel: the gradient reducer over the parameters the optimizer reads.
-  std::unique_ptr<dist::Reducer> reducer;
-  std::set<std::string> sparse_tables;
-  if (comm) {
-    if (opt.dist.embedding_comm == "sparse") {
-      sparse_tables = embedding_tables(*model);
-      AIM_CHECK(!sparse_tables.empty(), "--embedding-comm sparse: ", entry.name,
-                " has no embedding table (Embedding/EmbeddingBag weight) to exchange sparsely");
-    }
-    dist::ReducerOptions ro;
-    ro.bucket_mb = opt.dist.bucket_mb;
-    ro.first_bucket_mb = std::min(1.0, opt.dist.bucket_mb);  // never larger than the others
-    ro.sparse = sparse_tables;
-    reducer = std::make_unique<dist::Reducer>(*comm, optim->parameters(), ro);
-    log << "data parallel: " << ranks << " ranks (" << comm->backend() << ", "
-        << (comm->backend() == "mpi"  ? std::string("processes on the CPU")
-            : comm->device().is_cpu() ? std::string("threads on the CPU")
-                                      : str("one GPU each from ", comm->device().str()))
-        << "), batch " << opt.batch_size << " per rank, global batch " << global_batch
-        << ", collective timeout " << opt.dist.timeout_s << " s; " << reducer->buckets().size()
-        << " buckets (" << mb_list([&] {
-             std::vector<int64_t> b;
-             for (const auto& bi : reducer->buckets()) b.push_back(bi.bytes());
-             return b;
-           }())
-        << ")";
-    for (const std::string& t : sparse_tables) log << "; sparse exchange of " << t;
-    log << "\n";
-    const std::vector<std::string> stats_layers =
-        batch_statistics_layers(*model, cfg, opt.freeze_batchnorm);
-    AIM_CHECK(!opt.sync_batchnorm || !stats_layers.empty(), "--sync-bn: ", entry.name, " (",
-              models::ModelEntry::config_string(cfg),
-              ") has no layer that normalises with batch statistics in training");
-    if (!stats_layers.empty()) {
-      if (opt.sync_batchnorm)
-        log << "SyncBatchNorm: batch statistics synchronised over the " << ranks
-            << " ranks (the global batch of " << global_batch << ") in";
-      else
-        log << "note: batch statistics are per rank (" << opt.batch_size << " samples, not "
-            << global_batch << "; --sync-bn synchronises them) in";
-      for (size_t i = 0; i < stats_layers.size() && i < 4; ++i) log << " " << stats_layers[i];
-      if (stats_layers.size() > 4) log << " and " << stats_layers.size() - 4 << " more";
-      log << "\n";
-    }
-  }
-  // SyncBatchNorm: the rank's communicator behind the layers' statistics collectives (f64 CPU
-  // tensors in and out; moved to the communicator's device and back).
-  std::optional<autograd::BatchStatsSync> bn_sync;
-  if (comm && opt.sync_batchnorm) {
-    bn_sync.emplace();
-    bn_sync->ranks = ranks;
-    bn_sync->all_gather = [comm](const Tensor& in, const Tensor& out) {
-      const Tensor o = out.to(comm->device());
-      comm->all_gather(in.to(comm->device()), o);
-      if (o.storage() != out.storage()) out.copy_(o);
-    };
-    bn_sync->all_reduce_sum = [comm](const Tensor& t) {
-      const Tensor d = t.to(comm->device());
-      comm->all_reduce(d, dist::ReduceOp::Sum);
-      if (d.storage() != t.storage()) t.copy_(d);
-    };
-  }
+  // Data parallel: the gradient reducer, the sparse tables and SyncBatchNorm (DataParallel).
+  DataParallel dp;
+  if (comm) dp = setup_data_parallel(*comm, entry, cfg, opt, *model, *optim, global_batch, log);
+  std::unique_ptr<dist::Reducer>& reducer = dp.reducer;
+  const std::set<std::string>& sparse_tables = dp.sparse_tables;
+  std::optional<autograd::BatchStatsSync>& bn_sync = dp.bn_sync;
   AIM_CHECK(!opt.sync_batchnorm || comm,
             "--sync-bn synchronises batch statistics over data-parallel ranks: it needs --ranks, "
             "--gpus or a launcher");
-  // One f32 scalar (device tensor) as a [1] tensor on the same device, averaged over the ranks.
-  auto rank_mean_tensor = [&](const Tensor& scalar) {
-    Tensor t = scalar.to(DType::f32).contiguous().view({1}).clone();
-    if (comm) comm->all_reduce(t, dist::ReduceOp::Avg);
-    return t;
-  };
   double dist_comm_s = 0, dist_bwd_s = 0, dist_overlap_s = 0, dist_wait_s = 0, dist_sparse_s = 0;
   int64_t dist_steps = 0;
 
@@ -595,46 +608,20 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   double device_s = 0, loop_s = 0, flops = 0, interval_loss = 0, interval_s = 0;
   int64_t interval_n = 0, data_position = start_position;
   std::string last_metrics;
-  // What the host reads of the training steps, in one buffer and one copy (on a GPU the step's
-  // only host synchronisation): the device error record (8 i64 words: a bad index or target
-  // flagged by a kernel, kernels/error_flag.h), the fp16 overflow flag, and the losses since the
-  // last read (f64). On a GPU the losses are read once per log interval (a non-finite loss or a
-  // flagged error is reported then, naming its step); with fp16 every step, since the overflow
-  // decides whether the optimizer steps. On the CPU every step (errors throw in the op there).
+  // The losses, the fp16 overflow flag and the device error record, read in one copy
+  // (train/readback.h): once per log interval on a GPU, every step with fp16 or on the CPU.
   const bool defer_loss = dev.is_cuda() && !opt.progress_bar && !scaler;
-  const bool read_errors = dev.is_cuda();
-  constexpr int64_t kFlagSlot = kernels::kDeviceErrorWords, kLossSlot = kFlagSlot + 1;
-  const int64_t loss_cap = defer_loss ? log_every : 1;
-  Tensor readback_words, readback_losses, readback_flag;  // one storage: [8 i64 | flag | losses]
-  {
-    Tensor all = Tensor::zeros({kLossSlot + loss_cap}, DType::f64, dev);
-    readback_words = Tensor::from_storage(all.storage(), 0, {kFlagSlot}, {1}, DType::i64);
-    readback_flag = all.slice(0, kFlagSlot, kLossSlot);
-    readback_losses = all.slice(0, kLossSlot, kLossSlot + loss_cap);
-  }
-  std::vector<int64_t> loss_steps;  // the step of each buffered loss
+  StepReadBack readback(dev, defer_loss ? log_every : 1);
   // Host synchronisations and device-to-host bytes inside the steps (evaluations and
   // checkpoints between steps excluded), over the steps after the first (it sets up).
   int64_t syncs_in_steps = 0, d2h_in_steps = 0, counted_steps = 0;
-  // Reads the buffer; returns the flag (fp16: > 0 when a gradient overflowed on some rank; it
-  // stays 0 without a scaler).
+  // Reads what the steps filed; a non-finite loss stops the run naming its step. Returns the
+  // flag (fp16: > 0 when a gradient overflowed on some rank; 0 without a scaler).
   auto read_back = [&]() {
-    if (loss_steps.empty()) return 0.0;
-    if (read_errors) readback_words.copy_(kernels::device_error_words(dev));
-    const Tensor all = Tensor::from_storage(
-        readback_words.storage(), 0, {kLossSlot + int64_t(loss_steps.size())}, {1}, DType::i64);
-    const std::vector<int64_t> w = all.to(kCPU).to_vector<int64_t>();  // syncs
-    if (read_errors) kernels::throw_device_error(w.data(), dev);
-    auto as_f64 = [&](int64_t i) {
-      double v;
-      std::memcpy(&v, &w[size_t(i)], sizeof v);
-      return v;
-    };
-    const double flag = as_f64(kFlagSlot);
-    const bool overflowed = flag > 0;
-    for (size_t i = 0; i < loss_steps.size(); ++i) {
-      const double l = as_f64(kLossSlot + int64_t(i));
-      const int64_t at = loss_steps[i];
+    if (readback.empty()) return 0.0;
+    const StepReadBack::Values v = readback.read();  // syncs
+    const bool overflowed = v.flag > 0;
+    for (const auto& [at, l] : v.losses) {
       if (!std::isfinite(l) && !overflowed) {  // fp16: an overflowed loss is a skipped step
         const std::string where = first_non_finite(*model);
         AIM_FAIL("train: loss is ", l, " at step ", at, " (", entry.name, ", lr ", optim->lr(),
@@ -649,9 +636,22 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       r.losses.push_back(l);
       interval_loss += l;
     }
-    loss_steps.clear();
-    return flag;
+    return v.flag;
   };
+  auto file_loss = [&](const Tensor& loss, int64_t at_step) { readback.file_loss(loss, at_step); };
+
+  // What every step touches (train/step.h).
+  StepContext step_ctx;
+  step_ctx.model = model.get();
+  step_ctx.optim = optim.get();
+  step_ctx.comm = comm;
+  step_ctx.reducer = reducer.get();
+  step_ctx.bn_sync = bn_sync ? &*bn_sync : nullptr;
+  step_ctx.scaler = scaler ? &*scaler : nullptr;
+  step_ctx.precision = opt.precision;
+  step_ctx.amp_cache = amp_on ? &amp_cache : nullptr;
+  step_ctx.clip_norm = opt.clip_norm;
+  step_ctx.inject_overflow_at = opt.testing.inject_overflow_at;
 
   // Profiled steps: [prof_a, prof_b] (1-based); the first step is skipped by default (warm-up:
   // allocations, first touches).
@@ -665,100 +665,12 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   int64_t profiled_steps = 0;
 
   // --cuda-graph: the step after the first (eager: it creates the gradients and the optimizer
-  // state) is captured on a private stream and replayed from then on. The eager stream and the
-  // graph's hand over with stream waits (no host synchronisation): each batch is copied into the
-  // graph's inputs and the learning rate into the optimizer's device {lr, step} before a replay,
-  // and the loss is copied out after it.
-  std::optional<CapturedStep> captured;
-  std::map<std::string, Shape> graph_shapes;  // of the batch tensors the graph was captured with
-  bool capturable_optimizer = false;
-  if (opt.cuda_graph) {
-    AIM_CHECK(dev.is_cuda(), "--cuda-graph needs a CUDA device (--device cuda), got ", dev.str());
-    AIM_CHECK(!comm,
-              "--cuda-graph: one device only (the data-parallel step's collectives are not "
-              "captured)");
-    AIM_CHECK(!scaler,
-              "--cuda-graph: not with --precision fp16 (the dynamic loss scale decides on "
-              "the host whether the optimizer steps); fp32 and bf16 steps are capturable");
-    AIM_CHECK(!profiling,
-              "--cuda-graph: a graph replays as one unit, its ops are not timed one by "
-              "one: profile without --cuda-graph");
-    AIM_CHECK(opt.inject_overflow_at.empty(), "--cuda-graph: not with --inject-overflow");
-  }
-  auto capture_step = [&](const TensorMap& host_batch) {
-    std::string meta_keys;
-    for (const auto& [k, t] : model->host_metadata(host_batch))
-      meta_keys += (meta_keys.empty() ? "" : ", ") + k;
-    AIM_CHECK(meta_keys.empty(), "--cuda-graph: ", entry.name,
-              "'s step reads host metadata of each batch (", meta_keys,
-              "): a captured step would keep the first batch's; this model's training step is "
-              "not capturable");
-    CapturedStep& c = captured.emplace();
-    c.device = dev.index;
-    if (!capturable_optimizer) optim->set_capturable();
-    capturable_optimizer = true;
-    c.inputs = models::batch_to_device(*model, host_batch, dev);
-    const StreamHandle eager = current_stream(dev.index);
-    c.stream = create_stream(dev.index);
-    stream_wait(dev.index, c.stream, eager);
-    set_current_stream(dev.index, c.stream);
-    const int64_t uploads0 = captured_uploads();
-    begin_capture(dev.index, c.stream);
-    try {
-      optim->zero_grad();
-      autograd::Variable loss;
-      {
-        std::optional<autograd::amp::Autocast> ac;
-        if (amp_on) ac.emplace(opt.precision, &amp_cache);
-        loss = model->training_loss(c.inputs);
-      }
-      loss.backward();
-      amp_cache.clear();
-      if (opt.clip_norm > 0) clip_grad_norm_device(optim->parameters(), opt.clip_norm);
-      optim->step();
-      c.loss = loss.data().to(DType::f32).contiguous().view({1}).clone();
-      c.graph = end_capture(dev.index, c.stream);
-    } catch (const Error& e) {
-      if (!c.graph) try {
-          end_capture(dev.index, c.stream);
-        } catch (...) {
-        }
-      set_current_stream(dev.index, eager);
-      AIM_FAIL("--cuda-graph: capturing ", entry.name, "'s training step failed: ", e.what());
-    }
-    set_current_stream(dev.index, eager);
-    const int64_t uploads = captured_uploads() - uploads0;
-    AIM_CHECK(uploads == 0, "--cuda-graph: ", entry.name, "'s training step uploaded host data ",
-              uploads,
-              " time(s) while it was captured (a plan made on the host, e.g. lengths or "
-              "offsets from the batch): replays would reuse the captured values; this model's "
-              "training step is not capturable");
-    std::string shapes;
-    for (const auto& [k, t] : c.inputs)
-      shapes += str(shapes.empty() ? "" : ", ", k, " ", to_string(t.sizes()));
-    log << "cuda graph: training step captured at step " << step + 1 << " (" << shapes
-        << ") and replayed from then on (capturable " << opt.optim.name
-        << ": lr and step count on the device)\n";
-  };
-  // Copies the batch into the graph's inputs and replays the step; returns the inputs.
-  auto replay_step = [&](const TensorMap& host_batch, int64_t at_step) -> const TensorMap& {
-    CapturedStep& c = *captured;
-    for (const auto& [k, t] : c.inputs) {
-      auto h = host_batch.find(k);
-      AIM_CHECK(h != host_batch.end(), "--cuda-graph: the batch of step ", at_step, " has no ", k);
-      AIM_CHECK(h->second.sizes() == t.sizes() && h->second.dtype() == t.dtype(),
-                "--cuda-graph: the batch of step ", at_step, " has ", k, " ",
-                to_string(h->second.sizes()), " ", dtype_name(h->second.dtype()),
-                ", the captured step ", to_string(t.sizes()), " ", dtype_name(t.dtype()),
-                " (a captured step needs batches of one shape)");
-      t.copy_(h->second);
-    }
-    const StreamHandle eager = current_stream(dev.index);
-    stream_wait(dev.index, c.stream, eager);
-    launch_graph(c.graph, c.stream);
-    stream_wait(dev.index, eager, c.stream);
-    return c.inputs;
-  };
+  // state) is captured and replayed from then on (train/graph_step.h).
+  AIM_CHECK(!opt.cuda_graph || !profiling,
+            "--cuda-graph: a graph replays as one unit, its ops are not timed one by one: "
+            "profile without --cuda-graph");
+  std::unique_ptr<GraphStep> graph;
+  if (opt.cuda_graph) graph = std::make_unique<GraphStep>(step_ctx, dev, entry.name, log);
 
   while (step < r.total_steps) {
     const bool profile_step = profiling && step + 1 >= prof_a && step + 1 <= prof_b;
@@ -774,9 +686,10 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       profiler::set_record_args(!opt.trace.empty());
       profiler::start();
     }
-    if (comm && step + 1 == opt.dist.fail_step && rank == opt.dist.fail_rank && opt.dist.fail_hang)
+    if (comm && step + 1 == opt.testing.fail_step && rank == opt.testing.fail_rank &&
+        opt.testing.fail_hang)
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // never answers again
-    if (comm && step + 1 == opt.dist.fail_step && rank == opt.dist.fail_rank)
+    if (comm && step + 1 == opt.testing.fail_step && rank == opt.testing.fail_rank)
       AIM_FAIL("injected failure at step ", step + 1, " (--inject-failure ", rank, ":", step + 1,
                ", a testing flag)");
     std::optional<profiler::Scope> step_scope;
@@ -792,100 +705,32 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
     TensorMap batch;
     bool read_this_step = false;
     std::optional<profiler::Scope> phase;
-    if (opt.cuda_graph && step > r.first_step) {
-      // The captured shapes: the model's padded shapes, grown when a batch exceeds them (then
-      // the step is captured again).
-      std::map<std::string, Shape> want;
-      for (const auto& [k, t] : f->batch) {
-        Shape sh = model->padded_shape(k, t.sizes());
-        auto it = graph_shapes.find(k);
-        if (captured && it != graph_shapes.end() && it->second.size() == sh.size())
-          for (size_t i = 0; i < sh.size(); ++i) sh[i] = std::max(sh[i], it->second[i]);
-        want[k] = sh;
-      }
-      TensorMap padded = model->pad_batch(f->batch, want);
-      for (auto& [k, t] : padded) t = t.pin_memory();  // pinned already unless padded here
-      if (!captured || want != graph_shapes) {
-        if (captured)
-          log << "cuda graph: the batch of step " << step + 1
-              << " exceeds the captured shapes: the step is captured again\n";
-        captured.reset();
-        const auto tc = Clock::now();
-        capture_step(padded);
-        r.graph_capture_ms += seconds_since(tc) * 1e3;
-        ++r.graph_captures;
-        graph_shapes = want;
-      }
-      batch = replay_step(padded, step + 1);
-      const int64_t at = int64_t(loss_steps.size());
-      readback_losses.slice(0, at, at + 1).copy_(captured->loss);
-      loss_steps.push_back(step + 1);
+    if (graph && step > r.first_step) {
+      batch = graph->run(f->batch, step + 1);
+      file_loss(graph->loss(), step + 1);
     } else {
       batch = models::batch_to_device(*model, f->batch, dev);
-      phase.emplace("fwd", profiler::ScopeKind::Phase);
-      // Forward and backward only: evaluation (rank 0 alone, eval mode) never synchronises.
-      std::optional<layers::SyncBatchNormScope> sync_bn;
-      if (bn_sync) sync_bn.emplace(&*bn_sync);
-      autograd::Variable loss;
-      {
-        std::optional<autograd::amp::Autocast> ac;
-        if (amp_on) ac.emplace(opt.precision, &amp_cache);
-        loss = model->training_loss(batch);
-      }
-      phase.emplace("bwd", profiler::ScopeKind::Phase);
-      if (reducer) reducer->begin();
-      if (scaler)
-        autograd::mul(loss, scaler->scale()).backward();
-      else
-        loss.backward();
-      sync_bn.reset();
-      if (reducer) {
-        // Every gradient averaged over the ranks (the buckets were launched during backward).
-        reducer->finish();
-        const dist::ReducerStats& rs = reducer->last_stats();
-        if (step > r.first_step || r.total_steps - r.first_step == 1) {  // the first step sets up
-          dist_comm_s += rs.comm_s;
-          dist_bwd_s += rs.backward_s;
-          dist_overlap_s += rs.overlapped_s;
-          dist_wait_s += rs.finish_wait_s;
-          dist_sparse_s += rs.sparse_s;
-          ++dist_steps;
-        }
-      }
-      amp_cache.clear();
-      bool overflow = false;
-      if (std::find(opt.inject_overflow_at.begin(), opt.inject_overflow_at.end(), step + 1) !=
-          opt.inject_overflow_at.end())
-        inject_inf(optim->parameters());
-      // The loss of the step: under ranks their mean, the loss of the whole N B batch (this also
-      // makes a NaN on one rank stop every rank with the same message).
-      {
-        const Tensor l1 = rank_mean_tensor(loss.data());
-        const int64_t at = int64_t(loss_steps.size());
-        readback_losses.slice(0, at, at + 1).copy_(l1);
-        loss_steps.push_back(step + 1);
-      }
-      if (scaler) {
-        phase.emplace("opt", profiler::ScopeKind::Phase);
-        // Unscaled after the reducer's finish(); the skip decision is the same on every rank: the
-        // flags' mean over the ranks, read with the loss in the step's one host read.
-        Tensor flag = scaler->unscale_flag(optim->parameters());
-        if (comm) comm->all_reduce(flag, dist::ReduceOp::Avg);
-        readback_flag.copy_(flag);
-        overflow = read_back() > 0;
+      StepHooks hooks;
+      hooks.record_loss = [&](const Tensor& loss) { file_loss(loss, step + 1); };
+      hooks.overflowed = [&](const Tensor& flag) {
+        readback.file_flag(flag);
         read_this_step = true;
+        return read_back() > 0;  // the fp16 step's one host read
+      };
+      const bool skipped = train_step(step_ctx, batch, step + 1, hooks);
+      if (reducer && (step > r.first_step || r.total_steps - r.first_step == 1)) {
+        const dist::ReducerStats& rs = reducer->last_stats();  // the first step sets up
+        dist_comm_s += rs.comm_s;
+        dist_bwd_s += rs.backward_s;
+        dist_overlap_s += rs.overlapped_s;
+        dist_wait_s += rs.finish_wait_s;
+        dist_sparse_s += rs.sparse_s;
+        ++dist_steps;
       }
-      if (opt.clip_norm > 0 && !overflow)
-        clip_grad_norm_device(optim->parameters(), opt.clip_norm);  // no host read
-      phase.emplace("opt", profiler::ScopeKind::Phase);
-      if (!overflow) optim->step();
-      if (scaler) {
-        scaler->update(overflow);
-        if (overflow)
-          log << "step " << step + 1
-              << ": gradient overflow (Inf/NaN), step skipped; loss scale -> " << scaler->scale()
-              << "\n";
-      }
+      if (skipped)
+        log << "step " << step + 1 << ": gradient overflow (Inf/NaN), step skipped; loss scale -> "
+            << scaler->scale() << "\n";
+      phase.emplace("opt", profiler::ScopeKind::Phase);  // the read-back below, as before
     }
     const bool log_point = (step + 1) % log_every == 0 || step + 1 == r.total_steps;
     if (!read_this_step && (!defer_loss || log_point)) read_back();  // syncs
@@ -899,7 +744,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       d2h_in_steps += sync1.d2h_bytes - sync0.d2h_bytes;
       ++counted_steps;
     }
-    if (!captured) {  // a captured step zeroes the gradients itself
+    if (!graph || step == r.first_step + 1) {  // a captured step zeroes the gradients itself
       profiler::Scope zero("opt", profiler::ScopeKind::Phase);
       optim->zero_grad();
     }
@@ -948,6 +793,10 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   }
   read_back();
   progress.finish();
+  if (graph) {
+    r.graph_capture_ms = graph->capture_ms();
+    r.graph_captures = graph->captures();
+  }
   if (counted_steps > 0) {
     r.host_syncs_per_step = double(syncs_in_steps) / double(counted_steps);
     r.d2h_bytes_per_step = double(d2h_in_steps) / double(counted_steps);
@@ -957,26 +806,12 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   if (comm) comm->barrier();
   if (lead && profiler::enabled()) profiler::stop();
   if (lead && profiling && profiled_steps > 0) {
-    const profiler::Ceilings ceil = !opt.ceilings.empty() ? profiler::load_ceilings(opt.ceilings)
-                                    : dev.is_cpu()        ? profiler::default_cpu_ceilings()
-                                                          : profiler::Ceilings{};
     // Under ranks the events hold every rank's steps: the tables are per rank-step.
-    if (opt.profile)
-      profiler::print_tables(log, profiler::events(), int(profiled_steps) * ranks, ceil);
-    if (!opt.roofline.empty()) {
-      profiler::write_roofline_svg(opt.roofline, profiler::events(),
-                                   !opt.ceilings.empty() ? profiler::ceiling_roofs(ceil)
-                                                         : profiler::default_roofs(dev.str()),
-                                   entry.name + " training step, batch " +
-                                       std::to_string(opt.batch_size) + ", " + dev.str() +
-                                       " (steps " + std::to_string(prof_a) + ".." +
-                                       std::to_string(prof_b) + ")");
-      log << "wrote roofline to " << opt.roofline << "\n";
-    }
-    if (!opt.trace.empty()) {
-      profiler::write_trace(opt.trace, profiler::events());
-      log << "wrote trace of steps " << prof_a << ".." << prof_b << " to " << opt.trace << "\n";
-    }
+    profiler::write_report(log, {opt.profile, opt.roofline, opt.trace, opt.ceilings}, dev,
+                           int(profiled_steps) * ranks,
+                           str(entry.name, " training step, batch ", opt.batch_size, ", ",
+                               dev.str(), " (steps ", prof_a, "..", prof_b, ")"),
+                           str(" of steps ", prof_a, "..", prof_b));
   }
   if (prefetcher) r.data_wait_s = prefetcher->wait_seconds();
   prefetcher.reset();

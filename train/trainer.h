@@ -3,6 +3,14 @@
 // clipping + optimizer step, periodic evaluation of the model's metrics, NaN/Inf detection,
 // step-time percentiles, and resumable safetensors checkpoints.
 //
+// The pieces, each in its own file: the step itself (train/step.h: train_step, one screen), the
+// captured step of --cuda-graph (train/graph_step.h), the one host read of the losses, flags and
+// device errors (train/readback.h), and here the run around them: setup, the data-parallel setup
+// (reducer, sparse tables, SyncBatchNorm), the loop (data, logging, evaluation, checkpoints) and
+// the report (profiler/report.h, shared with aim-infer). What a model or a layer must decide is
+// asked of it (ModelEntry::optimizers, Module::uses_batch_statistics and friends): no file in
+// train/ names a model or a layer type (tests/house/check_model_knowledge.py).
+//
 // Checkpoint file: <checkpoint_dir>/checkpoint.safetensors, tensors "model.<state_dict key>" and
 // "optim.<optimizer state key>", metadata {format, step, data_position, model, config, optimizer,
 // data, batch_size}. It is written to a temporary file and renamed, so a killed save leaves the
@@ -29,7 +37,7 @@
 // logs a note saying so. sync_batchnorm (aim-train --sync-bn) combines them over the ranks
 // instead (SyncBatchNorm: autograd/functions/sync_batch_norm.h), which makes BatchNorm models
 // batch-split invariant and logs that it does. freeze_batchnorm (aim-train --freeze-bn) uses the
-// running statistics of every BatchNorm2d in training too (frozen BN).
+// running statistics of every layer that can freeze them in training too (frozen BN).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -61,13 +69,6 @@ struct DistOptions {
   double timeout_s = 300;                // --dist-timeout: every collective's deadline
   double bucket_mb = 25;                 // --bucket-mb
   std::string embedding_comm = "dense";  // dense | sparse (CPU: all-gather of touched rows)
-  // Testing (--inject-failure RANK:STEP[:hang]): rank `fail_rank` throws at the start of step
-  // `fail_step` (1-based), so every rank must stop with its message; with fail_hang it blocks
-  // there forever instead, outside any collective (a rank that stopped answering): its peers time
-  // out and the run ends with their message, the stuck rank abandoned (run_ranks).
-  int fail_rank = -1;
-  int64_t fail_step = 0;
-  bool fail_hang = false;
   // A rank thread still running timeout_s after the first failure (stuck outside any collective)
   // is abandoned instead of waited for (dist::run_ranks): the error is thrown, the thread left
   // behind. Only for callers that end the process right after: aim-train sets it.
@@ -90,7 +91,7 @@ class RankShard {
 };
 
 struct OptimizerOptions {
-  std::string name = "adam";  // sgd | adam | adamw | adagrad | wide_deep (FTRL + Adagrad)
+  std::string name = "adam";  // sgd | adam | adamw | adagrad | one of the model's own
   double lr = 1e-2;
   // > 0: lr is per lr_batch samples, the optimizer uses lr * batch_size / lr_batch (linear
   // scaling, as the AI Matrix CNN recipe's "1.0 * B / 1024").
@@ -98,6 +99,19 @@ struct OptimizerOptions {
   double momentum = 0;       // sgd
   bool nesterov = false;     // sgd (needs momentum > 0)
   double weight_decay = -1;  // < 0: the optimizer's PyTorch default (0; AdamW 0.01)
+};
+
+// Fault injection for tests, all off by default (the trainer's only test-only code paths).
+struct TestHooks {
+  // --inject-overflow: steps (1-based) whose gradients get an Inf (the fp16 loss scaler's skip).
+  std::vector<int64_t> inject_overflow_at;
+  // --inject-failure RANK:STEP[:hang]: rank `fail_rank` throws at the start of step `fail_step`
+  // (1-based), so every rank must stop with its message; with fail_hang it blocks there forever
+  // instead, outside any collective (a rank that stopped answering): its peers time out and the
+  // run ends with their message, the stuck rank abandoned (run_ranks).
+  int fail_rank = -1;
+  int64_t fail_step = 0;
+  bool fail_hang = false;
 };
 
 struct TrainOptions {
@@ -127,7 +141,7 @@ struct TrainOptions {
   // precision.
   DType precision = DType::f32;
   LossScalerOptions loss_scaler;
-  std::vector<int64_t> inject_overflow_at;  // testing: steps (1-based) whose gradients get an Inf
+  TestHooks testing;  // fault injection (tests and the --inject-* flags); off by default
   // Profiling (profiler/profiler.h): tables after the run for steps [profile_from, profile_to]
   // (1-based, inclusive; 0 = from step 2 / to the last step), and a Chrome trace of them.
   bool profile = false;
@@ -195,7 +209,9 @@ struct TrainResult {
 
 // Builds an optimizer from the options over `params`; unknown names are an aim::Error listing
 // the choices.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParameters params);
+// `own`: the model's own optimizers (ModelEntry::optimizers), chosen by name like the others.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParameters params,
+                                          const std::vector<models::ModelOptimizer>& own = {});
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParameters params,
                                           double lr);
 // The schedule named `name` for a run of `total` steps; unknown names list the choices.

@@ -375,7 +375,7 @@ with tempfile.TemporaryDirectory() as dtmp:
     ]:
         run([TRAIN, "din", "--config", "size=tiny", "--steps", "1"] + args, 2, *frags)
     run([TRAIN, "din"] + TINY + ["--ranks", "2", "--steps", "1", "--freeze-bn"], 1,
-        "--freeze-bn: din has no BatchNorm2d")
+        "--freeze-bn: din has no batch-normalisation layer")
 
 # ---- data-parallel training under mpirun: the mpi backend (one CPU process per rank) ----------
 # Runs when the build has MPI (the CMake cache names mpiexec and aim-train accepts the mpi

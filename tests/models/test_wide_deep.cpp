@@ -290,7 +290,7 @@ TEST(WideDeepModel, ParityTorchForwardGradientsOptimizerStep) {
   train::OptimizerOptions oo;
   oo.name = "wide_deep";
   oo.lr = 0.05;
-  auto opt = train::make_optimizer(oo, m.named_parameters());
+  auto opt = train::make_optimizer(oo, m.named_parameters(), find_model("wide_deep").optimizers);
   opt->step();
   for (const auto& [n, p] : m.named_parameters()) {
     ASSERT_TRUE(o.has("after." + n)) << n;

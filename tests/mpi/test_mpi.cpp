@@ -358,13 +358,13 @@ TEST(MpiJobEnd, RankThatDoesNotJoinTimesOut) {
 TEST(MpiJobEnd, FailingRankEndsTheJob) {
   if (!job_end_test_enabled()) GTEST_SKIP() << "ends the MPI job: ctest aim_mpi_failure runs it";
   train::TrainOptions o = on_mpi(aim::testing::dp_options(10, 16));
-  o.dist.fail_rank = env().world_size - 1;
-  o.dist.fail_step = 3;
+  o.testing.fail_rank = env().world_size - 1;
+  o.testing.fail_step = 3;
   std::ostringstream log;
   // The failing rank prints "dist: rank 1 failed: injected failure at step 3 ..." and calls
   // MPI_Abort; mpirun kills the others (waiting in their step-3 collectives).
   train::train_model(din(), din().parse_config({"size=tiny"}), o, log);
-  ADD_FAILURE() << "train_model returned although rank " << o.dist.fail_rank << " failed";
+  ADD_FAILURE() << "train_model returned although rank " << o.testing.fail_rank << " failed";
 }
 
 }  // namespace

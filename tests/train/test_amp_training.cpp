@@ -87,7 +87,7 @@ TEST(AmpTraining, LossScalerSkipsBacksOffAndGrows) {
 // halves the scale; a run whose every step overflows ends with the initial weights.
 TEST(AmpTraining, InjectedOverflowSkipsTheStep) {
   TrainOptions o;
-  o.inject_overflow_at = {2, 3};
+  o.testing.inject_overflow_at = {2, 3};
   const TrainResult r = run("din", DType::f16, 4, 32, o);
   EXPECT_EQ(r.skipped_steps, 2);
   EXPECT_EQ(r.loss_scale, 16384);
@@ -101,7 +101,7 @@ TEST(AmpTraining, InjectedOverflowSkipsTheStep) {
   o2.eval_samples = 100;
   o2.prefetch = 0;
   o2.precision = DType::f16;
-  o2.inject_overflow_at = {1, 2, 3};
+  o2.testing.inject_overflow_at = {1, 2, 3};
   o2.optim = {"adam", 0.001};
   o2.save_weights = testing::make_temp_dir("aim_amp") + "/w.safetensors";
   const TrainResult r2 = train_model(e, e.parse_config({"size=tiny"}), o2, log);

@@ -326,8 +326,8 @@ TEST(DataParallel, TraceShowsAllReduceOverlappingBackward) {
 
 TEST(DataParallel, FailingRankStopsEveryRankWithItsMessage) {
   TrainOptions o = on_ranks(options(10, 16), 3);
-  o.dist.fail_rank = 1;
-  o.dist.fail_step = 3;
+  o.testing.fail_rank = 1;
+  o.testing.fail_step = 3;
   o.dist.timeout_s = 30;
   std::ostringstream log;
   const auto t0 = std::chrono::steady_clock::now();
@@ -342,9 +342,9 @@ TEST(DataParallel, StuckRankTimesOutAndIsAbandoned) {
   // Rank 2 stops answering at step 2 (outside any collective): its peers time out after 1 s and
   // the run ends about one timeout later, naming it; the stuck thread is left behind (asleep).
   TrainOptions o = on_ranks(options(10, 16), 3);
-  o.dist.fail_rank = 2;
-  o.dist.fail_step = 2;
-  o.dist.fail_hang = true;
+  o.testing.fail_rank = 2;
+  o.testing.fail_step = 2;
+  o.testing.fail_hang = true;
   o.dist.abandon_stuck_ranks = true;  // the stuck thread never wakes: nothing it uses goes away
   o.dist.timeout_s = 1;
   std::ostringstream log;
@@ -394,7 +394,7 @@ TEST(DataParallel, Fp16OverflowSkipsTheStepOnEveryRank) {
   o.optim.momentum = 0;
   o.optim.lr = 1e-3;
   o.precision = DType::f16;
-  o.inject_overflow_at = {2};
+  o.testing.inject_overflow_at = {2};
   std::ostringstream log;
   const TrainResult r = train_model(din(), din().parse_config({"size=tiny"}), o, log);
   EXPECT_EQ(r.skipped_steps, 1);
@@ -428,7 +428,7 @@ TEST(DataParallel, BadOptionsAreErrors) {
             std::string::npos);
   o = on_ranks(options(1, 8), 2);
   o.freeze_batchnorm = true;
-  EXPECT_NE(error_of([&] { train_model(din(), cfg, o, log); }).find("no BatchNorm2d"),
+  EXPECT_NE(error_of([&] { train_model(din(), cfg, o, log); }).find("no batch-normalisation layer"),
             std::string::npos);
   o = on_ranks(options(1, 8), 2);
   o.sync_batchnorm = true;  // DIN's default (bn=affine, sigmoid) has no batch statistics

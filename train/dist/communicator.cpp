@@ -224,8 +224,9 @@ void run_ranks(const std::vector<Communicator*>& comms,
     const std::string what = st->first_what.rfind("dist: ", 0) == 0
                                  ? st->first_what
                                  : str("dist: rank ", st->first_rank, " failed: ", st->first_what);
-    throw Error(str(what, "; rank(s) ", ranks, " still running ", abandon_after.count(),
-                    " ms later (stuck outside any collective) were abandoned"));
+    throw AbandonedRanksError(str(what, "; rank(s) ", ranks, " still running ",
+                                  abandon_after.count(),
+                                  " ms later (stuck outside any collective) were abandoned"));
   }
   if (st->first_rank >= 0) {
     // A group error ("dist: ...") already names the rank and the reason.

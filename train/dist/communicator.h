@@ -178,6 +178,12 @@ class IssuingCommunicator : public Communicator {
 // An abandoned thread keeps running fn if it ever wakes: only callers that end the process right
 // after (aim-train) may ask for it, and they must keep the communicators alive (run_local_ranks
 // then leaks its own).
+// The error run_ranks throws when it abandoned rank threads: the caller must end the process
+// without running destructors under them (aim-train: std::_Exit after printing it).
+class AbandonedRanksError : public Error {
+ public:
+  using Error::Error;
+};
 void run_ranks(const std::vector<Communicator*>& comms,
                const std::function<void(int rank, Communicator& comm)>& fn,
                std::chrono::milliseconds abandon_after = std::chrono::milliseconds(0),
