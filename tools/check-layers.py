@@ -121,7 +121,7 @@ def check_libs(build):
         if os.path.exists(path):
             libs[layer] = nm_symbols(path)
     if "tensor" not in libs or "kernels" not in libs:
-        return [f"{build}: no libaim_tensor.a / libaim_kernels.a (build the aim target first)"]
+        return [f"{build}: no libaim_tensor.a / libaim_kernels.a (build first: tools/build.sh)"]
     defined = {layer: set().union(*(d for d, _ in objs.values())) if objs else set()
                for layer, objs in libs.items()}
     bad = []
