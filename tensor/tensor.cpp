@@ -8,6 +8,28 @@
 
 namespace aim {
 
+// Constant-initialised (no constructor runs), so kernels/copy may install them from a static
+// initialiser in any order.
+namespace {
+TensorKernelHooks g_kernel_hooks;
+}  // namespace
+
+void set_tensor_kernel_hooks(const TensorKernelHooks& hooks) { g_kernel_hooks = hooks; }
+
+void copy_same_device(const Tensor& src, const Tensor& dst) {
+  AIM_CHECK(g_kernel_hooks.copy,
+            "tensor copy: no copy kernel installed (kernels/copy installs it "
+            "when the kernels library is linked; docs/design-notes.md, Layers)");
+  g_kernel_hooks.copy(src, dst);
+}
+
+void fill_tensor(const Tensor& dst, double value) {
+  AIM_CHECK(g_kernel_hooks.fill,
+            "tensor fill: no fill kernel installed (kernels/copy installs it "
+            "when the kernels library is linked; docs/design-notes.md, Layers)");
+  g_kernel_hooks.fill(dst, value);
+}
+
 std::string to_string(const Shape& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);

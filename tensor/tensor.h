@@ -116,9 +116,17 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-// Same-device strided copy with dtype cast: implemented by kernels/copy (the copy op family).
-void copy_same_device(const Tensor& src, const Tensor& dst);
-void fill_tensor(const Tensor& dst, double value);
+// Same-device strided copy with dtype cast, and fill: the `copy` and `fill` ops of kernels/copy,
+// a layer above tensor/ (docs/design-notes.md, "Layers"). tensor/ reaches them only through these
+// two hooks, which kernels/copy installs before main (kernels/copy/copy_cpu.cpp); calling one that
+// is not installed throws aim::Error naming it.
+struct TensorKernelHooks {
+  void (*copy)(const Tensor& src, const Tensor& dst) = nullptr;  // same device, any two dtypes
+  void (*fill)(const Tensor& dst, double value) = nullptr;
+};
+void set_tensor_kernel_hooks(const TensorKernelHooks& hooks);
+void copy_same_device(const Tensor& src, const Tensor& dst);  // runs the copy hook
+void fill_tensor(const Tensor& dst, double value);            // runs the fill hook
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& sizes, Device device) {

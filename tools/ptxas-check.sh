@@ -2,11 +2,11 @@
 # Registers and local-memory spills of every own CUDA kernel (kernels/**/*.cu) for sm_90, read
 # from the objects the build already produced: nothing is recompiled, so it costs seconds.
 #
-# Usage: tools/ptxas-check.sh [build-dir]      (default: ./build, after building the aim target)
+# Usage: tools/ptxas-check.sh [build-dir]   (default: ./build, after building target aim_kernels)
 #
-# For each build-dir/CMakeFiles/aim.dir/kernels/**/*.cu.o it takes the sm_90 cubin and the PTX
-# out of the object's fat binary (zstd- or LZ4-compressed by nvcc, or plain) and prints, per
-# function (kernels, and device functions ptxas kept as calls):
+# For each build-dir/CMakeFiles/aim_kernels.dir/kernels/**/*.cu.o (the kernels layer's library)
+# it takes the sm_90 cubin and the PTX out of the object's fat binary (zstd- or LZ4-compressed by
+# nvcc, or plain) and prints, per function (kernels, and device functions ptxas kept as calls):
 #   regs    EIATTR_REGCOUNT of the cubin's .nv.info: `ptxas -v`'s "Used N registers"
 #   frame   EIATTR_FRAME_SIZE: "N bytes stack frame"
 #   array   bytes of local arrays the PTX declares (__local_depot of the function and of the
@@ -19,8 +19,8 @@
 # (cuobjdump -res-usage would give REG and STACK only, and this toolkit has no cuobjdump.)
 # Exits 1 when a function spills that no line of tools/ptxas-allow.txt names (a line: a
 # substring of the demangled name, then the reason; "SUBSTRING -- REASON" when the substring has
-# spaces), 2 when there are no objects to read (build the `aim` target with CUDA on first), else
-# 0. About a second for all kernels.
+# spaces), 2 when there are no objects to read (build the `aim_kernels` target with CUDA on
+# first), else 0. About a second for all kernels.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -28,11 +28,12 @@ exec python3 - "$root" "$build" <<'PY'
 import glob, os, re, struct, subprocess, sys
 
 root, build = sys.argv[1], sys.argv[2]
-objdir = os.path.join(build, "CMakeFiles", "aim.dir")
+objdir = os.path.join(build, "CMakeFiles", "aim_kernels.dir")
 objs = sorted(glob.glob(os.path.join(objdir, "kernels", "**", "*.cu.o"), recursive=True))
 if not objs:
     print(f"[ptxas-check] no kernels/**/*.cu.o under {objdir}: configure with CUDA on and build "
-          "the aim target first (tools/build.sh, or ninja -C build aim)", file=sys.stderr)
+          "the aim_kernels target first (tools/build.sh, or ninja -C build aim_kernels)",
+          file=sys.stderr)
     sys.exit(2)
 
 allow = []  # (substring, reason)

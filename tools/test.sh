@@ -9,7 +9,7 @@ start=$(date +%s)
 "$root/tools/build.sh" "$root/build"
 (cd "$root/build" && ctest --output-on-failure -j1)
 # No own kernel spills registers on sm_90 (reads the objects the build made; tools/ptxas-allow.txt).
-if ls "$root"/build/CMakeFiles/aim.dir/kernels/*/*.cu.o >/dev/null 2>&1; then "$root/tools/ptxas-check.sh" "$root/build"; fi
+if ls "$root"/build/CMakeFiles/aim_kernels.dir/kernels/*/*.cu.o >/dev/null 2>&1; then "$root/tools/ptxas-check.sh" "$root/build"; fi
 # The emulated CUDA device: --device cuda served on the CPU (kernels/simt/device/README.md); its
 # runtime checks, every CUDA kernel variant against cpu.ref on emulated devices, and every model's
 # tiny train and infer on cuda (tests/emu/emu_models.py).

@@ -177,10 +177,17 @@ void register_copy_cpu(Registry& r) {
 
 }  // namespace aim::kernels
 
-// Hooks used by tensor/ (Tensor::contiguous, to(dtype), copy_, fill_).
-namespace aim {
-void copy_same_device(const Tensor& src, const Tensor& dst) {
-  kernels::copy(kernels::CopyArgs{src, dst});
-}
-void fill_tensor(const Tensor& dst, double value) { kernels::fill(kernels::FillArgs{dst, value}); }
-}  // namespace aim
+// The hooks tensor/ runs for Tensor::contiguous, to(dtype), copy_ and fill_ (tensor/tensor.h): the
+// one static initialiser of kernels/. It registers no variant, only hands tensor/ two function
+// pointers, and must run before any tensor copy, which may come before the registry is first used.
+// This object is always linked with the kernels: the registry calls register_copy_cpu above.
+namespace aim::kernels {
+namespace {
+void tensor_copy(const Tensor& src, const Tensor& dst) { copy(CopyArgs{src, dst}); }
+void tensor_fill(const Tensor& dst, double value) { fill(FillArgs{dst, value}); }
+[[maybe_unused]] const bool g_tensor_hooks_installed = [] {
+  set_tensor_kernel_hooks(TensorKernelHooks{tensor_copy, tensor_fill});
+  return true;
+}();
+}  // namespace
+}  // namespace aim::kernels
