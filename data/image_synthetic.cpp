@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "data/philox_draw.h"
 #include "tensor/check.h"
 #include "tensor/philox.h"
 
@@ -12,11 +13,6 @@ namespace {
 
 // Tags of the independent Philox keys derived from the seed.
 constexpr uint64_t kTagGrid = 20, kTagLabel = 21, kTagNoise = 22;
-
-uint64_t derive_key(uint64_t seed, uint64_t tag) {
-  const philox::U4 w = philox::block_words(seed, tag);
-  return (uint64_t(w.x) << 32) | w.y;
-}
 
 // Per output coordinate of an axis of n samples: lower grid index i0 (i0 + 1 < g) and the weight
 // of i0 + 1; grid point 0 sits on sample 0, grid point g - 1 on sample n - 1.
@@ -74,8 +70,8 @@ ImageSyntheticSource::ImageSyntheticSource(const ImageSyntheticConfig& cfg) : cf
             "image-synthetic: epoch_size and eval_size must be >= 1, got ", cfg_.epoch_size, ", ",
             cfg_.eval_size);
   AIM_CHECK(cfg_.signal >= 0.0, "image-synthetic: signal must be >= 0, got ", cfg_.signal);
-  noise_key_ = derive_key(cfg_.seed, kTagNoise);
-  label_key_ = derive_key(cfg_.seed, kTagLabel);
+  noise_key_ = philox_key(cfg_.seed, kTagNoise);
+  label_key_ = philox_key(cfg_.seed, kTagLabel);
   const int64_t g = cfg_.grid, gg = g * g;
   upsample_axis(cfg_.height, g, &y0_, &wy_);
   upsample_axis(cfg_.width, g, &x0_, &wx_);
@@ -83,7 +79,7 @@ ImageSyntheticSource::ImageSyntheticSource(const ImageSyntheticConfig& cfg) : cf
   // unit RMS without rendering (1000 x 3 x 224 x 224 would be 600 MB).
   const std::vector<double> ay = gram(y0_, wy_, g), ax = gram(x0_, wx_, g);
   grid_.resize(size_t(cfg_.classes * 3 * gg));
-  const uint64_t grid_key = derive_key(cfg_.seed, kTagGrid);
+  const uint64_t grid_key = philox_key(cfg_.seed, kTagGrid);
   for (int64_t p = 0; p < cfg_.classes * 3; ++p) {
     float* G = grid_.data() + p * gg;
     for (int64_t e = 0; e < gg; ++e) G[e] = philox::normal(grid_key, 0, uint64_t(p * gg + e));

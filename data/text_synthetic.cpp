@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "data/philox_draw.h"
 #include "data/text_font.h"
 #include "tensor/check.h"
 #include "tensor/philox.h"
@@ -14,11 +15,6 @@ namespace {
 // Tags of the independent Philox keys derived from the seed.
 constexpr uint64_t kTagText = 40, kTagStyle = 41, kTagNoise = 42;
 constexpr uint64_t kTextBlocks = 3, kStyleBlocks = 4;  // 12 and 16 uniforms per sample
-
-uint64_t derive_key(uint64_t seed, uint64_t tag) {
-  const philox::U4 w = philox::block_words(seed, tag);
-  return (uint64_t(w.x) << 32) | w.y;
-}
 
 // Standard normals of counter blocks [block, ...) into out[0, n): Box-Muller in float on the word
 // pairs of each block (the image sources' fill; only determinism matters here).
@@ -49,9 +45,9 @@ TextSyntheticSource::TextSyntheticSource(const TextSyntheticConfig& cfg) : cfg_(
   AIM_CHECK(cfg_.epoch_size >= 1 && cfg_.eval_size >= 1,
             "text-synthetic: epoch_size and eval_size must be >= 1, got ", cfg_.epoch_size, ", ",
             cfg_.eval_size);
-  text_key_ = derive_key(cfg_.seed, kTagText);
-  style_key_ = derive_key(cfg_.seed, kTagStyle);
-  noise_key_ = derive_key(cfg_.seed, kTagNoise);
+  text_key_ = philox_key(cfg_.seed, kTagText);
+  style_key_ = philox_key(cfg_.seed, kTagStyle);
+  noise_key_ = philox_key(cfg_.seed, kTagNoise);
 }
 
 std::string TextSyntheticSource::describe() const {
