@@ -1,7 +1,6 @@
-// batch_norm and local_response_norm on the fused kernels (kernels/norm/batchnorm.h, lrn.h).
+// batch_norm on the fused kernels (kernels/norm/batchnorm.h).
 #include "autograd/functions/batch_norm.h"
 
-#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "kernels/norm/batchnorm.h"
 
@@ -27,22 +26,6 @@ struct BatchNormNode final : Node {
     kernels::batchnorm_bwd(a);
   }
   void release() override { x = gamma = save_mean = save_rstd = Tensor(); }
-};
-
-struct LrnNode final : Node {
-  Tensor x;
-  kernels::LrnParams p;
-  const char* name() const override { return "LocalResponseNorm"; }
-  void backward(Grads& g) override {
-    if (!g.needs(0)) return;
-    kernels::LrnBwdArgs a;
-    a.dy = g.dy();
-    a.x = x;
-    a.dx = g.out(0);
-    a.p = p;
-    kernels::lrn_bwd(a);
-  }
-  void release() override { x = Tensor(); }
 };
 
 }  // namespace
@@ -86,23 +69,6 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
   n->training = training;
   n->affine = weight.defined();
   return attach1(n, {x, weight, bias}, a.y);
-}
-
-Variable local_response_norm(const Variable& x, const kernels::LrnParams& p) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return local_response_norm((*c)[0], p);
-  AIM_CHECK(x.defined() && x.dim() >= 2, "local_response_norm: x must be [N, C, ...], got ",
-            x.defined() ? to_string(x.sizes()) : std::string("undefined"));
-  const Tensor xc = x.data().contiguous();
-  kernels::LrnFwdArgs a;
-  a.x = xc;
-  a.y = Tensor::empty(xc.sizes(), xc.dtype(), xc.device());
-  a.p = p;
-  kernels::lrn_fwd(a);
-  if (!needs_grad({&x})) return Variable(a.y);
-  auto n = std::make_shared<LrnNode>();
-  n->x = xc;
-  n->p = p;
-  return attach1(n, {x}, a.y);
 }
 
 }  // namespace aim::autograd

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "autograd/functions/elementwise.h"
-#include "autograd/functions/nn.h"
+#include "autograd/functions/embedding.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
 #include "autograd/node.h"

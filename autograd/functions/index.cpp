@@ -1,8 +1,7 @@
-// Index ops and dropout (autograd/functions/index.h). Forward runs the kernels of
-// kernels/index and kernels/random; backward uses their pairs (index_select <-> index_add,
-// gather <-> scatter_add, pad <-> pad_bwd, dropout_fwd -> dropout_bwd) and slice copies of dy
-// for concat. Gradients of tables read by index_select / gather are accumulated straight into
-// the leaf's .grad (Grads::accum), like an embedding's.
+// Index ops (autograd/functions/index.h). Forward runs the kernels of kernels/index; backward
+// uses their pairs (index_select <-> index_add, gather <-> scatter_add, pad <-> pad_bwd) and
+// slice copies of dy for concat. Gradients of tables read by index_select / gather are accumulated
+// straight into the leaf's .grad (Grads::accum), like an embedding's.
 #include "autograd/functions/index.h"
 
 #include "autograd/amp.h"
@@ -142,24 +141,6 @@ struct PadNode final : Node {
   }
 };
 
-// ---- dropout --------------------------------------------------------------------------------
-
-struct DropoutNode final : Node {
-  Tensor mask;  // u8, 1 = kept
-  float p = 0;
-  const char* name() const override { return "Dropout"; }
-  void backward(Grads& g) override {
-    if (!g.needs(0)) return;
-    kernels::DropoutBwdArgs a;
-    a.dy = g.dy();
-    a.mask = mask;
-    a.dx = g.out(0);
-    a.p = p;
-    kernels::dropout_bwd(a);
-  }
-  void release() override { mask = Tensor(); }
-};
-
 }  // namespace
 
 Variable concat(const std::vector<Variable>& xs, int64_t dim) {
@@ -286,24 +267,6 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {
   a.y = Tensor::empty(out, dtype, indices.device());
   kernels::one_hot(a);
   return a.y;
-}
-
-Variable dropout(const Variable& x, double p, bool training, kernels::Generator& gen) {
-  AIM_CHECK(p >= 0 && p <= 1, "[dropout] p must be in [0, 1], got ", p);
-  if (!training || p == 0) return x;
-  kernels::DropoutFwdArgs a;
-  a.x = x.data().contiguous();
-  a.y = Tensor::empty(x.sizes(), x.dtype(), x.device());
-  a.mask = Tensor::empty(x.sizes(), DType::u8, x.device());
-  a.p = float(p);
-  a.seed = gen.seed();
-  a.offset = gen.next(x.numel());
-  kernels::dropout_fwd(a);
-  if (!needs_grad({&x})) return Variable(a.y);
-  auto n = std::make_shared<DropoutNode>();
-  n->mask = a.mask;
-  n->p = a.p;
-  return attach1(n, {x}, a.y);
 }
 
 }  // namespace aim::autograd

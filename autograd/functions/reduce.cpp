@@ -1,8 +1,7 @@
-// Reductions and softmax. The kernels produce the keepdim shape; without keepdim the output is a
-// view of it with the reduced dims removed, and backward views dy back as the keepdim shape.
+// Reductions. The kernels produce the keepdim shape; without keepdim the output is a view of it
+// with the reduced dims removed, and backward views dy back as the keepdim shape.
 // Backward: sum/mean broadcast dy over the reduced dims; max/min scatter dy to the saved
-// indices; var/std/norm by their formulas, composed from elementwise and reduce kernels;
-// softmax/log_softmax with softmax_bwd (mask passed through).
+// indices; var/std/norm by their formulas, composed from elementwise and reduce kernels.
 #include "autograd/functions/reduce.h"
 
 #include <algorithm>
@@ -15,7 +14,6 @@
 #include "kernels/elementwise/unary.h"
 #include "kernels/index/index.h"
 #include "kernels/reduce/reduce.h"
-#include "kernels/softmax/softmax.h"
 
 namespace aim::autograd {
 namespace {
@@ -194,25 +192,6 @@ struct NormNode final : Node {
   void release() override { x = y = Tensor(); }
 };
 
-struct SoftmaxNode final : Node {
-  Tensor y, mask;
-  int64_t dim = -1;
-  bool log = false;
-  const char* name() const override { return log ? "LogSoftmax" : "Softmax"; }
-  void backward(Grads& g) override {
-    if (!g.needs(0)) return;
-    kernels::SoftmaxBwdArgs a;
-    a.dy = g.dy();
-    a.y = y;
-    a.dx = g.out(0);
-    a.mask = mask;
-    a.dim = dim;
-    a.log = log;
-    kernels::softmax_bwd(a);
-  }
-  void release() override { y = mask = Tensor(); }
-};
-
 Variable sum_or_mean(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool mean) {
   const std::vector<int64_t> rd = kernels::normalize_reduce_dims(x.sizes(), dims);
   const Tensor y = reduce_keep(x.data(), mean ? ReduceKind::mean : ReduceKind::sum, rd);
@@ -256,23 +235,6 @@ Variable var_or_std(const Variable& x, const std::vector<int64_t>& dims, double 
   n->divisor = std::max(0.0, double(reduced_count(x.sizes(), rd)) - correction);
   n->is_std = is_std;
   return attach1(n, {x}, out);
-}
-
-Variable softmax_impl(const Variable& x, int64_t dim, const Tensor& mask, bool log) {
-  kernels::SoftmaxArgs a;
-  a.x = x.data().contiguous();
-  a.y = Tensor::empty(a.x.sizes(), a.x.dtype(), a.x.device());
-  a.mask = mask;
-  a.dim = x.data().wrap_dim(dim);
-  a.log = log;
-  kernels::softmax(a);
-  if (!needs_grad({&x})) return Variable(a.y);
-  auto n = std::make_shared<SoftmaxNode>();
-  n->y = a.y;
-  n->mask = mask;
-  n->dim = a.dim;
-  n->log = log;
-  return attach1(n, {x}, a.y);
 }
 
 }  // namespace
@@ -320,16 +282,6 @@ Variable norm(const Variable& x, double p, const std::vector<int64_t>& dims, boo
   n->y = y;
   n->p = p;
   return attach1(n, {x}, out);
-}
-
-Variable softmax(const Variable& x, int64_t dim, const Tensor& mask) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return softmax((*c)[0], dim, mask);
-  return softmax_impl(x, dim, mask, /*log=*/false);
-}
-
-Variable log_softmax(const Variable& x, int64_t dim, const Tensor& mask) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return log_softmax((*c)[0], dim, mask);
-  return softmax_impl(x, dim, mask, /*log=*/true);
 }
 
 }  // namespace aim::autograd

@@ -10,6 +10,7 @@
 #include "autograd/functions/matmul.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "autograd/functions/softmax.h"
 #include "tests/support/common.h"
 
 namespace aim::autograd {
