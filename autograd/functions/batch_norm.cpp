@@ -1,6 +1,7 @@
 // batch_norm on the fused kernels (kernels/norm/batchnorm.h).
 #include "autograd/functions/batch_norm.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "kernels/norm/batchnorm.h"
 
@@ -30,6 +31,9 @@ struct BatchNormNode final : Node {
 
 }  // namespace
 
+constexpr amp::Declaration kBatchNormAmp{
+    "batch_norm", amp::OpClass::native,
+    "16-bit activations with f32 statistics and affine parameters"};
 Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
                     const Tensor& running_mean, const Tensor& running_var, bool training,
                     double momentum, double eps) {
@@ -69,6 +73,10 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
   n->training = training;
   n->affine = weight.defined();
   return attach1(n, {x, weight, bias}, a.y);
+}
+
+void amp::declarations_batch_norm(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kBatchNormAmp});
 }
 
 }  // namespace aim::autograd

@@ -2,6 +2,7 @@
 // the generator), backward by dropout_bwd with the saved mask.
 #include "autograd/functions/dropout.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 
 namespace aim::autograd {
@@ -25,6 +26,7 @@ struct DropoutNode final : Node {
 
 }  // namespace
 
+constexpr amp::Declaration kDropoutAmp{"dropout", amp::OpClass::native, amp::kWhyDataMovement};
 Variable dropout(const Variable& x, double p, bool training, kernels::Generator& gen) {
   AIM_CHECK(p >= 0 && p <= 1, "[dropout] p must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
@@ -41,6 +43,10 @@ Variable dropout(const Variable& x, double p, bool training, kernels::Generator&
   n->mask = a.mask;
   n->p = a.p;
   return attach1(n, {x}, a.y);
+}
+
+void amp::declarations_dropout(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kDropoutAmp});
 }
 
 }  // namespace aim::autograd

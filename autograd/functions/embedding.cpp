@@ -2,6 +2,7 @@
 // table's gradient.
 #include "autograd/functions/embedding.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
 #include "kernels/embedding/embedding.h"
@@ -29,6 +30,7 @@ struct EmbeddingNode final : Node {
 
 }  // namespace
 
+constexpr amp::Declaration kEmbeddingAmp{"embedding", amp::OpClass::native, amp::kWhyTables};
 Variable embedding(const Variable& weight, const Tensor& indices, int64_t padding_idx) {
   AIM_CHECK(weight.defined() && weight.dim() == 2, "embedding: weight must be [V, C]");
   AIM_CHECK(indices.defined(), "embedding: undefined indices");
@@ -49,6 +51,10 @@ Variable embedding(const Variable& weight, const Tensor& indices, int64_t paddin
   n->padding_idx = a.padding_idx;
   n->C = C;
   return attach1(n, {weight}, y);
+}
+
+void amp::declarations_embedding(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kEmbeddingAmp});
 }
 
 }  // namespace aim::autograd

@@ -143,7 +143,10 @@ struct PadNode final : Node {
 
 }  // namespace
 
+// Promotes by hand below: a list of parts, each cast to f32 when they are mixed.
+constexpr amp::Declaration kConcatAmp{"concat", amp::OpClass::promote, amp::kWhyPromote};
 Variable concat(const std::vector<Variable>& xs, int64_t dim) {
+  static_assert(kConcatAmp.cls == amp::OpClass::promote, "the parts are promoted here");
   if (amp::active()) {
     // promote: concat of mixed 16-bit/f32 parts runs in f32.
     bool mixed = false;
@@ -183,6 +186,8 @@ Variable concat(const std::vector<Variable>& xs, int64_t dim) {
   return attach1(n, xs, a.y);
 }
 
+constexpr amp::Declaration kIndexSelectAmp{"index_select", amp::OpClass::native,
+                                           amp::kWhyDataMovement};
 Variable index_select(const Variable& x, int64_t dim, const Tensor& index) {
   Tensor idx = prepare_index("index_select", index, x.data());
   if (idx.dim() == 0) idx = idx.reshape({1});
@@ -203,6 +208,7 @@ Variable index_select(const Variable& x, int64_t dim, const Tensor& index) {
   return attach1(n, {x}, a.y);
 }
 
+constexpr amp::Declaration kGatherAmp{"gather", amp::OpClass::native, amp::kWhyDataMovement};
 Variable gather(const Variable& x, int64_t dim, const Tensor& index) {
   const Tensor idx = prepare_index("gather", index, x.data());
   const int64_t d = x.data().wrap_dim(dim);
@@ -214,8 +220,9 @@ Variable gather(const Variable& x, int64_t dim, const Tensor& index) {
   return attach1(n, {x}, y);
 }
 
+constexpr amp::Declaration kScatterAddAmp{"scatter_add", amp::OpClass::promote, amp::kWhyPromote};
 Variable scatter_add(const Variable& base, int64_t dim, const Tensor& index, const Variable& src) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&base, &src}))
+  if (auto c = amp::autocast(kScatterAddAmp, {&base, &src}))
     return scatter_add((*c)[0], dim, index, (*c)[1]);
   const Tensor idx = prepare_index("scatter_add", index, base.data());
   const int64_t d = base.data().wrap_dim(dim);
@@ -232,6 +239,7 @@ Variable scatter_add(const Variable& base, int64_t dim, const Tensor& index, con
   return attach1(n, {base, src}, a.y);
 }
 
+constexpr amp::Declaration kPadAmp{"pad", amp::OpClass::native, amp::kWhyDataMovement};
 Variable pad(const Variable& x, const std::vector<int64_t>& pads, double value) {
   const int64_t nd = x.dim();
   AIM_CHECK(pads.size() % 2 == 0 && int64_t(pads.size()) <= 2 * nd,
@@ -267,6 +275,10 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {
   a.y = Tensor::empty(out, dtype, indices.device());
   kernels::one_hot(a);
   return a.y;
+}
+
+void amp::declarations_index(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kConcatAmp, kScatterAddAmp, kGatherAmp, kIndexSelectAmp, kPadAmp});
 }
 
 }  // namespace aim::autograd

@@ -35,8 +35,9 @@ struct LayerNormNode final : Node {
 
 }  // namespace
 
+constexpr amp::Declaration kLayerNormAmp{"layer_norm", amp::OpClass::fp32, amp::kWhyNormStats};
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x, &weight, &bias}))
+  if (auto c = amp::autocast(kLayerNormAmp, {&x, &weight, &bias}))
     return layer_norm((*c)[0], (*c)[1], (*c)[2], eps);
   AIM_CHECK(x.defined() && x.dim() >= 1, "layer_norm: x must have at least one dim");
   const int64_t C = x.size(-1);
@@ -65,6 +66,10 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
   n->has_weight = weight.defined();
   n->has_bias = bias.defined();
   return attach1(n, {x, weight, bias}, y);
+}
+
+void amp::declarations_layer_norm(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kLayerNormAmp});
 }
 
 }  // namespace aim::autograd

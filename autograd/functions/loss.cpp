@@ -115,9 +115,13 @@ Variable record_pointwise(kernels::PointwiseKind kind, const Variable& input, co
 
 }  // namespace
 
+// The reason the four declarations of this file share.
+constexpr char kWhyLoss[] = "losses";
+
+constexpr amp::Declaration kCrossEntropyAmp{"cross_entropy", amp::OpClass::fp32, kWhyLoss};
 Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction r,
                        int64_t ignore_index, double label_smoothing) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&logits}))
+  if (auto c = amp::autocast(kCrossEntropyAmp, {&logits}))
     return cross_entropy((*c)[0], target, r, ignore_index, label_smoothing);
   AIM_CHECK(logits.defined() && logits.dim() == 2, "cross_entropy: logits must be [N, V], got ",
             logits.defined() ? to_string(logits.sizes()) : std::string("undefined"));
@@ -143,9 +147,10 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction r
   return attach1(n, {logits}, a.loss);
 }
 
+constexpr amp::Declaration kBceWithLogitsAmp{"bce_with_logits", amp::OpClass::fp32, kWhyLoss};
 Variable bce_with_logits(const Variable& logits, const Tensor& target, Reduction r,
                          const Tensor& pos_weight) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&logits}))
+  if (auto c = amp::autocast(kBceWithLogitsAmp, {&logits}))
     return bce_with_logits((*c)[0], target, r, pos_weight);
   AIM_CHECK(logits.defined(), "bce_with_logits: undefined logits");
   kernels::BceWithLogitsFwdArgs a;
@@ -160,8 +165,9 @@ Variable bce_with_logits(const Variable& logits, const Tensor& target, Reduction
                           a.pos_weight, a.loss, r, 0);
 }
 
+constexpr amp::Declaration kMseLossAmp{"mse_loss", amp::OpClass::fp32, kWhyLoss};
 Variable mse_loss(const Variable& input, const Tensor& target, Reduction r) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&input})) return mse_loss((*c)[0], target, r);
+  if (auto c = amp::autocast(kMseLossAmp, {&input})) return mse_loss((*c)[0], target, r);
   AIM_CHECK(input.defined(), "mse_loss: undefined input");
   kernels::MseFwdArgs a;
   a.input = input.data().contiguous();
@@ -174,8 +180,9 @@ Variable mse_loss(const Variable& input, const Tensor& target, Reduction r) {
                           r, 0);
 }
 
+constexpr amp::Declaration kSmoothL1LossAmp{"smooth_l1_loss", amp::OpClass::fp32, kWhyLoss};
 Variable smooth_l1_loss(const Variable& input, const Tensor& target, double beta, Reduction r) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&input}))
+  if (auto c = amp::autocast(kSmoothL1LossAmp, {&input}))
     return smooth_l1_loss((*c)[0], target, beta, r);
   AIM_CHECK(input.defined(), "smooth_l1_loss: undefined input");
   kernels::SmoothL1FwdArgs a;
@@ -188,6 +195,10 @@ Variable smooth_l1_loss(const Variable& input, const Tensor& target, double beta
   kernels::smooth_l1_fwd(a);
   return record_pointwise(kernels::PointwiseKind::smooth_l1, input, a.input, a.target, Tensor(),
                           a.loss, r, a.beta);
+}
+
+void amp::declarations_loss(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kCrossEntropyAmp, kBceWithLogitsAmp, kMseLossAmp, kSmoothL1LossAmp});
 }
 
 }  // namespace aim::autograd

@@ -25,8 +25,9 @@ struct LrnNode final : Node {
 
 }  // namespace
 
+constexpr amp::Declaration kLrnAmp{"local_response_norm", amp::OpClass::fp32, amp::kWhyNormStats};
 Variable local_response_norm(const Variable& x, const kernels::LrnParams& p) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return local_response_norm((*c)[0], p);
+  if (auto c = amp::autocast(kLrnAmp, {&x})) return local_response_norm((*c)[0], p);
   AIM_CHECK(x.defined() && x.dim() >= 2, "local_response_norm: x must be [N, C, ...], got ",
             x.defined() ? to_string(x.sizes()) : std::string("undefined"));
   const Tensor xc = x.data().contiguous();
@@ -41,5 +42,7 @@ Variable local_response_norm(const Variable& x, const kernels::LrnParams& p) {
   n->p = p;
   return attach1(n, {x}, a.y);
 }
+
+void amp::declarations_lrn(std::vector<amp::Declaration>& out) { out.insert(out.end(), {kLrnAmp}); }
 
 }  // namespace aim::autograd

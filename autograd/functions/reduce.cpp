@@ -239,13 +239,18 @@ Variable var_or_std(const Variable& x, const std::vector<int64_t>& dims, double 
 
 }  // namespace
 
+// The reason several of this file's declarations share.
+constexpr char kWhyReduction[] = "reductions: rounding of long sums";
+
+constexpr amp::Declaration kSumAmp{"sum", amp::OpClass::fp32, kWhyReduction};
 Variable sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return sum((*c)[0], dims, keepdim);
+  if (auto c = amp::autocast(kSumAmp, {&x})) return sum((*c)[0], dims, keepdim);
   return sum_or_mean(x, dims, keepdim, /*mean=*/false);
 }
 
+constexpr amp::Declaration kMeanAmp{"mean", amp::OpClass::fp32, kWhyReduction};
 Variable mean(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return mean((*c)[0], dims, keepdim);
+  if (auto c = amp::autocast(kMeanAmp, {&x})) return mean((*c)[0], dims, keepdim);
   return sum_or_mean(x, dims, keepdim, /*mean=*/true);
 }
 
@@ -257,20 +262,21 @@ std::pair<Variable, Tensor> min(const Variable& x, int64_t dim, bool keepdim) {
   return arg_reduce(x, dim, keepdim, /*is_max=*/false);
 }
 
+constexpr amp::Declaration kVarAmp{"var", amp::OpClass::fp32, kWhyReduction};
 Variable var(const Variable& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x}))
-    return var((*c)[0], dims, correction, keepdim);
+  if (auto c = amp::autocast(kVarAmp, {&x})) return var((*c)[0], dims, correction, keepdim);
   return var_or_std(x, dims, correction, keepdim, /*is_std=*/false);
 }
 
+constexpr amp::Declaration kStdAmp{"std", amp::OpClass::fp32, kWhyReduction};
 Variable std(const Variable& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x}))
-    return std((*c)[0], dims, correction, keepdim);
+  if (auto c = amp::autocast(kStdAmp, {&x})) return std((*c)[0], dims, correction, keepdim);
   return var_or_std(x, dims, correction, keepdim, /*is_std=*/true);
 }
 
+constexpr amp::Declaration kNormAmp{"norm", amp::OpClass::fp32, kWhyReduction};
 Variable norm(const Variable& x, double p, const std::vector<int64_t>& dims, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return norm((*c)[0], p, dims, keepdim);
+  if (auto c = amp::autocast(kNormAmp, {&x})) return norm((*c)[0], p, dims, keepdim);
   const std::vector<int64_t> rd = kernels::normalize_reduce_dims(x.sizes(), dims);
   const Tensor y = reduce_keep(x.data(), ReduceKind::norm, rd, 1, p);
   const Tensor out = y.reshape(output_shape(x.sizes(), rd, keepdim));
@@ -282,6 +288,10 @@ Variable norm(const Variable& x, double p, const std::vector<int64_t>& dims, boo
   n->y = y;
   n->p = p;
   return attach1(n, {x}, out);
+}
+
+void amp::declarations_reduce(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kSumAmp, kMeanAmp, kVarAmp, kStdAmp, kNormAmp});
 }
 
 }  // namespace aim::autograd

@@ -47,14 +47,23 @@ Variable softmax_impl(const Variable& x, int64_t dim, const Tensor& mask, bool l
 
 }  // namespace
 
+// The reason several of this file's declarations share.
+constexpr char kWhySoftmax[] = "normalisation over a row; feeds losses";
+
+constexpr amp::Declaration kSoftmaxAmp{"softmax", amp::OpClass::fp32, kWhySoftmax};
 Variable softmax(const Variable& x, int64_t dim, const Tensor& mask) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return softmax((*c)[0], dim, mask);
+  if (auto c = amp::autocast(kSoftmaxAmp, {&x})) return softmax((*c)[0], dim, mask);
   return softmax_impl(x, dim, mask, /*log=*/false);
 }
 
+constexpr amp::Declaration kLogSoftmaxAmp{"log_softmax", amp::OpClass::fp32, kWhySoftmax};
 Variable log_softmax(const Variable& x, int64_t dim, const Tensor& mask) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return log_softmax((*c)[0], dim, mask);
+  if (auto c = amp::autocast(kLogSoftmaxAmp, {&x})) return log_softmax((*c)[0], dim, mask);
   return softmax_impl(x, dim, mask, /*log=*/true);
+}
+
+void amp::declarations_softmax(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kSoftmaxAmp, kLogSoftmaxAmp});
 }
 
 }  // namespace aim::autograd
