@@ -41,23 +41,6 @@ std::vector<double> gram(const std::vector<int32_t>& i0, const std::vector<float
   return a;
 }
 
-// Standard normals of Philox counter blocks [block, block + ceil(n / 4)) into out[0, n): element
-// e equals philox::normal(key, block, e) up to float rounding of the transform (computed in float
-// here for speed: Box-Muller on the word pairs (0, 1) and (2, 3), cosine to even lanes).
-void fill_normal(uint64_t key, uint64_t block, int64_t n, float* out) {
-  constexpr float kTwoPi = 6.283185307179586f, kUnit = 1.0f / 16777216.0f;
-  int64_t e = 0;
-  for (; e < n; e += 4, ++block) {
-    const philox::U4 w = philox::block_words(key, block);
-    const float r0 = std::sqrt(-2.0f * std::log((float(w.x >> 8) + 1.0f) * kUnit));
-    const float r1 = std::sqrt(-2.0f * std::log((float(w.z >> 8) + 1.0f) * kUnit));
-    const float t0 = kTwoPi * (float(w.y >> 8) * kUnit), t1 = kTwoPi * (float(w.w >> 8) * kUnit);
-    const float v[4] = {r0 * std::cos(t0), r0 * std::sin(t0), r1 * std::cos(t1), r1 * std::sin(t1)};
-    const int64_t m = std::min<int64_t>(4, n - e);
-    for (int64_t k = 0; k < m; ++k) out[e + k] = v[k];
-  }
-}
-
 }  // namespace
 
 ImageSyntheticSource::ImageSyntheticSource(const ImageSyntheticConfig& cfg) : cfg_(cfg) {
@@ -157,7 +140,7 @@ void ImageSyntheticSource::samples(int64_t first, int64_t count, float* input,
     const int64_t y = label(i);
     labels[s] = y;
     float* img = input + s * n;
-    fill_normal(noise_key_, uint64_t(i) * blocks, n, img);
+    philox_fill_normal(noise_key_, uint64_t(i) * blocks, n, img);
     add_prototype(y, float(cfg_.signal), img);
   }
 }
