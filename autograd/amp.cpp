@@ -1,5 +1,6 @@
 #include "autograd/amp.h"
 
+#include <algorithm>
 #include <regex>
 
 #include "autograd/functions/shape.h"
@@ -11,23 +12,48 @@ namespace detail {
 thread_local State* current = nullptr;
 }  // namespace detail
 
+const char* class_name(OpClass c) {
+  switch (c) {
+    case OpClass::lowp:
+      return "lowp";
+    case OpClass::fp32:
+      return "fp32";
+    case OpClass::promote:
+      return "promote";
+    case OpClass::native:
+      return "native";
+  }
+  return "?";
+}
+
+const std::vector<Declaration>& declarations() {
+  static const std::vector<Declaration> d = [] {
+    std::vector<Declaration> out;
+#define AIM_AMP_FILE(f) declarations_##f(out);
+#include "autograd/functions/amp_declarations.def"
+#undef AIM_AMP_FILE
+    return out;
+  }();
+  return d;
+}
+
 const std::vector<PolicyEntry>& policy() {
-  static const std::vector<PolicyEntry> p = {
-      {"matmul, linear", "lowp", "GEMM: tensor cores on GPU; fp32 accumulation in every variant"},
-      {"conv2d, conv_transpose2d", "lowp", "implicit GEMM, fp32 accumulation"},
-      {"rnn (lstm, gru, augru)", "lowp", "gate GEMMs; cell state math in fp32 inside the kernels"},
-      {"exp, log, pow, sqrt, rsqrt", "fp32", "range: exp overflows fp16 above 11.1"},
-      {"sum, mean, var, std, norm", "fp32", "reductions: rounding of long sums"},
-      {"softmax, log_softmax", "fp32", "normalisation over a row; feeds losses"},
-      {"layer_norm, local_response_norm", "fp32", "normalisation statistics"},
-      {"cross_entropy, bce_with_logits, mse_loss, smooth_l1_loss", "fp32", "losses"},
-      {"add, sub, mul, div, maximum, minimum, where, concat, prelu, scatter_add", "promote",
-       "mixed 16-bit/f32 inputs run in f32"},
-      {"batch_norm", "native", "16-bit activations with f32 statistics and affine parameters"},
-      {"embedding, embedding_bag", "native", "tables stay f32 (sparse rows, no GEMM)"},
-      {"views, pooling, relu, sigmoid, tanh, gelu, dropout, gather, index_select, pad", "native",
-       "elementwise or data movement: the input's dtype"},
-  };
+  static const std::vector<PolicyEntry> p = [] {
+    std::vector<PolicyEntry> rows;
+    for (OpClass c : {OpClass::lowp, OpClass::fp32, OpClass::promote, OpClass::native}) {
+      const size_t first = rows.size();
+      for (const Declaration& d : declarations()) {
+        if (d.cls != c) continue;
+        auto row = std::find_if(rows.begin() + first, rows.end(),
+                                [&](const PolicyEntry& e) { return e.why == d.why; });
+        if (row == rows.end())
+          rows.push_back({d.op, class_name(c), d.why});
+        else
+          row->op += std::string(", ") + d.op;
+      }
+    }
+    return rows;
+  }();
   return p;
 }
 

@@ -12,7 +12,10 @@
 //   native  — everything else runs in its input's dtype (views, pooling, relu/sigmoid/tanh...,
 //             dropout, gather/index_select, embedding — tables stay f32 — and batch_norm, whose
 //             statistics and affine parameters are f32 for 16-bit activations).
-// The table is `policy()` below, printed by `aim-train --list-amp`. f64 tensors are never cast.
+// Each differentiable function declares its class next to its definition (an amp::Declaration
+// that it passes to autocast(), so the class it runs by is the class it declares) and lists it in
+// its file's declarations_<file>() (autograd/functions/amp_declarations.def). `policy()` below
+// builds the table from those lists; `aim-train --list-amp` prints it. f64 tensors are never cast.
 //
 // A model names the parameters that must stay in f32 even in lowp ops (Model::amp_fp32_params,
 // regular expressions over parameter names); an op with such a parameter among its inputs runs in
@@ -30,11 +33,34 @@
 
 namespace aim::autograd::amp {
 
-enum class OpClass { lowp, fp32, promote };
+enum class OpClass { lowp, fp32, promote, native };
+const char* class_name(OpClass c);  // "lowp", "fp32", "promote", "native"
 
+// What a differentiable function declares about itself: its name in the table (a group of
+// functions may share one, e.g. "views"), its class and why.
+struct Declaration {
+  const char* op;
+  OpClass cls;
+  const char* why;
+};
+
+// Reasons shared by the functions of several files (one row of the table each).
+inline constexpr const char kWhyPromote[] = "mixed 16-bit/f32 inputs run in f32";
+inline constexpr const char kWhyNormStats[] = "normalisation statistics";
+inline constexpr const char kWhyTables[] = "tables stay f32 (sparse rows, no GEMM)";
+inline constexpr const char kWhyDataMovement[] = "elementwise or data movement: the input's dtype";
+
+// The declarations of each file of autograd/functions, in the order of amp_declarations.def.
+#define AIM_AMP_FILE(f) void declarations_##f(std::vector<Declaration>& out);
+#include "autograd/functions/amp_declarations.def"
+#undef AIM_AMP_FILE
+const std::vector<Declaration>& declarations();  // all files, in that order
+
+// The table: one row per (class, why), classes in the order lowp, fp32, promote, native, rows of
+// a class in the order of their first declaration, a row's ops in declaration order.
 struct PolicyEntry {
   std::string op;
-  const char* cls;  // "lowp", "fp32", "promote", "native"
+  const char* cls;  // class_name()
   std::string why;
 };
 const std::vector<PolicyEntry>& policy();
@@ -96,8 +122,13 @@ inline DType lowp_dtype() { return detail::current->lowp; }
 // and non-float inputs pass through unchanged.
 inline std::optional<std::vector<Variable>> autocast(OpClass c,
                                                      std::initializer_list<const Variable*> xs) {
-  if (!detail::current) return std::nullopt;
+  if (!detail::current || c == OpClass::native) return std::nullopt;
   return detail::cast_inputs(c, xs);
+}
+// The same by the function's declared class: what every declared function calls.
+inline std::optional<std::vector<Variable>> autocast(const Declaration& d,
+                                                     std::initializer_list<const Variable*> xs) {
+  return autocast(d.cls, xs);
 }
 
 // "f32", "f16", "bf16" -> precision; anything else is an error naming `flag` and the choices.

@@ -57,4 +57,11 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return r.y.reshape(shape);
 }
 
+Tensor conform(const Tensor& t, const Tensor& like, bool cast) {
+  if (!t.defined()) return t;
+  Tensor r = t.to(like.device());
+  if (cast) r = r.to(like.dtype());
+  return r.contiguous();
+}
+
 }  // namespace aim::autograd

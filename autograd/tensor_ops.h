@@ -12,5 +12,8 @@ Tensor mul(const Tensor& a, const Tensor& b);       // broadcasting
 Tensor scale(const Tensor& a, double s);
 // Sum `g` down to `shape` (undo broadcasting): sums leading dims and dims where shape has 1.
 Tensor sum_to(const Tensor& g, const Shape& shape);
+// A plain tensor (index, target) moved to `like`'s device (and cast to its dtype when cast is
+// set), contiguous; undefined stays undefined.
+Tensor conform(const Tensor& t, const Tensor& like, bool cast);
 
 }  // namespace aim::autograd

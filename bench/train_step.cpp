@@ -2,8 +2,8 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/loss.h"
 #include "autograd/functions/matmul.h"
-#include "autograd/functions/nn.h"
 #include "kernels/testing.h"
 
 namespace aim::bench {

@@ -9,8 +9,8 @@
 
 #include "data/din_export.h"  // epoch_order
 #include "data/metrics.h"
+#include "data/philox_draw.h"
 #include "tensor/check.h"
-#include "tensor/philox.h"
 
 namespace aim::data {
 namespace {
@@ -47,25 +47,6 @@ int64_t lookup(const std::vector<std::string>& vocab, const std::string& v) {
 }
 
 int64_t bucket(const std::string& s) { return int64_t(fnv1a64(s) % uint64_t(kCensusHashBuckets)); }
-
-class Draw {
- public:
-  Draw(uint64_t key, uint64_t block) : key_(key), block_(block) {}
-  uint32_t word() {
-    if (lane_ == 4) {
-      w_ = philox::block_words(key_, block_++);
-      lane_ = 0;
-    }
-    return philox::word(w_, lane_++);
-  }
-  int64_t below(int64_t n) { return int64_t((uint64_t(word()) * uint64_t(n)) >> 32); }
-  double unit() { return double(word()) * (1.0 / 4294967296.0); }
-
- private:
-  uint64_t key_, block_;
-  philox::U4 w_{0, 0, 0, 0};
-  int lane_ = 4;
-};
 
 constexpr uint64_t kTagTrain = 1, kTagEval = 2;
 constexpr int kRowBlockShift = 4;  // each row owns 16 counter blocks (64 words) of its stream
@@ -227,16 +208,12 @@ TensorMap census_batch(const std::vector<CensusFeatures>& rows) {
 CensusSynthetic::CensusSynthetic(const CensusSyntheticConfig& cfg) : cfg_(cfg) {
   AIM_CHECK(cfg.epoch_size > 0 && cfg.eval_size > 0,
             "census synthetic: epoch_size and eval_size must be positive");
-  auto key = [&](uint64_t tag) {
-    const philox::U4 w = philox::block_words(cfg.seed, tag);
-    return (uint64_t(w.x) << 32) | w.y;
-  };
-  key_train_ = key(kTagTrain);
-  key_eval_ = key(kTagEval);
+  key_train_ = philox_key(cfg.seed, kTagTrain);
+  key_eval_ = philox_key(cfg.seed, kTagEval);
 }
 
 CensusRow CensusSynthetic::row(int64_t i, bool eval) const {
-  Draw d(eval ? key_eval_ : key_train_, uint64_t(i) << kRowBlockShift);
+  PhiloxDraw d(eval ? key_eval_ : key_train_, uint64_t(i) << kRowBlockShift);
   CensusRow r;
   r.age = 17 + d.below(74);
   r.workclass = kWorkclass[size_t(d.below(9))];

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "data/philox_draw.h"
 #include "tensor/check.h"
 #include "tensor/philox.h"
 
@@ -50,8 +51,7 @@ void for_each_tsv_line(const std::string& path, size_t min_fields, const char* l
 }
 
 uint64_t noclk_key(uint64_t seed, int stream, int64_t epoch) {
-  const philox::U4 w = philox::block_words(seed, (uint64_t(epoch) << 8) | (kTagNoclk + stream));
-  return (uint64_t(w.x) << 32) | w.y;
+  return philox_key(seed, (uint64_t(epoch) << 8) | (kTagNoclk + stream));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "data/philox_draw.h"
 #include "tensor/check.h"
 #include "tensor/philox.h"
 
@@ -20,8 +21,7 @@ DienExample DienSynthetic::example(Stream s, int64_t index, double* p) const {
   DienExample e;
   e.rec = base_.example(s, index, p);
   const int64_t L = int64_t(e.rec.hist_item.size()), n = cfg_.base.n_items;
-  const philox::U4 kw = philox::block_words(cfg_.base.seed, kTagNoclk + uint64_t(s));
-  const uint64_t key = (uint64_t(kw.x) << 32) | kw.y;
+  const uint64_t key = philox_key(cfg_.base.seed, kTagNoclk + uint64_t(s));
   e.noclk_item.resize(size_t(L));
   e.noclk_cate.resize(size_t(L));
   const std::vector<int64_t>& cate = base_.item_to_cate();

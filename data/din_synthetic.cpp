@@ -2,31 +2,12 @@
 
 #include <cmath>
 
+#include "data/philox_draw.h"
 #include "tensor/check.h"
 #include "tensor/philox.h"
 
 namespace aim::data {
 namespace {
-
-// Sequential 32-bit words of one Philox stream (key, first block).
-class Draw {
- public:
-  Draw(uint64_t key, uint64_t block) : key_(key), block_(block) {}
-  uint32_t word() {
-    if (lane_ == 4) {
-      w_ = philox::block_words(key_, block_++);
-      lane_ = 0;
-    }
-    return philox::word(w_, lane_++);
-  }
-  int64_t below(int64_t n) { return int64_t((uint64_t(word()) * uint64_t(n)) >> 32); }
-  double unit() { return double(word()) * (1.0 / 4294967296.0); }  // [0, 1)
-
- private:
-  uint64_t key_, block_;
-  philox::U4 w_{0, 0, 0, 0};
-  int lane_ = 4;
-};
 
 // Tags of the independent Philox keys derived from the seed.
 constexpr uint64_t kTagCates = 10, kTagUsers = 11, kTagUserBias = 12, kTagItemBias = 13;
@@ -42,7 +23,7 @@ DinSynthetic::DinSynthetic(const DinSyntheticConfig& cfg) : cfg_(cfg) {
   AIM_CHECK(cfg_.max_fav >= 1 && cfg_.heldout_size >= 0, "DinSynthetic: bad max_fav/heldout_size");
   // Items 0..n_cates-1 get category = id (so no category is empty); the rest uniform.
   item_cate_.resize(size_t(cfg_.n_items));
-  Draw d(key(kTagCates), 0);
+  PhiloxDraw d(key(kTagCates), 0);
   for (int64_t i = 0; i < cfg_.n_items; ++i)
     item_cate_[size_t(i)] = i < cfg_.n_cates ? i : d.below(cfg_.n_cates);
   cate_off_.assign(size_t(cfg_.n_cates + 1), 0);
@@ -54,13 +35,10 @@ DinSynthetic::DinSynthetic(const DinSyntheticConfig& cfg) : cfg_(cfg) {
     cate_items_[size_t(fill[size_t(item_cate_[size_t(i)])]++)] = i;
 }
 
-uint64_t DinSynthetic::key(uint64_t tag) const {
-  const philox::U4 w = philox::block_words(cfg_.seed, tag);
-  return (uint64_t(w.x) << 32) | w.y;
-}
+uint64_t DinSynthetic::key(uint64_t tag) const { return philox_key(cfg_.seed, tag); }
 
 std::vector<int64_t> DinSynthetic::favourites(int64_t uid) const {
-  Draw d(key(kTagUsers), uint64_t(uid) << 4);
+  PhiloxDraw d(key(kTagUsers), uint64_t(uid) << 4);
   std::vector<int64_t> fav(size_t(1 + d.below(cfg_.max_fav)));
   for (int64_t& c : fav) c = d.below(cfg_.n_cates);
   return fav;
@@ -70,7 +48,7 @@ Tensor DinSynthetic::cate_table() const { return Tensor::from_vector(item_cate_,
 
 RecExample DinSynthetic::example(Stream s, int64_t index, double* p) const {
   AIM_CHECK(index >= 0, "DinSynthetic: negative sample index ", index);
-  Draw d(key(uint64_t(s)), uint64_t(index) << kSampleBlockShift);
+  PhiloxDraw d(key(uint64_t(s)), uint64_t(index) << kSampleBlockShift);
   auto item_in = [&](int64_t c) {
     const int64_t lo = cate_off_[size_t(c)], n = cate_off_[size_t(c + 1)] - lo;
     return cate_items_[size_t(lo + d.below(n))];

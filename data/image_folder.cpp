@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "data/din_export.h"
+#include "data/philox_draw.h"
 #include "tensor/check.h"
 #include "tensor/philox.h"
 
@@ -84,10 +85,7 @@ ImageFolderSource::ImageFolderSource(const ImageFolderConfig& cfg) : cfg_(cfg) {
   AIM_CHECK(cfg_.eval_every >= 2, "image folder: eval_every must be >= 2, got ", cfg_.eval_every);
   const fs::path root(cfg_.root);
   AIM_CHECK(is_dir(root), "image folder: ", cfg_.root, ": not a directory");
-  {
-    const philox::U4 w = philox::block_words(cfg_.seed, kTagFlip);
-    flip_key_ = (uint64_t(w.x) << 32) | w.y;
-  }
+  flip_key_ = philox_key(cfg_.seed, kTagFlip);
   list_hash_ = 14695981039346656037ull;
   imagenet_layout_ = is_dir(root / "train");
   const fs::path train_dir = imagenet_layout_ ? root / "train" : root;

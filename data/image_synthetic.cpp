@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "data/philox_draw.h"
 #include "tensor/check.h"
 #include "tensor/philox.h"
 
@@ -12,11 +13,6 @@ namespace {
 
 // Tags of the independent Philox keys derived from the seed.
 constexpr uint64_t kTagGrid = 20, kTagLabel = 21, kTagNoise = 22;
-
-uint64_t derive_key(uint64_t seed, uint64_t tag) {
-  const philox::U4 w = philox::block_words(seed, tag);
-  return (uint64_t(w.x) << 32) | w.y;
-}
 
 // Per output coordinate of an axis of n samples: lower grid index i0 (i0 + 1 < g) and the weight
 // of i0 + 1; grid point 0 sits on sample 0, grid point g - 1 on sample n - 1.
@@ -45,23 +41,6 @@ std::vector<double> gram(const std::vector<int32_t>& i0, const std::vector<float
   return a;
 }
 
-// Standard normals of Philox counter blocks [block, block + ceil(n / 4)) into out[0, n): element
-// e equals philox::normal(key, block, e) up to float rounding of the transform (computed in float
-// here for speed: Box-Muller on the word pairs (0, 1) and (2, 3), cosine to even lanes).
-void fill_normal(uint64_t key, uint64_t block, int64_t n, float* out) {
-  constexpr float kTwoPi = 6.283185307179586f, kUnit = 1.0f / 16777216.0f;
-  int64_t e = 0;
-  for (; e < n; e += 4, ++block) {
-    const philox::U4 w = philox::block_words(key, block);
-    const float r0 = std::sqrt(-2.0f * std::log((float(w.x >> 8) + 1.0f) * kUnit));
-    const float r1 = std::sqrt(-2.0f * std::log((float(w.z >> 8) + 1.0f) * kUnit));
-    const float t0 = kTwoPi * (float(w.y >> 8) * kUnit), t1 = kTwoPi * (float(w.w >> 8) * kUnit);
-    const float v[4] = {r0 * std::cos(t0), r0 * std::sin(t0), r1 * std::cos(t1), r1 * std::sin(t1)};
-    const int64_t m = std::min<int64_t>(4, n - e);
-    for (int64_t k = 0; k < m; ++k) out[e + k] = v[k];
-  }
-}
-
 }  // namespace
 
 ImageSyntheticSource::ImageSyntheticSource(const ImageSyntheticConfig& cfg) : cfg_(cfg) {
@@ -74,8 +53,8 @@ ImageSyntheticSource::ImageSyntheticSource(const ImageSyntheticConfig& cfg) : cf
             "image-synthetic: epoch_size and eval_size must be >= 1, got ", cfg_.epoch_size, ", ",
             cfg_.eval_size);
   AIM_CHECK(cfg_.signal >= 0.0, "image-synthetic: signal must be >= 0, got ", cfg_.signal);
-  noise_key_ = derive_key(cfg_.seed, kTagNoise);
-  label_key_ = derive_key(cfg_.seed, kTagLabel);
+  noise_key_ = philox_key(cfg_.seed, kTagNoise);
+  label_key_ = philox_key(cfg_.seed, kTagLabel);
   const int64_t g = cfg_.grid, gg = g * g;
   upsample_axis(cfg_.height, g, &y0_, &wy_);
   upsample_axis(cfg_.width, g, &x0_, &wx_);
@@ -83,7 +62,7 @@ ImageSyntheticSource::ImageSyntheticSource(const ImageSyntheticConfig& cfg) : cf
   // unit RMS without rendering (1000 x 3 x 224 x 224 would be 600 MB).
   const std::vector<double> ay = gram(y0_, wy_, g), ax = gram(x0_, wx_, g);
   grid_.resize(size_t(cfg_.classes * 3 * gg));
-  const uint64_t grid_key = derive_key(cfg_.seed, kTagGrid);
+  const uint64_t grid_key = philox_key(cfg_.seed, kTagGrid);
   for (int64_t p = 0; p < cfg_.classes * 3; ++p) {
     float* G = grid_.data() + p * gg;
     for (int64_t e = 0; e < gg; ++e) G[e] = philox::normal(grid_key, 0, uint64_t(p * gg + e));
@@ -161,7 +140,7 @@ void ImageSyntheticSource::samples(int64_t first, int64_t count, float* input,
     const int64_t y = label(i);
     labels[s] = y;
     float* img = input + s * n;
-    fill_normal(noise_key_, uint64_t(i) * blocks, n, img);
+    philox_fill_normal(noise_key_, uint64_t(i) * blocks, n, img);
     add_prototype(y, float(cfg_.signal), img);
   }
 }

@@ -8,31 +8,12 @@
 
 #include "data/din_export.h"  // epoch_order
 #include "data/metrics.h"
+#include "data/philox_draw.h"
 #include "tensor/check.h"
 #include "tensor/philox.h"
 
 namespace aim::data {
 namespace {
-
-// Sequential 32-bit words of one Philox stream (key, first block), as DinSynthetic draws them.
-class Draw {
- public:
-  Draw(uint64_t key, uint64_t block) : key_(key), block_(block) {}
-  uint32_t word() {
-    if (lane_ == 4) {
-      w_ = philox::block_words(key_, block_++);
-      lane_ = 0;
-    }
-    return philox::word(w_, lane_++);
-  }
-  int64_t below(int64_t n) { return int64_t((uint64_t(word()) * uint64_t(n)) >> 32); }
-  double unit() { return double(word()) * (1.0 / 4294967296.0); }  // [0, 1)
-
- private:
-  uint64_t key_, block_;
-  philox::U4 w_{0, 0, 0, 0};
-  int lane_ = 4;
-};
 
 // Tags of the independent Philox keys derived from the seed (docs/ncf-data.md).
 constexpr uint64_t kTagTrain = 1, kTagHeldout = 2, kTagEvalNeg = 3, kTagUserF = 10, kTagItemF = 11,
@@ -58,7 +39,7 @@ namespace {
 // Rejection sampling of a positive of user u: propose a uniform item, accept it with
 // probability sigmoid(beta * a + offset); `exclude` (>= 0) is never returned.
 template <class Affinity>
-int64_t draw_positive(Draw& d, int64_t n_items, int64_t user, int64_t exclude, double beta,
+int64_t draw_positive(PhiloxDraw& d, int64_t n_items, int64_t user, int64_t exclude, double beta,
                       double offset, const Affinity& affinity) {
   for (int64_t t = 0; t < kMaxProposals; ++t) {
     const int64_t j = d.below(n_items);
@@ -71,7 +52,7 @@ int64_t draw_positive(Draw& d, int64_t n_items, int64_t user, int64_t exclude, d
 }
 
 // `count` distinct uniform items, none equal to a or b (b may be -1), appended to out.
-void draw_negatives(Draw& d, int64_t n_items, int64_t count, int64_t a, int64_t b,
+void draw_negatives(PhiloxDraw& d, int64_t n_items, int64_t count, int64_t a, int64_t b,
                     std::vector<int64_t>& out) {
   const size_t first = out.size();
   while (int64_t(out.size() - first) < count) {
@@ -107,15 +88,12 @@ NcfSynthetic::NcfSynthetic(const NcfSyntheticConfig& cfg) : cfg_(cfg) {
   heldout_.resize(size_t(cfg_.n_users));
   auto aff = [this](int64_t u, int64_t j) { return affinity(u, j); };
   for (int64_t u = 0; u < cfg_.n_users; ++u) {
-    Draw dr(key(kTagHeldout), uint64_t(u) << kGroupBlockShift);
+    PhiloxDraw dr(key(kTagHeldout), uint64_t(u) << kGroupBlockShift);
     heldout_[size_t(u)] = draw_positive(dr, cfg_.n_items, u, -1, cfg_.beta, cfg_.offset, aff);
   }
 }
 
-uint64_t NcfSynthetic::key(uint64_t tag) const {
-  const philox::U4 w = philox::block_words(cfg_.seed, tag);
-  return (uint64_t(w.x) << 32) | w.y;
-}
+uint64_t NcfSynthetic::key(uint64_t tag) const { return philox_key(cfg_.seed, tag); }
 
 double NcfSynthetic::affinity(int64_t user, int64_t item) const {
   const int64_t d = cfg_.factors;
@@ -137,7 +115,7 @@ NcfRows NcfSynthetic::train_rows(int64_t start, int64_t count) const {
   auto aff = [this](int64_t u, int64_t j) { return affinity(u, j); };
   std::vector<int64_t> items;
   for (int64_t g = start / G; g * G < start + count; ++g) {
-    Draw dr(key(kTagTrain), uint64_t(g) << kGroupBlockShift);
+    PhiloxDraw dr(key(kTagTrain), uint64_t(g) << kGroupBlockShift);
     const int64_t u = dr.below(cfg_.n_users), held = heldout_[size_t(u)];
     items.assign(1, draw_positive(dr, cfg_.n_items, u, held, cfg_.beta, cfg_.offset, aff));
     draw_negatives(dr, cfg_.n_items, cfg_.negatives, items[0], held, items);
@@ -161,7 +139,7 @@ NcfRows NcfSynthetic::eval_rows(int64_t start, int64_t count) const {
   r.label.reserve(size_t(count));
   std::vector<int64_t> items;
   for (int64_t g = start / kNcfGroup; g * kNcfGroup < start + count; ++g) {
-    Draw dr(key(kTagEvalNeg), uint64_t(g) << kGroupBlockShift);
+    PhiloxDraw dr(key(kTagEvalNeg), uint64_t(g) << kGroupBlockShift);
     items.assign(1, heldout_[size_t(g)]);
     draw_negatives(dr, cfg_.n_items, kNcfGroup - 1, items[0], -1, items);
     for (int64_t s = 0; s < kNcfGroup; ++s) {

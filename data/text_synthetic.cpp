@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "data/philox_draw.h"
 #include "data/text_font.h"
 #include "tensor/check.h"
 #include "tensor/philox.h"
@@ -14,26 +15,6 @@ namespace {
 // Tags of the independent Philox keys derived from the seed.
 constexpr uint64_t kTagText = 40, kTagStyle = 41, kTagNoise = 42;
 constexpr uint64_t kTextBlocks = 3, kStyleBlocks = 4;  // 12 and 16 uniforms per sample
-
-uint64_t derive_key(uint64_t seed, uint64_t tag) {
-  const philox::U4 w = philox::block_words(seed, tag);
-  return (uint64_t(w.x) << 32) | w.y;
-}
-
-// Standard normals of counter blocks [block, ...) into out[0, n): Box-Muller in float on the word
-// pairs of each block (the image sources' fill; only determinism matters here).
-void fill_normal(uint64_t key, uint64_t block, int64_t n, float* out) {
-  constexpr float kTwoPi = 6.283185307179586f, kUnit = 1.0f / 16777216.0f;
-  for (int64_t e = 0; e < n; e += 4, ++block) {
-    const philox::U4 w = philox::block_words(key, block);
-    const float r0 = std::sqrt(-2.0f * std::log((float(w.x >> 8) + 1.0f) * kUnit));
-    const float r1 = std::sqrt(-2.0f * std::log((float(w.z >> 8) + 1.0f) * kUnit));
-    const float t0 = kTwoPi * (float(w.y >> 8) * kUnit), t1 = kTwoPi * (float(w.w >> 8) * kUnit);
-    const float v[4] = {r0 * std::cos(t0), r0 * std::sin(t0), r1 * std::cos(t1), r1 * std::sin(t1)};
-    const int64_t m = std::min<int64_t>(4, n - e);
-    for (int64_t k = 0; k < m; ++k) out[e + k] = v[k];
-  }
-}
 
 }  // namespace
 
@@ -49,9 +30,9 @@ TextSyntheticSource::TextSyntheticSource(const TextSyntheticConfig& cfg) : cfg_(
   AIM_CHECK(cfg_.epoch_size >= 1 && cfg_.eval_size >= 1,
             "text-synthetic: epoch_size and eval_size must be >= 1, got ", cfg_.epoch_size, ", ",
             cfg_.eval_size);
-  text_key_ = derive_key(cfg_.seed, kTagText);
-  style_key_ = derive_key(cfg_.seed, kTagStyle);
-  noise_key_ = derive_key(cfg_.seed, kTagNoise);
+  text_key_ = philox_key(cfg_.seed, kTagText);
+  style_key_ = philox_key(cfg_.seed, kTagStyle);
+  noise_key_ = philox_key(cfg_.seed, kTagNoise);
 }
 
 std::string TextSyntheticSource::describe() const {
@@ -139,7 +120,7 @@ void TextSyntheticSource::samples(int64_t first, int64_t count, float* images, i
         cov[size_t(y * W + x)] = 0.25f * float(hits);
       }
     float* img = images + s * 3 * plane;
-    fill_normal(noise_key_, uint64_t(i) * noise_blocks, 3 * plane, img);
+    philox_fill_normal(noise_key_, uint64_t(i) * noise_blocks, 3 * plane, img);
     for (int c = 0; c < 3; ++c) {
       const double b = bg + tint[c], f = fg + tint[c];
       float* ch = img + c * plane;

@@ -6,6 +6,7 @@
 
 #include "autograd/functions/batch_norm.h"
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/lrn.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
 #include "autograd/tensor_ops.h"

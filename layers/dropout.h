@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "autograd/functions/index.h"
+#include "autograd/functions/dropout.h"
 #include "kernels/random/random.h"
 #include "layers/module.h"
 

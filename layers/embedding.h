@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "autograd/functions/nn.h"
+#include "autograd/functions/embedding.h"
 #include "kernels/random/random.h"
 #include "layers/init.h"
 #include "layers/module.h"

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "autograd/functions/dropout.h"
 #include "autograd/functions/index.h"
 #include "autograd/functions/rnn.h"
 #include "autograd/functions/shape.h"

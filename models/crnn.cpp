@@ -8,6 +8,7 @@
 #include "autograd/functions/pool.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "autograd/functions/softmax.h"
 #include "data/text_font.h"
 #include "kernels/loss/ctc.h"
 #include "kernels/pool/pool2d.h"

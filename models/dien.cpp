@@ -6,9 +6,9 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
 #include "autograd/functions/matmul.h"
-#include "autograd/functions/nn.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "autograd/functions/softmax.h"
 #include "profiler/profiler.h"
 #include "tensor/check.h"
 

@@ -5,10 +5,10 @@
 
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
+#include "autograd/functions/loss.h"
 #include "autograd/functions/matmul.h"
-#include "autograd/functions/nn.h"
-#include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "autograd/functions/softmax.h"
 #include "layers/activation.h"
 #include "profiler/profiler.h"
 #include "tensor/check.h"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/functions/nn.h"
+#include "autograd/functions/loss.h"
 #include "kernels/random/random.h"
 #include "layers/init.h"
 #include "profiler/profiler.h"

@@ -3,10 +3,12 @@
 #include <cmath>
 #include <optional>
 
+#include "autograd/functions/dropout.h"
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/embedding.h"
 #include "autograd/functions/index.h"
+#include "autograd/functions/loss.h"
 #include "autograd/functions/matmul.h"
-#include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
 #include "layers/init.h"
 #include "profiler/profiler.h"

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/functions/dropout.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
 #include "autograd/functions/shape.h"

@@ -3,9 +3,10 @@
 #include <cmath>
 #include <optional>
 
+#include "autograd/functions/dropout.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
-#include "autograd/functions/nn.h"
+#include "autograd/functions/loss.h"
 #include "autograd/functions/shape.h"
 #include "data/census.h"
 #include "layers/init.h"

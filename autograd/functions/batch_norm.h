@@ -1,8 +1,7 @@
-// Differentiable batch normalisation and local response normalisation on the fused kernels
-// (kernels/norm/batchnorm.h, lrn.h), PyTorch semantics (F.batch_norm, F.local_response_norm).
+// Differentiable batch normalisation on the fused kernels (kernels/norm/batchnorm.h), PyTorch
+// semantics (F.batch_norm).
 #pragma once
 #include "autograd/variable.h"
-#include "kernels/norm/lrn.h"
 
 namespace aim::autograd {
 
@@ -13,8 +12,5 @@ namespace aim::autograd {
 Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
                     const Tensor& running_mean, const Tensor& running_var, bool training,
                     double momentum, double eps);
-
-// x [N, C, ...].
-Variable local_response_norm(const Variable& x, const kernels::LrnParams& p);
 
 }  // namespace aim::autograd

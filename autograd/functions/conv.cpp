@@ -81,10 +81,14 @@ struct ConvTranspose2dNode final : Node {
 
 }  // namespace
 
+// The reason both of this file's declarations share.
+constexpr char kWhyGemm[] = "implicit GEMM, fp32 accumulation";
+
+constexpr amp::Declaration kConv2dAmp{"conv2d", amp::OpClass::lowp, kWhyGemm};
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
                 const Conv2dParams& p) {
   if (auto y = int8::conv2d(x, weight, bias, p)) return *y;
-  if (auto c = amp::autocast(amp::OpClass::lowp, {&x, &weight, &bias}))
+  if (auto c = amp::autocast(kConv2dAmp, {&x, &weight, &bias}))
     return conv2d((*c)[0], (*c)[1], (*c)[2], p);
   check_conv_inputs("conv2d", x, weight, bias);
   const Tensor xc = x.data().contiguous(), wc = weight.data().contiguous();
@@ -110,9 +114,10 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   return attach1(n, {x, weight, bias}, a.y);
 }
 
+constexpr amp::Declaration kConvTranspose2dAmp{"conv_transpose2d", amp::OpClass::lowp, kWhyGemm};
 Variable conv_transpose2d(const Variable& x, const Variable& weight, const Variable& bias,
                           const Conv2dParams& p, int64_t out_pad_h, int64_t out_pad_w) {
-  if (auto c = amp::autocast(amp::OpClass::lowp, {&x, &weight, &bias}))
+  if (auto c = amp::autocast(kConvTranspose2dAmp, {&x, &weight, &bias}))
     return conv_transpose2d((*c)[0], (*c)[1], (*c)[2], p, out_pad_h, out_pad_w);
   check_conv_inputs("conv_transpose2d", x, weight, bias);
   const Tensor xc = x.data().contiguous(), wc = weight.data().contiguous();
@@ -147,6 +152,10 @@ Variable conv_transpose2d(const Variable& x, const Variable& weight, const Varia
   AIM_CHECK(bias.size(0) == Cout, "conv_transpose2d: bias must be [", Cout, "], got ",
             to_string(bias.sizes()));
   return add(y, reshape(bias, {1, Cout, 1, 1}));
+}
+
+void amp::declarations_conv(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kConv2dAmp, kConvTranspose2dAmp});
 }
 
 }  // namespace aim::autograd

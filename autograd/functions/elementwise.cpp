@@ -320,17 +320,23 @@ Variable max_min(const Variable& a, const Variable& b, bool is_max) {
 }
 }  // namespace
 
+// The reason several of this file's declarations share.
+constexpr char kWhyRange[] = "range: exp overflows fp16 above 11.1";
+
+constexpr amp::Declaration kAddAmp{"add", amp::OpClass::promote, amp::kWhyPromote};
 Variable add(const Variable& a, const Variable& b) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return add((*c)[0], (*c)[1]);
+  if (auto c = amp::autocast(kAddAmp, {&a, &b})) return add((*c)[0], (*c)[1]);
   return add_sub(a, b, false);
 }
+constexpr amp::Declaration kSubAmp{"sub", amp::OpClass::promote, amp::kWhyPromote};
 Variable sub(const Variable& a, const Variable& b) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return sub((*c)[0], (*c)[1]);
+  if (auto c = amp::autocast(kSubAmp, {&a, &b})) return sub((*c)[0], (*c)[1]);
   return add_sub(a, b, true);
 }
 
+constexpr amp::Declaration kMulAmp{"mul", amp::OpClass::promote, amp::kWhyPromote};
 Variable mul(const Variable& a, const Variable& b) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return mul((*c)[0], (*c)[1]);
+  if (auto c = amp::autocast(kMulAmp, {&a, &b})) return mul((*c)[0], (*c)[1]);
   check_pair("mul", a, b);
   const Tensor y = bin(a.data(), b.data(), BinaryKind::mul);
   if (!needs_grad({&a, &b})) return Variable(y);
@@ -340,8 +346,9 @@ Variable mul(const Variable& a, const Variable& b) {
   return attach1(n, {a, b}, y);
 }
 
+constexpr amp::Declaration kDivAmp{"div", amp::OpClass::promote, amp::kWhyPromote};
 Variable div(const Variable& a, const Variable& b) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return div((*c)[0], (*c)[1]);
+  if (auto c = amp::autocast(kDivAmp, {&a, &b})) return div((*c)[0], (*c)[1]);
   check_pair("div", a, b);
   const Tensor y = bin(a.data(), b.data(), BinaryKind::div);
   if (!needs_grad({&a, &b})) return Variable(y);
@@ -351,8 +358,10 @@ Variable div(const Variable& a, const Variable& b) {
   return attach1(n, {a, b}, y);
 }
 
+// Both overloads of pow.
+constexpr amp::Declaration kPowAmp{"pow", amp::OpClass::fp32, kWhyRange};
 Variable pow(const Variable& a, const Variable& b) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&a, &b})) return pow((*c)[0], (*c)[1]);
+  if (auto c = amp::autocast(kPowAmp, {&a, &b})) return pow((*c)[0], (*c)[1]);
   check_pair("pow", a, b);
   const Tensor y = bin(a.data(), b.data(), BinaryKind::pow);
   if (!needs_grad({&a, &b})) return Variable(y);
@@ -363,12 +372,14 @@ Variable pow(const Variable& a, const Variable& b) {
   return attach1(n, {a, b}, y);
 }
 
+constexpr amp::Declaration kMaximumAmp{"maximum", amp::OpClass::promote, amp::kWhyPromote};
 Variable maximum(const Variable& a, const Variable& b) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return maximum((*c)[0], (*c)[1]);
+  if (auto c = amp::autocast(kMaximumAmp, {&a, &b})) return maximum((*c)[0], (*c)[1]);
   return max_min(a, b, true);
 }
+constexpr amp::Declaration kMinimumAmp{"minimum", amp::OpClass::promote, amp::kWhyPromote};
 Variable minimum(const Variable& a, const Variable& b) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return minimum((*c)[0], (*c)[1]);
+  if (auto c = amp::autocast(kMinimumAmp, {&a, &b})) return minimum((*c)[0], (*c)[1]);
   return max_min(a, b, false);
 }
 
@@ -391,7 +402,7 @@ Variable mul(const Variable& a, double s) {
 }
 
 Variable pow(const Variable& a, double e) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&a})) return pow((*c)[0], e);
+  if (auto c = amp::autocast(kPowAmp, {&a})) return pow((*c)[0], e);
   // Exact special forms (as PyTorch): their own kernels and gradients.
   if (e == 2) return unary_fn(a, UnaryKind::square, "PowScalar");
   if (e == 0.5) return unary_fn(a, UnaryKind::sqrt, "PowScalar");
@@ -407,28 +418,36 @@ Variable pow(const Variable& a, double e) {
 // ---- unary ----------------------------------------------------------------------------------
 
 Variable neg(const Variable& x) { return unary_fn(x, UnaryKind::neg, "Neg"); }
+constexpr amp::Declaration kExpAmp{"exp", amp::OpClass::fp32, kWhyRange};
 Variable exp(const Variable& x) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return exp((*c)[0]);
+  if (auto c = amp::autocast(kExpAmp, {&x})) return exp((*c)[0]);
   return unary_fn(x, UnaryKind::exp, "Exp");
 }
+constexpr amp::Declaration kLogAmp{"log", amp::OpClass::fp32, kWhyRange};
 Variable log(const Variable& x) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return log((*c)[0]);
+  if (auto c = amp::autocast(kLogAmp, {&x})) return log((*c)[0]);
   return unary_fn(x, UnaryKind::log, "Log");
 }
+constexpr amp::Declaration kSqrtAmp{"sqrt", amp::OpClass::fp32, kWhyRange};
 Variable sqrt(const Variable& x) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return sqrt((*c)[0]);
+  if (auto c = amp::autocast(kSqrtAmp, {&x})) return sqrt((*c)[0]);
   return unary_fn(x, UnaryKind::sqrt, "Sqrt");
 }
+constexpr amp::Declaration kRsqrtAmp{"rsqrt", amp::OpClass::fp32, kWhyRange};
 Variable rsqrt(const Variable& x) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return rsqrt((*c)[0]);
+  if (auto c = amp::autocast(kRsqrtAmp, {&x})) return rsqrt((*c)[0]);
   return unary_fn(x, UnaryKind::rsqrt, "Rsqrt");
 }
 Variable abs(const Variable& x) { return unary_fn(x, UnaryKind::abs, "Abs"); }
+constexpr amp::Declaration kReluAmp{"relu", amp::OpClass::native, amp::kWhyDataMovement};
 Variable relu(const Variable& x) { return unary_fn(x, UnaryKind::relu, "Relu"); }
+constexpr amp::Declaration kGeluAmp{"gelu", amp::OpClass::native, amp::kWhyDataMovement};
 Variable gelu(const Variable& x, bool tanh_approximation) {
   return unary_fn(x, tanh_approximation ? UnaryKind::gelu_tanh : UnaryKind::gelu_erf, "Gelu");
 }
+constexpr amp::Declaration kSigmoidAmp{"sigmoid", amp::OpClass::native, amp::kWhyDataMovement};
 Variable sigmoid(const Variable& x) { return unary_fn(x, UnaryKind::sigmoid, "Sigmoid"); }
+constexpr amp::Declaration kTanhAmp{"tanh", amp::OpClass::native, amp::kWhyDataMovement};
 Variable tanh(const Variable& x) { return unary_fn(x, UnaryKind::tanh, "Tanh"); }
 Variable square(const Variable& x) { return unary_fn(x, UnaryKind::square, "Square"); }
 Variable leaky_relu(const Variable& x, double slope) {
@@ -440,8 +459,9 @@ Variable clamp(const Variable& x, double lo, double hi) {
 
 // ---- prelu, where ---------------------------------------------------------------------------
 
+constexpr amp::Declaration kPreluAmp{"prelu", amp::OpClass::promote, amp::kWhyPromote};
 Variable prelu(const Variable& x, const Variable& weight) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&x, &weight})) return prelu((*c)[0], (*c)[1]);
+  if (auto c = amp::autocast(kPreluAmp, {&x, &weight})) return prelu((*c)[0], (*c)[1]);
   check_pair("prelu", x, weight);
   const int64_t c = weight.numel();
   Shape wshape(size_t(x.dim()), 1);
@@ -462,8 +482,9 @@ Variable prelu(const Variable& x, const Variable& weight) {
   return attach1(n, {x, weight}, y);
 }
 
+constexpr amp::Declaration kWhereAmp{"where", amp::OpClass::promote, amp::kWhyPromote};
 Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&a, &b})) return where(cond, (*c)[0], (*c)[1]);
+  if (auto c = amp::autocast(kWhereAmp, {&a, &b})) return where(cond, (*c)[0], (*c)[1]);
   check_pair("where", a, b);
   const Tensor y = sel(cond, a.data(), b.data());
   if (!needs_grad({&a, &b})) return Variable(y);
@@ -480,5 +501,11 @@ Tensor lt(const Variable& a, const Variable& b) { return compare("lt", a, b, Bin
 Tensor le(const Variable& a, const Variable& b) { return compare("le", a, b, BinaryKind::le); }
 Tensor gt(const Variable& a, const Variable& b) { return compare("gt", a, b, BinaryKind::gt); }
 Tensor ge(const Variable& a, const Variable& b) { return compare("ge", a, b, BinaryKind::ge); }
+
+void amp::declarations_elementwise(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kExpAmp, kLogAmp, kPowAmp, kSqrtAmp, kRsqrtAmp, kAddAmp, kSubAmp, kMulAmp,
+                         kDivAmp, kMaximumAmp, kMinimumAmp, kWhereAmp, kPreluAmp, kReluAmp,
+                         kSigmoidAmp, kTanhAmp, kGeluAmp});
+}
 
 }  // namespace aim::autograd

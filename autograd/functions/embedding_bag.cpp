@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "autograd/amp.h"
 #include "autograd/functions/elementwise.h"
-#include "autograd/functions/nn.h"
+#include "autograd/functions/embedding.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
 #include "autograd/node.h"
@@ -85,6 +86,7 @@ BagPlan plan_bags(const Tensor& offsets, int64_t N, bool include_last_offset) {
 
 const char* bag_mode_name(BagMode m) { return m == BagMode::sum ? "sum" : "mean"; }
 
+constexpr amp::Declaration kEmbeddingBagAmp{"embedding_bag", amp::OpClass::native, amp::kWhyTables};
 Variable embedding_bag(const Variable& weight, const Tensor& indices, const Tensor& offsets,
                        BagMode mode, const Variable& per_sample_weights, int64_t padding_idx,
                        bool include_last_offset) {
@@ -156,6 +158,10 @@ Variable embedding_bag(const Variable& weight, const Tensor& indices, const Tens
     denom = Tensor::from_vector(c, {B, 1}, weight.device()).to(weight.dtype());
   }
   return div(bags, Variable(denom));
+}
+
+void amp::declarations_embedding_bag(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kEmbeddingBagAmp});
 }
 
 }  // namespace aim::autograd

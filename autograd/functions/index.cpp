@@ -1,8 +1,7 @@
-// Index ops and dropout (autograd/functions/index.h). Forward runs the kernels of
-// kernels/index and kernels/random; backward uses their pairs (index_select <-> index_add,
-// gather <-> scatter_add, pad <-> pad_bwd, dropout_fwd -> dropout_bwd) and slice copies of dy
-// for concat. Gradients of tables read by index_select / gather are accumulated straight into
-// the leaf's .grad (Grads::accum), like an embedding's.
+// Index ops (autograd/functions/index.h). Forward runs the kernels of kernels/index; backward
+// uses their pairs (index_select <-> index_add, gather <-> scatter_add, pad <-> pad_bwd) and
+// slice copies of dy for concat. Gradients of tables read by index_select / gather are accumulated
+// straight into the leaf's .grad (Grads::accum), like an embedding's.
 #include "autograd/functions/index.h"
 
 #include "autograd/amp.h"
@@ -142,27 +141,12 @@ struct PadNode final : Node {
   }
 };
 
-// ---- dropout --------------------------------------------------------------------------------
-
-struct DropoutNode final : Node {
-  Tensor mask;  // u8, 1 = kept
-  float p = 0;
-  const char* name() const override { return "Dropout"; }
-  void backward(Grads& g) override {
-    if (!g.needs(0)) return;
-    kernels::DropoutBwdArgs a;
-    a.dy = g.dy();
-    a.mask = mask;
-    a.dx = g.out(0);
-    a.p = p;
-    kernels::dropout_bwd(a);
-  }
-  void release() override { mask = Tensor(); }
-};
-
 }  // namespace
 
+// Promotes by hand below: a list of parts, each cast to f32 when they are mixed.
+constexpr amp::Declaration kConcatAmp{"concat", amp::OpClass::promote, amp::kWhyPromote};
 Variable concat(const std::vector<Variable>& xs, int64_t dim) {
+  static_assert(kConcatAmp.cls == amp::OpClass::promote, "the parts are promoted here");
   if (amp::active()) {
     // promote: concat of mixed 16-bit/f32 parts runs in f32.
     bool mixed = false;
@@ -202,6 +186,8 @@ Variable concat(const std::vector<Variable>& xs, int64_t dim) {
   return attach1(n, xs, a.y);
 }
 
+constexpr amp::Declaration kIndexSelectAmp{"index_select", amp::OpClass::native,
+                                           amp::kWhyDataMovement};
 Variable index_select(const Variable& x, int64_t dim, const Tensor& index) {
   Tensor idx = prepare_index("index_select", index, x.data());
   if (idx.dim() == 0) idx = idx.reshape({1});
@@ -222,6 +208,7 @@ Variable index_select(const Variable& x, int64_t dim, const Tensor& index) {
   return attach1(n, {x}, a.y);
 }
 
+constexpr amp::Declaration kGatherAmp{"gather", amp::OpClass::native, amp::kWhyDataMovement};
 Variable gather(const Variable& x, int64_t dim, const Tensor& index) {
   const Tensor idx = prepare_index("gather", index, x.data());
   const int64_t d = x.data().wrap_dim(dim);
@@ -233,8 +220,9 @@ Variable gather(const Variable& x, int64_t dim, const Tensor& index) {
   return attach1(n, {x}, y);
 }
 
+constexpr amp::Declaration kScatterAddAmp{"scatter_add", amp::OpClass::promote, amp::kWhyPromote};
 Variable scatter_add(const Variable& base, int64_t dim, const Tensor& index, const Variable& src) {
-  if (auto c = amp::autocast(amp::OpClass::promote, {&base, &src}))
+  if (auto c = amp::autocast(kScatterAddAmp, {&base, &src}))
     return scatter_add((*c)[0], dim, index, (*c)[1]);
   const Tensor idx = prepare_index("scatter_add", index, base.data());
   const int64_t d = base.data().wrap_dim(dim);
@@ -251,6 +239,7 @@ Variable scatter_add(const Variable& base, int64_t dim, const Tensor& index, con
   return attach1(n, {base, src}, a.y);
 }
 
+constexpr amp::Declaration kPadAmp{"pad", amp::OpClass::native, amp::kWhyDataMovement};
 Variable pad(const Variable& x, const std::vector<int64_t>& pads, double value) {
   const int64_t nd = x.dim();
   AIM_CHECK(pads.size() % 2 == 0 && int64_t(pads.size()) <= 2 * nd,
@@ -288,22 +277,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {
   return a.y;
 }
 
-Variable dropout(const Variable& x, double p, bool training, kernels::Generator& gen) {
-  AIM_CHECK(p >= 0 && p <= 1, "[dropout] p must be in [0, 1], got ", p);
-  if (!training || p == 0) return x;
-  kernels::DropoutFwdArgs a;
-  a.x = x.data().contiguous();
-  a.y = Tensor::empty(x.sizes(), x.dtype(), x.device());
-  a.mask = Tensor::empty(x.sizes(), DType::u8, x.device());
-  a.p = float(p);
-  a.seed = gen.seed();
-  a.offset = gen.next(x.numel());
-  kernels::dropout_fwd(a);
-  if (!needs_grad({&x})) return Variable(a.y);
-  auto n = std::make_shared<DropoutNode>();
-  n->mask = a.mask;
-  n->p = a.p;
-  return attach1(n, {x}, a.y);
+void amp::declarations_index(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kConcatAmp, kScatterAddAmp, kGatherAmp, kIndexSelectAmp, kPadAmp});
 }
 
 }  // namespace aim::autograd

@@ -1,12 +1,11 @@
-// Differentiable index ops (kernels/index) and dropout (kernels/random), PyTorch semantics:
-// torch.cat, torch.index_select, torch.gather, Tensor.scatter_add (out of place), F.pad in
-// constant mode, F.one_hot and F.dropout. Index tensors are i32 or i64 on the data's device
-// (made contiguous here); they carry no gradient. Outputs are contiguous.
+// Differentiable index ops (kernels/index), PyTorch semantics: torch.cat, torch.index_select,
+// torch.gather, Tensor.scatter_add (out of place), F.pad in constant mode and F.one_hot. Index
+// tensors are i32 or i64 on the data's device (made contiguous here); they carry no gradient.
+// Outputs are contiguous.
 #pragma once
 #include <vector>
 
 #include "autograd/variable.h"
-#include "kernels/random/random.h"
 
 namespace aim::autograd {
 
@@ -32,10 +31,5 @@ Variable pad(const Variable& x, const std::vector<int64_t>& pads, double value =
 
 // F.one_hot(indices, num_classes) in `dtype`: indices [N...] -> [N..., num_classes]. No gradient.
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype = DType::f32);
-
-// F.dropout(x, p, training) (inverted: kept elements scaled by 1 / (1 - p)). training = false or
-// p = 0 returns x itself. Otherwise draws x.numel() numbers from `gen` (advancing it) and saves
-// the u8 mask: dx = mask ? dy / (1 - p) : 0. p must lie in [0, 1].
-Variable dropout(const Variable& x, double p, bool training, kernels::Generator& gen);
 
 }  // namespace aim::autograd

@@ -115,8 +115,12 @@ struct LinearNode final : Node {
 
 }  // namespace
 
+// The reason both of this file's declarations share.
+constexpr char kWhyGemm[] = "GEMM: tensor cores on GPU; fp32 accumulation in every variant";
+
+constexpr amp::Declaration kMatmulAmp{"matmul", amp::OpClass::lowp, kWhyGemm};
 Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
-  if (auto c = amp::autocast(amp::OpClass::lowp, {&a, &b}))
+  if (auto c = amp::autocast(kMatmulAmp, {&a, &b}))
     return matmul((*c)[0], (*c)[1], trans_a, trans_b);
   AIM_CHECK(a.defined() && b.defined(), "matmul: undefined operand");
   AIM_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3),
@@ -134,9 +138,10 @@ Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b
   return y;
 }
 
+constexpr amp::Declaration kLinearAmp{"linear", amp::OpClass::lowp, kWhyGemm};
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   if (auto y = int8::linear(x, weight, bias)) return *y;
-  if (auto c = amp::autocast(amp::OpClass::lowp, {&x, &weight, &bias}))
+  if (auto c = amp::autocast(kLinearAmp, {&x, &weight, &bias}))
     return linear((*c)[0], (*c)[1], (*c)[2]);
   AIM_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
   AIM_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", to_string(weight.sizes()));
@@ -163,6 +168,10 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   if (n->next[1].needs_grad()) n->x2 = x2;
   if (n->next[0].needs_grad()) n->weight = w;
   return r;
+}
+
+void amp::declarations_matmul(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kMatmulAmp, kLinearAmp});
 }
 
 }  // namespace aim::autograd

@@ -2,6 +2,7 @@
 // (i32, per plane) for its backward; average pooling needs only the shapes.
 #include "autograd/functions/pool.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 
 namespace aim::autograd {
@@ -77,6 +78,8 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t stride, int64_t pad_before, i
   return out;
 }
 
+// Every pooling of this file.
+constexpr amp::Declaration kPoolingAmp{"pooling", amp::OpClass::native, amp::kWhyDataMovement};
 Variable max_pool2d(const Variable& x, const Pool2dParams& p, bool ceil_mode) {
   const Tensor xc = check_x("max_pool2d", x);
   const Shape ys = pooled_shape("max_pool2d", xc, p, ceil_mode);
@@ -117,6 +120,10 @@ Variable adaptive_avg_pool2d(const Variable& x, int64_t out_h, int64_t out_w) {
   kernels::adaptive_avgpool2d_fwd(a);
   if (!needs_grad({&x})) return Variable(a.y);
   return attach1(std::make_shared<AdaptiveAvgPool2dNode>(), {x}, a.y);
+}
+
+void amp::declarations_pool(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kPoolingAmp});
 }
 
 }  // namespace aim::autograd

@@ -1,8 +1,7 @@
-// Reductions and softmax. The kernels produce the keepdim shape; without keepdim the output is a
-// view of it with the reduced dims removed, and backward views dy back as the keepdim shape.
+// Reductions. The kernels produce the keepdim shape; without keepdim the output is a view of it
+// with the reduced dims removed, and backward views dy back as the keepdim shape.
 // Backward: sum/mean broadcast dy over the reduced dims; max/min scatter dy to the saved
-// indices; var/std/norm by their formulas, composed from elementwise and reduce kernels;
-// softmax/log_softmax with softmax_bwd (mask passed through).
+// indices; var/std/norm by their formulas, composed from elementwise and reduce kernels.
 #include "autograd/functions/reduce.h"
 
 #include <algorithm>
@@ -15,7 +14,6 @@
 #include "kernels/elementwise/unary.h"
 #include "kernels/index/index.h"
 #include "kernels/reduce/reduce.h"
-#include "kernels/softmax/softmax.h"
 
 namespace aim::autograd {
 namespace {
@@ -194,25 +192,6 @@ struct NormNode final : Node {
   void release() override { x = y = Tensor(); }
 };
 
-struct SoftmaxNode final : Node {
-  Tensor y, mask;
-  int64_t dim = -1;
-  bool log = false;
-  const char* name() const override { return log ? "LogSoftmax" : "Softmax"; }
-  void backward(Grads& g) override {
-    if (!g.needs(0)) return;
-    kernels::SoftmaxBwdArgs a;
-    a.dy = g.dy();
-    a.y = y;
-    a.dx = g.out(0);
-    a.mask = mask;
-    a.dim = dim;
-    a.log = log;
-    kernels::softmax_bwd(a);
-  }
-  void release() override { y = mask = Tensor(); }
-};
-
 Variable sum_or_mean(const Variable& x, const std::vector<int64_t>& dims, bool keepdim, bool mean) {
   const std::vector<int64_t> rd = kernels::normalize_reduce_dims(x.sizes(), dims);
   const Tensor y = reduce_keep(x.data(), mean ? ReduceKind::mean : ReduceKind::sum, rd);
@@ -258,32 +237,20 @@ Variable var_or_std(const Variable& x, const std::vector<int64_t>& dims, double 
   return attach1(n, {x}, out);
 }
 
-Variable softmax_impl(const Variable& x, int64_t dim, const Tensor& mask, bool log) {
-  kernels::SoftmaxArgs a;
-  a.x = x.data().contiguous();
-  a.y = Tensor::empty(a.x.sizes(), a.x.dtype(), a.x.device());
-  a.mask = mask;
-  a.dim = x.data().wrap_dim(dim);
-  a.log = log;
-  kernels::softmax(a);
-  if (!needs_grad({&x})) return Variable(a.y);
-  auto n = std::make_shared<SoftmaxNode>();
-  n->y = a.y;
-  n->mask = mask;
-  n->dim = a.dim;
-  n->log = log;
-  return attach1(n, {x}, a.y);
-}
-
 }  // namespace
 
+// The reason several of this file's declarations share.
+constexpr char kWhyReduction[] = "reductions: rounding of long sums";
+
+constexpr amp::Declaration kSumAmp{"sum", amp::OpClass::fp32, kWhyReduction};
 Variable sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return sum((*c)[0], dims, keepdim);
+  if (auto c = amp::autocast(kSumAmp, {&x})) return sum((*c)[0], dims, keepdim);
   return sum_or_mean(x, dims, keepdim, /*mean=*/false);
 }
 
+constexpr amp::Declaration kMeanAmp{"mean", amp::OpClass::fp32, kWhyReduction};
 Variable mean(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return mean((*c)[0], dims, keepdim);
+  if (auto c = amp::autocast(kMeanAmp, {&x})) return mean((*c)[0], dims, keepdim);
   return sum_or_mean(x, dims, keepdim, /*mean=*/true);
 }
 
@@ -295,20 +262,21 @@ std::pair<Variable, Tensor> min(const Variable& x, int64_t dim, bool keepdim) {
   return arg_reduce(x, dim, keepdim, /*is_max=*/false);
 }
 
+constexpr amp::Declaration kVarAmp{"var", amp::OpClass::fp32, kWhyReduction};
 Variable var(const Variable& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x}))
-    return var((*c)[0], dims, correction, keepdim);
+  if (auto c = amp::autocast(kVarAmp, {&x})) return var((*c)[0], dims, correction, keepdim);
   return var_or_std(x, dims, correction, keepdim, /*is_std=*/false);
 }
 
+constexpr amp::Declaration kStdAmp{"std", amp::OpClass::fp32, kWhyReduction};
 Variable std(const Variable& x, const std::vector<int64_t>& dims, double correction, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x}))
-    return std((*c)[0], dims, correction, keepdim);
+  if (auto c = amp::autocast(kStdAmp, {&x})) return std((*c)[0], dims, correction, keepdim);
   return var_or_std(x, dims, correction, keepdim, /*is_std=*/true);
 }
 
+constexpr amp::Declaration kNormAmp{"norm", amp::OpClass::fp32, kWhyReduction};
 Variable norm(const Variable& x, double p, const std::vector<int64_t>& dims, bool keepdim) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return norm((*c)[0], p, dims, keepdim);
+  if (auto c = amp::autocast(kNormAmp, {&x})) return norm((*c)[0], p, dims, keepdim);
   const std::vector<int64_t> rd = kernels::normalize_reduce_dims(x.sizes(), dims);
   const Tensor y = reduce_keep(x.data(), ReduceKind::norm, rd, 1, p);
   const Tensor out = y.reshape(output_shape(x.sizes(), rd, keepdim));
@@ -322,14 +290,8 @@ Variable norm(const Variable& x, double p, const std::vector<int64_t>& dims, boo
   return attach1(n, {x}, out);
 }
 
-Variable softmax(const Variable& x, int64_t dim, const Tensor& mask) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return softmax((*c)[0], dim, mask);
-  return softmax_impl(x, dim, mask, /*log=*/false);
-}
-
-Variable log_softmax(const Variable& x, int64_t dim, const Tensor& mask) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x})) return log_softmax((*c)[0], dim, mask);
-  return softmax_impl(x, dim, mask, /*log=*/true);
+void amp::declarations_reduce(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kSumAmp, kMeanAmp, kVarAmp, kStdAmp, kNormAmp});
 }
 
 }  // namespace aim::autograd

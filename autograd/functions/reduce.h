@@ -1,8 +1,7 @@
-// Differentiable reductions and softmax: sum, mean, max/min (with argmax/argmin), var, std,
-// p-norm, softmax and log-softmax with an optional keep-mask.
+// Differentiable reductions: sum, mean, max/min (with argmax/argmin), var, std, p-norm.
 // dims: any set of dims, negative allowed; empty = all dims. keepdim keeps the reduced dims as
 // size 1 (else they are removed; reducing every dim without keepdim gives a 0-d tensor).
-// Kernels: kernels/reduce/reduce.h, kernels/softmax/softmax.h.
+// Kernels: kernels/reduce/reduce.h.
 #pragma once
 #include <utility>
 #include <vector>
@@ -26,9 +25,5 @@ Variable std(const Variable& x, const std::vector<int64_t>& dims = {}, double co
 // for p < 1, at x = 0); for p = inf it is shared evenly among the tied maxima, as in PyTorch.
 Variable norm(const Variable& x, double p = 2, const std::vector<int64_t>& dims = {},
               bool keepdim = false);
-// mask: optional bool, broadcastable to x, true = keep. Masked positions give 0 (log: -inf) and
-// get no gradient; a fully masked row gives 0 everywhere (log: -inf) and a zero gradient.
-Variable softmax(const Variable& x, int64_t dim, const Tensor& mask = Tensor());
-Variable log_softmax(const Variable& x, int64_t dim, const Tensor& mask = Tensor());
 
 }  // namespace aim::autograd

@@ -78,8 +78,10 @@ struct RnnNode final : Node {
 
 }  // namespace
 
+constexpr amp::Declaration kRnnAmp{"rnn (lstm, gru, augru)", amp::OpClass::lowp,
+                                   "gate GEMMs; cell state math in fp32 inside the kernels"};
 RnnResult rnn(const RnnArgs& r) {
-  if (auto c = amp::autocast(amp::OpClass::lowp,
+  if (auto c = amp::autocast(kRnnAmp,
                              {&r.x, &r.h0, &r.c0, &r.w_ih, &r.w_hh, &r.b_ih, &r.b_hh, &r.att})) {
     RnnArgs q = r;
     q.x = (*c)[0], q.h0 = (*c)[1], q.c0 = (*c)[2], q.w_ih = (*c)[3], q.w_hh = (*c)[4];
@@ -159,5 +161,7 @@ RnnResult rnn(const RnnArgs& r) {
   if (v.size() > 2) out.cn = v[2];
   return out;
 }
+
+void amp::declarations_rnn(std::vector<amp::Declaration>& out) { out.insert(out.end(), {kRnnAmp}); }
 
 }  // namespace aim::autograd

@@ -2,6 +2,7 @@
 // slice/select scatter dy into zeros; expand sums over the broadcast dims.
 #include "autograd/functions/shape.h"
 
+#include "autograd/amp.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
 
@@ -54,6 +55,8 @@ Variable record(std::shared_ptr<Node> n, const Variable& x, const Tensor& y) {
 
 }  // namespace
 
+// Every view and copy of this file (not cast: it is what autocast calls).
+constexpr amp::Declaration kViewsAmp{"views", amp::OpClass::native, amp::kWhyDataMovement};
 Variable reshape(const Variable& x, const Shape& sizes) {
   return record(std::make_shared<ReshapeNode>(), x, x.data().reshape(sizes));
 }
@@ -131,6 +134,10 @@ std::vector<Variable> split(const Variable& x, const std::vector<int64_t>& sizes
     at += s;
   }
   return r;
+}
+
+void amp::declarations_shape(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kViewsAmp});
 }
 
 }  // namespace aim::autograd

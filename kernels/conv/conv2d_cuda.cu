@@ -33,6 +33,7 @@
 #include <algorithm>
 
 #include "kernels/conv/conv2d.h"
+#include "kernels/conv/implicit_gemm_geometry.cuh"
 #include "kernels/cuda_common.h"
 #ifndef AIM_SIMT
 #include "kernels/conv/im2col_cuda.h"
@@ -42,36 +43,6 @@ namespace aim::kernels::AIM_CUDA_NS {
 namespace {
 
 constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
-
-// Sizes and parameters of one convolution (of one chunk of images: N), 32-bit: supports() and
-// the batch chunks keep every offset in range.
-struct Geo {
-  int N, C, H, W, K, R, S, P, Q, G, Cg, Kg;
-  int sh, sw, pt, pl, dh, dw;
-};
-
-Geo make_geo(const Tensor& xside, const Tensor& w, const Tensor& yside, const Conv2dParams& p) {
-  Geo d;
-  d.N = int(xside.size(0));
-  d.C = int(xside.size(1));
-  d.H = int(xside.size(2));
-  d.W = int(xside.size(3));
-  d.K = int(w.size(0));
-  d.R = int(w.size(2));
-  d.S = int(w.size(3));
-  d.P = int(yside.size(2));
-  d.Q = int(yside.size(3));
-  d.G = int(p.groups);
-  d.Cg = d.C / d.G;
-  d.Kg = d.K / d.G;
-  d.sh = int(p.stride_h);
-  d.sw = int(p.stride_w);
-  d.pt = int(p.pad_top);
-  d.pl = int(p.pad_left);
-  d.dh = int(p.dil_h);
-  d.dw = int(p.dil_w);
-  return d;
-}
 
 // ---- problems: how each direction gathers its GEMM operands --------------------------------
 // A problem gives the GEMM extents per group (m rows, cols columns, red reduction), a per-row
@@ -97,20 +68,8 @@ struct FwdProblem {
   __device__ A load_a(const Row& r, int kk) const {
     return r.ok ? to_acc<A>(w[r.base + kk]) : A(0);
   }
-  struct Col {
-    int64_t base;
-    int ih0, iw0;
-    bool ok;
-  };
-  __device__ Col b_col(int g, int col) const {
-    Col c{0, 0, 0, col < cols()};
-    if (!c.ok) return c;
-    const int PQ = d.P * d.Q, n = col / PQ, pq = col - n * PQ, p = pq / d.Q, q = pq - p * d.Q;
-    c.base = (int64_t(n) * d.C + int64_t(g) * d.Cg) * d.H * d.W;
-    c.ih0 = p * d.sh - d.pt;
-    c.iw0 = q * d.sw - d.pl;
-    return c;
-  }
+  using Col = FwdCol<int64_t>;
+  __device__ Col b_col(int g, int col) const { return fwd_col<int64_t>(d, g, col); }
   __device__ A load_b(const Col& c, int kk) const {
     if (!c.ok) return A(0);
     const int RS = d.R * d.S, ch = kk / RS, rs = kk - ch * RS, r = rs / d.S, s = rs - r * d.S;
@@ -148,20 +107,8 @@ struct BwdDataProblem {
     const int RS = d.R * d.S, k = kk / RS, rs = kk - k * RS;
     return to_acc<A>(w[r.base + int64_t(k) * d.Cg * RS + rs]);
   }
-  struct Col {
-    int64_t base;
-    int ph0, pw0;
-    bool ok;
-  };
-  __device__ Col b_col(int g, int col) const {
-    Col c{0, 0, 0, col < cols()};
-    if (!c.ok) return c;
-    const int HW = d.H * d.W, n = col / HW, hw = col - n * HW, h = hw / d.W, wc = hw - h * d.W;
-    c.base = (int64_t(n) * d.K + int64_t(g) * d.Kg) * d.P * d.Q;
-    c.ph0 = h + d.pt;
-    c.pw0 = wc + d.pl;
-    return c;
-  }
+  using Col = BwdDataCol<int64_t>;
+  __device__ Col b_col(int g, int col) const { return bwd_data_col<int64_t>(d, g, col); }
   __device__ A load_b(const Col& c, int kk) const {
     if (!c.ok) return A(0);
     const int RS = d.R * d.S, k = kk / RS, rs = kk - k * RS, r = rs / d.S, s = rs - r * d.S;
@@ -199,20 +146,8 @@ struct BwdFilterProblem {
     const int PQ = d.P * d.Q, n = kk / PQ, pq = kk - n * PQ;
     return to_acc<A>(dy[int64_t(n) * d.K * PQ + r.base + pq]);
   }
-  struct Col {
-    int64_t base;
-    int roff, soff;
-    bool ok;
-  };
-  __device__ Col b_col(int g, int col) const {
-    Col c{0, 0, 0, col < cols()};
-    if (!c.ok) return c;
-    const int RS = d.R * d.S, ch = col / RS, rs = col - ch * RS, r = rs / d.S, s = rs - r * d.S;
-    c.base = (int64_t(g) * d.Cg + ch) * d.H * d.W;
-    c.roff = r * d.dh - d.pt;
-    c.soff = s * d.dw - d.pl;
-    return c;
-  }
+  using Col = BwdFilterCol<int64_t>;
+  __device__ Col b_col(int g, int col) const { return bwd_filter_col<int64_t>(d, g, col); }
   __device__ A load_b(const Col& c, int kk) const {
     if (!c.ok) return A(0);
     const int PQ = d.P * d.Q, n = kk / PQ, pq = kk - n * PQ, p = pq / d.Q, q = pq - p * d.Q;
@@ -346,9 +281,6 @@ std::string implicit_gemm_supports_bwd_filter(const Conv2dBwdFilterArgs& a) {
   check_conv2d_bwd_filter_args(a);
   return implicit_gemm_supports(a.p.groups, a.x, a.dw, a.dy);
 }
-
-// Elements of one image of an [N, ...] tensor.
-int64_t per_image(const Tensor& t) { return t.size(0) > 0 ? t.numel() / t.size(0) : 0; }
 
 void conv2d_fwd_cuda_implicit_gemm(const Conv2dFwdArgs& a) {
   const std::string why = implicit_gemm_supports_fwd(a);

@@ -44,6 +44,7 @@
 #include <cstdint>
 
 #include "kernels/conv/conv2d.h"
+#include "kernels/conv/implicit_gemm_geometry.cuh"
 #include "kernels/cuda_common.h"
 
 namespace aim::kernels::AIM_CUDA_NS {
@@ -56,36 +57,6 @@ constexpr int kMI = kWarpM / 16, kNI = kWarpN / 8;
 constexpr int kPerThread = kBK * kBM / kThreads;  // consecutive k values one thread gathers: 16
 static_assert(kBM == kBN && kThreads == 2 * kBM && kPerThread == 16, "loader mapping");
 static_assert((kBM / kWarpM) * (kBN / kWarpN) * kWarpSize == kThreads, "warp layout");
-
-// Sizes and parameters of one convolution (of one chunk of images: N), 32-bit: the chunks keep
-// every tensor slice under 2^31 elements, so every element offset fits an int.
-struct Geo {
-  int N, C, H, W, K, R, S, P, Q, G, Cg, Kg;
-  int sh, sw, pt, pl, dh, dw;
-};
-
-Geo make_geo(const Tensor& xside, const Tensor& w, const Tensor& yside, const Conv2dParams& p) {
-  Geo d;
-  d.N = int(xside.size(0));
-  d.C = int(xside.size(1));
-  d.H = int(xside.size(2));
-  d.W = int(xside.size(3));
-  d.K = int(w.size(0));
-  d.R = int(w.size(2));
-  d.S = int(w.size(3));
-  d.P = int(yside.size(2));
-  d.Q = int(yside.size(3));
-  d.G = int(p.groups);
-  d.Cg = d.C / d.G;
-  d.Kg = d.K / d.G;
-  d.sh = int(p.stride_h);
-  d.sw = int(p.stride_w);
-  d.pt = int(p.pad_top);
-  d.pl = int(p.pad_left);
-  d.dh = int(p.dil_h);
-  d.dw = int(p.dil_w);
-  return d;
-}
 
 // 16-bit element bits -> float (f16 through the toolkit's conversion, bf16 is the high half).
 template <class T>
@@ -126,19 +97,8 @@ struct FwdProblem {   // A = w rows (output channels), B = im2col(x) columns (ou
   __device__ void a_set(const Row& r, int kk, ACur& c) const { c.off = r.base + kk; }
   __device__ void a_next(ACur& c) const { ++c.off; }
   __device__ uint16_t a_load(const Row&, const ACur& c) const { return w[c.off]; }
-  struct Col {
-    int base, ih0, iw0;
-    bool ok;
-  };
-  __device__ Col b_col(int g, int col) const {
-    Col c{0, 0, 0, col < cols()};
-    if (!c.ok) return c;
-    const int PQ = d.P * d.Q, n = col / PQ, pq = col - n * PQ, p = pq / d.Q, q = pq - p * d.Q;
-    c.base = (n * d.C + g * d.Cg) * d.H * d.W;
-    c.ih0 = p * d.sh - d.pt;
-    c.iw0 = q * d.sw - d.pl;
-    return c;
-  }
+  using Col = FwdCol<int>;
+  __device__ Col b_col(int g, int col) const { return fwd_col<int>(d, g, col); }
   struct BCur {
     int choff, r, s, roff, soff;  // kk = (ch, r, s); choff = ch*H*W, roff = r*dh, soff = s*dw
   };
@@ -198,19 +158,8 @@ struct BwdDataProblem {  // A = w^T rows (input channels), B = gather(dy) column
     }
   }
   __device__ uint16_t a_load(const Row&, const ACur& c) const { return w[c.off]; }
-  struct Col {
-    int base, ph0, pw0;
-    bool ok;
-  };
-  __device__ Col b_col(int g, int col) const {
-    Col c{0, 0, 0, col < cols()};
-    if (!c.ok) return c;
-    const int HW = d.H * d.W, n = col / HW, hw = col - n * HW, h = hw / d.W, wc = hw - h * d.W;
-    c.base = (n * d.K + g * d.Kg) * d.P * d.Q;
-    c.ph0 = h + d.pt;
-    c.pw0 = wc + d.pl;
-    return c;
-  }
+  using Col = BwdDataCol<int>;
+  __device__ Col b_col(int g, int col) const { return bwd_data_col<int>(d, g, col); }
   struct BCur {
     int koff, r, s, roff, soff;  // kk = (k, r, s); koff = k*P*Q, roff = r*dh, soff = s*dw
   };
@@ -281,19 +230,8 @@ struct BwdFilterProblem {  // A = dy rows (output channels), B = im2col(x)^T col
     }
   }
   __device__ uint16_t a_load(const Row&, const ACur& c) const { return dy[c.off]; }
-  struct Col {
-    int base, roff, soff;
-    bool ok;
-  };
-  __device__ Col b_col(int g, int col) const {
-    Col c{0, 0, 0, col < cols()};
-    if (!c.ok) return c;
-    const int RS = d.R * d.S, ch = col / RS, rs = col - ch * RS, r = rs / d.S, s = rs - r * d.S;
-    c.base = (g * d.Cg + ch) * d.H * d.W;
-    c.roff = r * d.dh - d.pt;
-    c.soff = s * d.dw - d.pl;
-    return c;
-  }
+  using Col = BwdFilterCol<int>;
+  __device__ Col b_col(int g, int col) const { return bwd_filter_col<int>(d, g, col); }
   struct BCur {
     int noff, p, q, ihp, iwq;  // kk = (n, p, q); noff = n*C*H*W, ihp = p*sh, iwq = q*sw
   };
@@ -595,9 +533,6 @@ std::string tc_supports_bwd_filter(const Conv2dBwdFilterArgs& a) {
   check_conv2d_bwd_filter_args(a);
   return tc_supports(a.x.dtype(), a.p.groups, a.x, a.dw, a.dy);
 }
-
-// Elements of one image of an [N, ...] tensor.
-int64_t per_image(const Tensor& t) { return t.size(0) > 0 ? t.numel() / t.size(0) : 0; }
 
 const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.raw_data()); }
 

@@ -7,6 +7,7 @@
 #include "autograd/functions/batch_norm.h"
 #include "autograd/functions/conv.h"
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/lrn.h"
 #include "autograd/functions/pool.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/gradcheck.h"

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "autograd/functions/dropout.h"
 #include "autograd/functions/index.h"
 #include "autograd/functions/shape.h"
 #include "autograd/gradcheck.h"

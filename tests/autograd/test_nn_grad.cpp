@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "autograd/engine.h"
-#include "autograd/functions/nn.h"
+#include "autograd/functions/embedding.h"
+#include "autograd/functions/layer_norm.h"
+#include "autograd/functions/loss.h"
 #include "autograd/functions/shape.h"
 #include "autograd/gradcheck.h"
 #include "kernels/testing.h"

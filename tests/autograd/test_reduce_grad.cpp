@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "autograd/functions/softmax.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "kernels/elementwise/binary.h"

@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "autograd/functions/nn.h"
+#include "autograd/functions/embedding.h"
 #include "kernels/copy/copy.h"
 #include "kernels/error_flag.h"
 #include "kernels/registry.h"

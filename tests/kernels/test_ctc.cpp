@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "autograd/functions/ctc.h"
-#include "autograd/functions/reduce.h"
+#include "autograd/functions/softmax.h"
 #include "autograd/gradcheck.h"
 #include "kernels/loss/ctc.h"
 #include "kernels/registry.h"

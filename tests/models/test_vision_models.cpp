@@ -10,7 +10,6 @@
 #include <sstream>
 #include <string>
 
-#include "autograd/functions/nn.h"
 #include "layers/dropout.h"
 #include "models/registry.h"
 #include "tensor/safetensors.h"

@@ -5,8 +5,10 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions/elementwise.h"
-#include "autograd/functions/nn.h"
-#include "autograd/functions/reduce.h"
+#include "autograd/functions/embedding.h"
+#include "autograd/functions/layer_norm.h"
+#include "autograd/functions/loss.h"
+#include "autograd/functions/softmax.h"
 #include "tensor/safetensors.h"
 
 using namespace aim;

@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "autograd/functions/elementwise.h"
-#include "autograd/functions/nn.h"
+#include "autograd/functions/loss.h"
 #include "autograd/functions/reduce.h"
 #include "layers/embedding.h"
 #include "layers/linear.h"

@@ -1,15 +1,10 @@
-// layer_norm, embedding and the losses: forward by the family kernels on contiguous 2-D (or
-// flattened) views, backward by the family's backward kernels. layer_norm with only one of
-// weight/bias runs the kernel with ones/zeros for the missing one; the dx kernel output is
-// always computed (into a temporary when x needs no gradient) because the backward kernel
-// writes it unconditionally.
-#include "autograd/functions/nn.h"
+// The losses: forward by the loss kernels on contiguous 2-D (or flattened) views, backward by
+// their backward kernels.
+#include "autograd/functions/loss.h"
 
 #include "autograd/amp.h"
 #include "autograd/node.h"
 #include "autograd/tensor_ops.h"
-#include "kernels/embedding/embedding.h"
-#include "kernels/norm/layernorm.h"
 
 namespace aim::autograd {
 namespace {
@@ -20,53 +15,6 @@ Shape loss_shape(const Tensor& x, Reduction r, int64_t rows) {
   if (r != Reduction::none) return {};
   return rows >= 0 ? Shape{rows} : x.sizes();
 }
-
-// A plain tensor moved to `like`'s device (and cast to its dtype when cast is set), contiguous.
-Tensor conform(const Tensor& t, const Tensor& like, bool cast) {
-  if (!t.defined()) return t;
-  Tensor r = t.to(like.device());
-  if (cast) r = r.to(like.dtype());
-  return r.contiguous();
-}
-
-// ---- layer_norm ------------------------------------------------------------------------------
-
-struct LayerNormNode final : Node {
-  Tensor x, gamma, mean, rstd;  // x as [N, C]; gamma: the one the forward used, or undefined
-  bool has_weight = false, has_bias = false;
-  const char* name() const override { return "LayerNorm"; }
-  void backward(Grads& g) override {
-    kernels::LayerNormBwdArgs a;
-    a.dy = g.dy().view(x.sizes());
-    a.x = x;
-    a.gamma = gamma;
-    a.mean = mean;
-    a.rstd = rstd;
-    a.dx = g.needs(0) ? g.out(0).view(x.sizes()) : empty_like(x);  // activation: written
-    if (has_weight && g.needs(1)) a.dgamma = g.accum(1);           // parameters: accumulated
-    if (has_bias && g.needs(2)) a.dbeta = g.accum(2);
-    kernels::layernorm_bwd(a);
-  }
-  void release() override { x = gamma = mean = rstd = Tensor(); }
-};
-
-// ---- embedding -------------------------------------------------------------------------------
-
-struct EmbeddingNode final : Node {
-  Tensor indices;  // [N], contiguous, on the weight's device
-  int64_t padding_idx = -1, C = 0;
-  const char* name() const override { return "Embedding"; }
-  void backward(Grads& g) override {
-    if (!g.needs(0)) return;
-    kernels::EmbeddingBwdArgs a;
-    a.dout = g.dy().view({indices.numel(), C});
-    a.indices = indices;
-    a.dweight = g.accum(0);
-    a.padding_idx = padding_idx;
-    kernels::embedding_bwd(a);
-  }
-  void release() override { indices = Tensor(); }
-};
 
 // ---- cross entropy ---------------------------------------------------------------------------
 
@@ -167,63 +115,13 @@ Variable record_pointwise(kernels::PointwiseKind kind, const Variable& input, co
 
 }  // namespace
 
-Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&x, &weight, &bias}))
-    return layer_norm((*c)[0], (*c)[1], (*c)[2], eps);
-  AIM_CHECK(x.defined() && x.dim() >= 1, "layer_norm: x must have at least one dim");
-  const int64_t C = x.size(-1);
-  const int64_t N = C ? x.numel() / C : 0;
-  const Tensor x2 = x.data().contiguous().view({N, C});
-  kernels::LayerNormFwdArgs a;
-  a.x = x2;
-  if (weight.defined() || bias.defined()) {
-    a.gamma =
-        weight.defined() ? weight.data().contiguous() : Tensor::ones({C}, x.dtype(), x.device());
-    a.beta = bias.defined() ? bias.data().contiguous() : Tensor::zeros({C}, x.dtype(), x.device());
-  }
-  const DType s = kernels::layernorm_stat_dtype(x.dtype());
-  a.y = Tensor::empty({N, C}, x.dtype(), x.device());
-  a.mean = Tensor::empty({N}, s, x.device());
-  a.rstd = Tensor::empty({N}, s, x.device());
-  a.eps = float(eps);
-  kernels::layernorm_fwd(a);
-  const Tensor y = a.y.view(x.sizes());
-  if (!needs_grad({&x, &weight, &bias})) return Variable(y);
-  auto n = std::make_shared<LayerNormNode>();
-  n->x = x2;
-  n->gamma = weight.defined() ? a.gamma : Tensor();  // ones would change nothing
-  n->mean = a.mean;
-  n->rstd = a.rstd;
-  n->has_weight = weight.defined();
-  n->has_bias = bias.defined();
-  return attach1(n, {x, weight, bias}, y);
-}
+// The reason the four declarations of this file share.
+constexpr char kWhyLoss[] = "losses";
 
-Variable embedding(const Variable& weight, const Tensor& indices, int64_t padding_idx) {
-  AIM_CHECK(weight.defined() && weight.dim() == 2, "embedding: weight must be [V, C]");
-  AIM_CHECK(indices.defined(), "embedding: undefined indices");
-  const int64_t C = weight.size(1);
-  const Tensor w = weight.data().contiguous();
-  kernels::EmbeddingFwdArgs a;
-  a.weight = w;
-  a.indices = conform(indices, w, false).view({indices.numel()});
-  a.out = Tensor::empty({indices.numel(), C}, w.dtype(), w.device());
-  a.padding_idx = padding_idx < 0 ? -1 : padding_idx;
-  kernels::embedding_fwd(a);
-  Shape s = indices.sizes();
-  s.push_back(C);
-  const Tensor y = a.out.view(s);
-  if (!needs_grad({&weight})) return Variable(y);
-  auto n = std::make_shared<EmbeddingNode>();
-  n->indices = a.indices;
-  n->padding_idx = a.padding_idx;
-  n->C = C;
-  return attach1(n, {weight}, y);
-}
-
+constexpr amp::Declaration kCrossEntropyAmp{"cross_entropy", amp::OpClass::fp32, kWhyLoss};
 Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction r,
                        int64_t ignore_index, double label_smoothing) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&logits}))
+  if (auto c = amp::autocast(kCrossEntropyAmp, {&logits}))
     return cross_entropy((*c)[0], target, r, ignore_index, label_smoothing);
   AIM_CHECK(logits.defined() && logits.dim() == 2, "cross_entropy: logits must be [N, V], got ",
             logits.defined() ? to_string(logits.sizes()) : std::string("undefined"));
@@ -249,9 +147,10 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction r
   return attach1(n, {logits}, a.loss);
 }
 
+constexpr amp::Declaration kBceWithLogitsAmp{"bce_with_logits", amp::OpClass::fp32, kWhyLoss};
 Variable bce_with_logits(const Variable& logits, const Tensor& target, Reduction r,
                          const Tensor& pos_weight) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&logits}))
+  if (auto c = amp::autocast(kBceWithLogitsAmp, {&logits}))
     return bce_with_logits((*c)[0], target, r, pos_weight);
   AIM_CHECK(logits.defined(), "bce_with_logits: undefined logits");
   kernels::BceWithLogitsFwdArgs a;
@@ -266,8 +165,9 @@ Variable bce_with_logits(const Variable& logits, const Tensor& target, Reduction
                           a.pos_weight, a.loss, r, 0);
 }
 
+constexpr amp::Declaration kMseLossAmp{"mse_loss", amp::OpClass::fp32, kWhyLoss};
 Variable mse_loss(const Variable& input, const Tensor& target, Reduction r) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&input})) return mse_loss((*c)[0], target, r);
+  if (auto c = amp::autocast(kMseLossAmp, {&input})) return mse_loss((*c)[0], target, r);
   AIM_CHECK(input.defined(), "mse_loss: undefined input");
   kernels::MseFwdArgs a;
   a.input = input.data().contiguous();
@@ -280,8 +180,9 @@ Variable mse_loss(const Variable& input, const Tensor& target, Reduction r) {
                           r, 0);
 }
 
+constexpr amp::Declaration kSmoothL1LossAmp{"smooth_l1_loss", amp::OpClass::fp32, kWhyLoss};
 Variable smooth_l1_loss(const Variable& input, const Tensor& target, double beta, Reduction r) {
-  if (auto c = amp::autocast(amp::OpClass::fp32, {&input}))
+  if (auto c = amp::autocast(kSmoothL1LossAmp, {&input}))
     return smooth_l1_loss((*c)[0], target, beta, r);
   AIM_CHECK(input.defined(), "smooth_l1_loss: undefined input");
   kernels::SmoothL1FwdArgs a;
@@ -294,6 +195,10 @@ Variable smooth_l1_loss(const Variable& input, const Tensor& target, double beta
   kernels::smooth_l1_fwd(a);
   return record_pointwise(kernels::PointwiseKind::smooth_l1, input, a.input, a.target, Tensor(),
                           a.loss, r, a.beta);
+}
+
+void amp::declarations_loss(std::vector<amp::Declaration>& out) {
+  out.insert(out.end(), {kCrossEntropyAmp, kBceWithLogitsAmp, kMseLossAmp, kSmoothL1LossAmp});
 }
 
 }  // namespace aim::autograd

@@ -1,0 +1,209 @@
+// The test cases of rnn_fwd / rnn_bwd (rnn_cpu.h): shapes, case makers, binders, tolerances.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/rnn/rnn_cpu.h"
+
+namespace aim::kernels::rnn_cpu {
+
+std::vector<TestShape> test_shapes() {
+  // {cell, T, B, I, H, reverse, linear_before_reset, lengths, bias, h0, full}: the tiny ones
+  // first (the emulator runs those), then odd sizes, a DIEN-like AUGRU and a wider LSTM.
+  return {{0, 4, 3, 5, 8, 0, 1, 0, 1, 1, 1},     // LSTM
+          {0, 4, 3, 5, 8, 1, 1, 1, 1, 1, 1},     // LSTM reverse, lengths
+          {0, 3, 2, 4, 6, 0, 1, 1, 0, 0, 0},     // LSTM, no bias, no h0, inference / partial grads
+          {0, 2, 5, 3, 4, 1, 1, 1, 1, 0, 1},     // LSTM reverse, a zero length (B > T)
+          {1, 4, 3, 5, 8, 0, 1, 1, 1, 1, 1},     // GRU (PyTorch), lengths
+          {1, 4, 3, 5, 8, 1, 1, 0, 1, 0, 1},     // GRU reverse
+          {1, 4, 3, 5, 8, 0, 1, 1, 1, 1, 0},     // GRU inference / partial grads
+          {1, 4, 3, 5, 8, 0, 0, 1, 1, 1, 1},     // GRU reset before the product (TF), lengths
+          {1, 3, 3, 5, 7, 1, 0, 1, 0, 1, 0},     // ... reverse, no bias, partial
+          {2, 4, 3, 5, 8, 0, 0, 1, 1, 1, 1},     // AUGRU (DIEN's cell), lengths
+          {2, 4, 3, 5, 8, 1, 1, 1, 1, 1, 1},     // AUGRU reverse, linear_before_reset
+          {2, 2, 5, 3, 4, 0, 0, 1, 1, 0, 0},     // AUGRU, a zero length, partial
+          {0, 7, 9, 13, 17, 0, 1, 1, 1, 1, 1},   // odd sizes
+          {1, 6, 10, 11, 19, 1, 1, 1, 1, 1, 1},  // odd sizes, reverse
+          {1, 5, 7, 9, 12, 0, 0, 1, 1, 1, 1},    // TF GRU, odd sizes
+          {2, 9, 17, 18, 18, 0, 0, 1, 1, 1, 1},  // DIEN-like AUGRU
+          {0, 5, 6, 40, 33, 1, 1, 0, 1, 1, 1}};  // wider LSTM, reverse
+}
+
+namespace {
+
+// Test shape: {cell (0 LSTM, 1 GRU, 2 AUGRU), T, B, I, H, reverse, linear_before_reset,
+// lengths (0: none, 1: varied, unsorted, a 0 where B > T), bias, h0/c0, full}.
+// full: forward with workspace (training) / backward with dy, dhn and every gradient wanted;
+// else an inference forward (no workspace) / a backward with dy undefined, dx and db_* not wanted.
+struct CaseSpec {
+  RnnCell cell;
+  int64_t T, B, I, H;
+  bool reverse, lbr, lengths, bias, h0, full;
+};
+CaseSpec spec_of(const TestShape& s) {
+  AIM_CHECK(s.size() == 11,
+            "[rnn] test shape needs 11 fields {cell, T, B, I, H, reverse, linear_before_reset, "
+            "lengths, bias, h0, full}, got ",
+            shape_str(s));
+  AIM_CHECK(s[0] >= 0 && s[0] <= 2, "[rnn] test shape cell must be 0 (LSTM), 1 (GRU) or 2 (AUGRU)");
+  return {RnnCell(s[0]), s[1],      s[2],      s[3],      s[4],      s[5] != 0,
+          s[6] != 0,     s[7] != 0, s[8] != 0, s[9] != 0, s[10] != 0};
+}
+
+// Lengths T, T-1, ... wrapping to 0, T, ...: unsorted, the full length first.
+std::vector<int32_t> case_lengths(int64_t T, int64_t B) {
+  std::vector<int32_t> l(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) l[size_t(b)] = int32_t((T - b % (T + 1) + (T + 1)) % (T + 1));
+  return l;
+}
+
+// Inputs of the forward, in a case (dtype t): shared by the forward and backward makers.
+void add_fwd_inputs(TestCase& c, const CaseSpec& p, DType t, uint64_t seed) {
+  const int64_t GH = rnn_gates(p.cell) * p.H;
+  const double k = 1.0 / std::sqrt(double(p.H));  // PyTorch's init range
+  c.add_in("x", random_tensor({p.T, p.B, p.I}, t, seed, -1.0, 1.0));
+  c.add_in("lengths", p.lengths ? Tensor::from_vector(case_lengths(p.T, p.B), {p.B}) : Tensor());
+  c.add_in("h0", p.h0 ? random_tensor({p.B, p.H}, t, seed + 1, -1.0, 1.0) : Tensor());
+  c.add_in("c0", p.h0 && p.cell == RnnCell::LSTM ? random_tensor({p.B, p.H}, t, seed + 2, -1, 1)
+                                                 : Tensor());
+  c.add_in("w_ih", random_tensor({GH, p.I}, t, seed + 3, -k, k));
+  c.add_in("w_hh", random_tensor({GH, p.H}, t, seed + 4, -k, k));
+  c.add_in("b_ih", p.bias ? random_tensor({GH}, t, seed + 5, -k, k) : Tensor());
+  c.add_in("b_hh", p.bias ? random_tensor({GH}, t, seed + 6, -k, k) : Tensor());
+  c.add_in("att",
+           p.cell == RnnCell::AUGRU ? random_tensor({p.T, p.B}, t, seed + 7, 0.0, 1.0) : Tensor());
+  c.params["cell"] = double(int(p.cell));
+  c.params["reverse"] = p.reverse;
+  c.params["linear_before_reset"] = p.lbr;
+}
+
+Tensor maybe(bool want, const Tensor& t) { return want ? t : Tensor(); }
+
+}  // namespace
+
+TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
+  const CaseSpec p = spec_of(s);
+  TestCase c;
+  add_fwd_inputs(c, p, t, seed);
+  const bool lstm = p.cell == RnnCell::LSTM;
+  c.add_out("y", poison_tensor({p.T, p.B, p.H}, t));
+  c.add_out("hn", poison_tensor({p.B, p.H}, t));
+  c.add_out("cn", maybe(lstm, poison_tensor({p.B, p.H}, t)));
+  c.add_out("workspace",
+            maybe(p.full, poison_tensor({p.T, p.B, rnn_workspace_width(p.cell) * p.H}, t)));
+  return c;
+}
+
+namespace {
+
+// Lengths, h0, c0 of a case: CUDA variants get the case moved to the GPU, but lengths stay a
+// host tensor by the op's contract.
+Tensor host_lengths(const TestCase& c) {
+  const Tensor& l = c.in("lengths");
+  return l.defined() ? l.to(kCPU) : l;
+}
+
+}  // namespace
+
+RnnFwdArgs bind_fwd(const TestCase& c) {
+  RnnFwdArgs a;
+  a.cell = RnnCell(int(c.param("cell")));
+  a.reverse = c.param("reverse") != 0;
+  a.linear_before_reset = c.param("linear_before_reset") != 0;
+  a.x = c.in("x");
+  a.lengths = host_lengths(c);
+  a.h0 = c.in("h0");
+  a.c0 = c.in("c0");
+  a.w_ih = c.in("w_ih");
+  a.w_hh = c.in("w_hh");
+  a.b_ih = c.in("b_ih");
+  a.b_hh = c.in("b_hh");
+  a.att = c.in("att");
+  a.y = c.out("y");
+  a.hn = c.out("hn");
+  a.cn = c.out("cn");
+  a.workspace = c.out("workspace");
+  return a;
+}
+
+// The backward's case: the forward's outputs come from cpu.ref in the case dtype.
+TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
+  const CaseSpec p = spec_of(s);
+  const bool lstm = p.cell == RnnCell::LSTM;
+  const int64_t GH = rnn_gates(p.cell) * p.H;
+  TestCase f;
+  add_fwd_inputs(f, p, t, seed);
+  f.add_out("y", Tensor::empty({p.T, p.B, p.H}, t));
+  f.add_out("hn", Tensor());
+  f.add_out("cn", Tensor());
+  f.add_out("workspace", Tensor::empty({p.T, p.B, rnn_workspace_width(p.cell) * p.H}, t));
+  rnn_fwd_cpu_ref(bind_fwd(f));
+
+  TestCase c;
+  for (const char* n : {"x", "lengths", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh", "att"})
+    c.add_in(n, f.in(n));
+  c.add_in("y", f.out("y"));
+  c.add_in("workspace", f.out("workspace"));
+  c.add_in("dy", maybe(p.full, random_tensor({p.T, p.B, p.H}, t, seed + 10, -1.0, 1.0)));
+  // Partial cases without h0 leave dhn/dcn undefined too (zeros).
+  const bool dstate = p.full || p.h0;
+  c.add_in("dhn", maybe(dstate, random_tensor({p.B, p.H}, t, seed + 11, -1.0, 1.0)));
+  c.add_in("dcn", maybe(dstate && lstm, random_tensor({p.B, p.H}, t, seed + 12, -1.0, 1.0)));
+  c.params = f.params;
+  c.add_out("dx", maybe(p.full, poison_tensor({p.T, p.B, p.I}, t)));
+  c.add_out("dh0", poison_tensor({p.B, p.H}, t));
+  c.add_out("dc0", maybe(lstm, poison_tensor({p.B, p.H}, t)));
+  // Accumulated outputs start from random values: a variant that writes instead of adding fails.
+  c.add_out("dw_ih", random_tensor({GH, p.I}, t, seed + 13, -1.0, 1.0));
+  c.add_out("dw_hh", random_tensor({GH, p.H}, t, seed + 14, -1.0, 1.0));
+  c.add_out("db_ih", maybe(p.full, random_tensor({GH}, t, seed + 15, -1.0, 1.0)));
+  c.add_out("db_hh", maybe(p.full, random_tensor({GH}, t, seed + 16, -1.0, 1.0)));
+  c.add_out("datt", maybe(p.cell == RnnCell::AUGRU, poison_tensor({p.T, p.B}, t)));
+  return c;
+}
+
+RnnBwdArgs bind_bwd(const TestCase& c) {
+  RnnBwdArgs a;
+  a.cell = RnnCell(int(c.param("cell")));
+  a.reverse = c.param("reverse") != 0;
+  a.linear_before_reset = c.param("linear_before_reset") != 0;
+  a.x = c.in("x");
+  a.lengths = host_lengths(c);
+  a.h0 = c.in("h0");
+  a.c0 = c.in("c0");
+  a.w_ih = c.in("w_ih");
+  a.w_hh = c.in("w_hh");
+  a.b_ih = c.in("b_ih");
+  a.b_hh = c.in("b_hh");
+  a.att = c.in("att");
+  a.y = c.in("y");
+  a.workspace = c.in("workspace");
+  a.dy = c.in("dy");
+  a.dhn = c.in("dhn");
+  a.dcn = c.in("dcn");
+  a.dx = c.out("dx");
+  a.dh0 = c.out("dh0");
+  a.dc0 = c.out("dc0");
+  a.dw_ih = c.out("dw_ih");
+  a.dw_hh = c.out("dw_hh");
+  a.db_ih = c.out("db_ih");
+  a.db_hh = c.out("db_hh");
+  a.datt = c.out("datt");
+  return a;
+}
+
+// Recurrences carry rounding through T steps and the weight gradients sum T*B products.
+Tolerance rnn_tolerance(DType t, const TestShape&) {
+  if (t == DType::f16) return {1e-2, 1e-2};
+  if (t == DType::bf16) return {8e-2, 4e-2};
+  if (t == DType::f32) return {1e-4, 1e-4};
+  return default_tolerance(t);
+}
+
+// The emulator runs every thread of every step: keep its cases tiny.
+bool rnn_simt_small(const TestShape& s) {
+  const CaseSpec p = spec_of(s);
+  return p.T <= 4 && p.B <= 5 && p.H <= 8 && p.I <= 8;
+}
+
+}  // namespace aim::kernels::rnn_cpu
