@@ -353,6 +353,78 @@ void freeze_batch_statistics(layers::Module& m, std::map<std::string, int>& froz
   for (const auto& [name, c] : m.children()) freeze_batch_statistics(*c, frozen);
 }
 
+// The reducer's per-step figures summed over the steps after the first (it sets up).
+struct DistTimes {
+  double comm_s = 0, backward_s = 0, overlapped_s = 0, wait_s = 0, sparse_s = 0;
+  int64_t steps = 0;
+  void add(const dist::ReducerStats& rs) {
+    comm_s += rs.comm_s;
+    backward_s += rs.backward_s;
+    overlapped_s += rs.overlapped_s;
+    wait_s += rs.finish_wait_s;
+    sparse_s += rs.sparse_s;
+    ++steps;
+  }
+};
+
+// The data-parallel figures of a run (every rank gets them through one all_gather; rank 0 logs
+// the returned lines).
+std::string summarise_data_parallel(dist::Communicator& comm, const dist::Reducer& reducer,
+                                    const std::set<std::string>& sparse_tables, const DistTimes& t,
+                                    double samples_per_s, DistStats& d) {
+  const int ranks = comm.size();
+  const double n = double(std::max<int64_t>(t.steps, 1));
+  const std::vector<double> all =
+      gather_doubles(comm, {samples_per_s, t.comm_s / n, t.backward_s / n, t.overlapped_s / n,
+                            t.wait_s / n, t.sparse_s / n});
+  constexpr size_t kF = 6;
+  std::string dist_line;
+  {
+    d.backend = comm.backend();
+    d.ranks = ranks;
+    d.rank = comm.rank();
+    double comm_sum = 0, overlap_sum = 0;
+    for (int k = 0; k < ranks; ++k) {
+      const double* v = all.data() + size_t(k) * kF;
+      d.rank_samples_per_s.push_back(v[0]);
+      d.total_samples_per_s += v[0];
+      comm_sum += v[1];
+      d.backward_ms += v[2] * 1e3 / ranks;
+      overlap_sum += v[3];
+      d.exposed_ms += v[4] * 1e3 / ranks;
+      d.sparse_ms += v[5] * 1e3 / ranks;
+    }
+    d.allreduce_ms = comm_sum * 1e3 / ranks;
+    d.hidden_fraction = comm_sum > 0 ? overlap_sum / comm_sum : 0;
+    for (const dist::BucketInfo& b : reducer.buckets()) {
+      d.bucket_bytes.push_back(b.bytes());
+      d.grad_bytes += b.bytes();
+    }
+    d.sparse_tables.assign(sparse_tables.begin(), sparse_tables.end());
+    d.plan = reducer.plan();
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "data parallel: %d ranks (%s), %.1f samples/s in all; per step: all-reduce "
+                  "%.2f ms, backward %.2f ms, %.0f%% of the all-reduce hidden behind backward, "
+                  "%.2f ms exposed",
+                  ranks, d.backend.c_str(), d.total_samples_per_s, d.allreduce_ms, d.backward_ms,
+                  100.0 * d.hidden_fraction, d.exposed_ms);
+    dist_line = line;
+    dist_line += str("; ", d.bucket_bytes.size(), " buckets (", mb_list(d.bucket_bytes), ")");
+    if (!sparse_tables.empty()) {
+      std::snprintf(line, sizeof line, "; sparse exchange %.2f ms", d.sparse_ms);
+      dist_line += line;
+    }
+    dist_line += "\n";
+    for (int k = 0; k < ranks; ++k) {
+      std::snprintf(line, sizeof line, "  rank %d: %.1f samples/s\n", k,
+                    d.rank_samples_per_s[size_t(k)]);
+      dist_line += line;
+    }
+  }
+  return dist_line;
+}
+
 // The data-parallel parts of a rank: the gradient reducer over the parameters the optimizer
 // reads (its buckets, the sparse embedding tables), and SyncBatchNorm's collectives; logs the plan.
 struct DataParallel {
@@ -566,8 +638,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   AIM_CHECK(!opt.sync_batchnorm || comm,
             "--sync-bn synchronises batch statistics over data-parallel ranks: it needs --ranks, "
             "--gpus or a launcher");
-  double dist_comm_s = 0, dist_bwd_s = 0, dist_overlap_s = 0, dist_wait_s = 0, dist_sparse_s = 0;
-  int64_t dist_steps = 0;
+  DistTimes dist_times;  // the reducer's per-step figures, summed over the steps after the first
 
   // The loader thread produces batches in stream order; each carries the position after it so a
   // checkpoint records where the *consumed* stream stands, not the prefetched one.
@@ -720,12 +791,7 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
       const bool skipped = train_step(step_ctx, batch, step + 1, hooks);
       if (reducer && (step > r.first_step || r.total_steps - r.first_step == 1)) {
         const dist::ReducerStats& rs = reducer->last_stats();  // the first step sets up
-        dist_comm_s += rs.comm_s;
-        dist_bwd_s += rs.backward_s;
-        dist_overlap_s += rs.overlapped_s;
-        dist_wait_s += rs.finish_wait_s;
-        dist_sparse_s += rs.sparse_s;
-        ++dist_steps;
+        dist_times.add(rs);
       }
       if (skipped)
         log << "step " << step + 1 << ": gradient overflow (Inf/NaN), step skipped; loss scale -> "
@@ -844,54 +910,8 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
   r.step_p99_ms = profiler::percentile(step_ms, 99);
   std::string dist_line;
   if (comm) {
-    // Per-rank figures to every rank (one all_gather), summarised by rank 0.
-    const double n = double(std::max<int64_t>(dist_steps, 1));
-    const std::vector<double> all =
-        gather_doubles(*comm, {r.samples_per_s, dist_comm_s / n, dist_bwd_s / n, dist_overlap_s / n,
-                               dist_wait_s / n, dist_sparse_s / n});
-    constexpr size_t kF = 6;
-    DistStats& d = r.dist;
-    d.backend = comm->backend();
-    d.ranks = ranks;
-    d.rank = rank;
-    double comm_sum = 0, overlap_sum = 0;
-    for (int k = 0; k < ranks; ++k) {
-      const double* v = all.data() + size_t(k) * kF;
-      d.rank_samples_per_s.push_back(v[0]);
-      d.total_samples_per_s += v[0];
-      comm_sum += v[1];
-      d.backward_ms += v[2] * 1e3 / ranks;
-      overlap_sum += v[3];
-      d.exposed_ms += v[4] * 1e3 / ranks;
-      d.sparse_ms += v[5] * 1e3 / ranks;
-    }
-    d.allreduce_ms = comm_sum * 1e3 / ranks;
-    d.hidden_fraction = comm_sum > 0 ? overlap_sum / comm_sum : 0;
-    for (const dist::BucketInfo& b : reducer->buckets()) {
-      d.bucket_bytes.push_back(b.bytes());
-      d.grad_bytes += b.bytes();
-    }
-    d.sparse_tables.assign(sparse_tables.begin(), sparse_tables.end());
-    d.plan = reducer->plan();
-    char line[400];
-    std::snprintf(line, sizeof line,
-                  "data parallel: %d ranks (%s), %.1f samples/s in all; per step: all-reduce "
-                  "%.2f ms, backward %.2f ms, %.0f%% of the all-reduce hidden behind backward, "
-                  "%.2f ms exposed",
-                  ranks, d.backend.c_str(), d.total_samples_per_s, d.allreduce_ms, d.backward_ms,
-                  100.0 * d.hidden_fraction, d.exposed_ms);
-    dist_line = line;
-    dist_line += str("; ", d.bucket_bytes.size(), " buckets (", mb_list(d.bucket_bytes), ")");
-    if (!sparse_tables.empty()) {
-      std::snprintf(line, sizeof line, "; sparse exchange %.2f ms", d.sparse_ms);
-      dist_line += line;
-    }
-    dist_line += "\n";
-    for (int k = 0; k < ranks; ++k) {
-      std::snprintf(line, sizeof line, "  rank %d: %.1f samples/s\n", k,
-                    d.rank_samples_per_s[size_t(k)]);
-      dist_line += line;
-    }
+    dist_line = summarise_data_parallel(*comm, *reducer, sparse_tables, dist_times, r.samples_per_s,
+                                        r.dist);
     // Rank 0's checkpoint and weights are written when any rank returns.
     comm->barrier();
   }
