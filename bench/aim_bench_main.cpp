@@ -36,7 +36,8 @@ const char* kUsage =
     "  --device   where to measure (default cpu)\n"
     "  --results  append one JSON object per result line to FILE\n"
     "  --quick    smaller sizes (smoke test)\n"
-    "  --shape    op: matmul M,N,K[,Bt[,trans_a,trans_b]]; other ops their test-shape fields\n"
+    "  --shape    op: matmul M,N,K[,Bt[,trans_a,trans_b]]; other ops their test-shape fields,\n"
+    "             positionally or as name=value,...\n"
     "             (--shape ? lists them)\n"
     "  --out      op: write the rows to FILE as --format json (one array) or csv\n"
     "  --ceilings peak: write the measured ceilings to FILE (aim-train --ceilings reads it):\n"
@@ -104,6 +105,8 @@ int main(int argc, char** argv) {
         const std::string v = value("--shape");
         if (v == "?")
           lab.list_shapes = true;
+        else if (v.find('=') != std::string::npos)
+          lab.shape_named = v;  // name=value,... : the op's declared shape fields
         else
           lab.shape = aim::cli::parse_int_list("--shape", v, 0);
       } else if (a == "--dtype") {
@@ -150,7 +153,7 @@ int main(int argc, char** argv) {
               "suite: missing the suite name (deepbench or layers)");
     if (cmd == "op") {
       AIM_CHECK(!lab.op.empty(), "op: missing the op name (aim-bench op NAME --shape ...)");
-      AIM_CHECK(lab.list_shapes || !lab.shape.empty(),
+      AIM_CHECK(lab.list_shapes || !lab.shape.empty() || !lab.shape_named.empty(),
                 "op: --shape is required (--shape ? lists "
                 "the op's shape fields)");
     }

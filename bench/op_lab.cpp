@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -43,10 +44,46 @@ kernels::TestShape to_test_shape(const kernels::OpBase& op, const std::vector<in
   }
   AIM_CHECK(!op.test_shapes.empty(), "op ", op.name(), " has no test shapes to follow");
   const size_t n = op.test_shapes.front().size();
+  if (!op.shape_fields.empty())
+    AIM_CHECK(s.size() == n, "--shape for ", op.name(), ": expected ", n, " fields (",
+              op.describe_shape(op.test_shapes.back()), "), got ", join(s));
   AIM_CHECK(s.size() == n, "--shape for ", op.name(), ": expected ", n,
             " fields like its test shapes (e.g. ", join(op.test_shapes.back()), "), got ", join(s),
             " (aim-bench op ", op.name(), " --shape ? lists them)");
   return s;
+}
+
+// --shape name=value,...: every declared shape field once, in any order.
+std::vector<int64_t> named_shape(const kernels::OpBase& op, const std::string& spec) {
+  AIM_CHECK(!op.shape_fields.empty(), "--shape for ", op.name(),
+            ": the op declares no shape field names; give the numbers positionally");
+  std::vector<int64_t> r(op.shape_fields.size());
+  std::vector<bool> given(r.size(), false);
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t end = std::min(spec.find(',', start), spec.size());
+    const std::string item = spec.substr(start, end - start);
+    const size_t eq = item.find('=');
+    AIM_CHECK(eq != std::string::npos, "--shape for ", op.name(), ": '", item,
+              "' is not name=value");
+    const std::string name = item.substr(0, eq);
+    size_t k = 0;
+    while (k < r.size() && op.shape_fields[k] != name) ++k;
+    AIM_CHECK(k < r.size(), "--shape for ", op.name(), ": no field '", name,
+              "' (fields: ", op.describe_shape(op.test_shapes.back()), ")");
+    AIM_CHECK(!given[k], "--shape for ", op.name(), ": '", name, "' given twice");
+    const std::string v = item.substr(eq + 1);
+    char* end_ptr = nullptr;
+    r[k] = std::strtoll(v.c_str(), &end_ptr, 10);
+    AIM_CHECK(!v.empty() && *end_ptr == 0, "--shape for ", op.name(), ": ", name, "='", v,
+              "' is not an integer");
+    given[k] = true;
+    start = end + 1;
+  }
+  for (size_t k = 0; k < r.size(); ++k)
+    AIM_CHECK(given[k], "--shape for ", op.name(), ": field '", op.shape_fields[k],
+              "' missing (e.g. ", op.describe_shape(op.test_shapes.back()), ")");
+  return r;
 }
 
 double median(std::vector<double> v) {
@@ -202,16 +239,23 @@ std::vector<nlohmann::json> run_op_lab(const OpLabOptions& o) {
     std::cout << op->name() << ": " << op->description << "\n--shape "
               << (op->name() == "matmul" ? "M,N,K[,Bt]" : "takes the fields of its test shapes")
               << "; registered test shapes:\n";
-    for (const auto& s : op->test_shapes) std::cout << "  " << join(s) << "\n";
+    if (!op->shape_fields.empty()) {
+      std::cout << "fields:";
+      for (const auto& f : op->shape_fields) std::cout << " " << f;
+      std::cout << "\n";
+    }
+    for (const auto& s : op->test_shapes)
+      std::cout << "  " << join(s) << "    " << op->describe_shape(s) << "\n";
     return {};
   }
   const DType dt = parse_dtype(o.dtype);
-  const kernels::TestShape shape = to_test_shape(*op, o.shape);
+  const kernels::TestShape shape =
+      o.shape_named.empty() ? to_test_shape(*op, o.shape) : named_shape(*op, o.shape_named);
   AIM_CHECK(o.reps > 0, "--reps must be > 0");
   const kernels::TestCase proto = op->make_case(shape, dt, 7);
   TimedCase tc;
   tc.op = op;
-  tc.shape = o.shape;
+  tc.shape = shape;
   tc.cost = op->case_cost(proto);
   // Checking against cpu.ref at the timed shape costs a naive run of it; above ~2 GFLOP the check
   // runs on the op's largest registered test shape instead.
@@ -229,7 +273,7 @@ std::vector<nlohmann::json> run_op_lab(const OpLabOptions& o) {
   std::printf(
       "aim-bench op %s --shape %s --dtype %s on %s: %.4g GFLOP, %.4g MB per call; "
       "checked on %s\n",
-      op->name().c_str(), join(o.shape).c_str(), dtype_name(dt), o.device.c_str(),
+      op->name().c_str(), join(shape).c_str(), dtype_name(dt), o.device.c_str(),
       tc.cost.flops / 1e9, tc.cost.bytes() / 1e6,
       check_here ? "this shape" : ("test shape " + join(tc.check_shapes[0])).c_str());
   print_header();

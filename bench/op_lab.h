@@ -6,7 +6,7 @@
 //   aim-bench op unary --shape 9,0,4096,4096 --dtype f32 --variants cpu.ref,cpu.omp
 //
 // --shape: matmul takes M,N,K[,Bt[,trans_a,trans_b]]; every other op takes the fields of its
-// registered test shapes
+// registered test shapes, positionally or by the names the op declares (name=value,...)
 // (`aim-bench op NAME --shape ?` lists them with examples).
 #pragma once
 #include <cstdint>
@@ -19,6 +19,7 @@ namespace aim::bench {
 struct OpLabOptions {
   std::string op;
   std::vector<int64_t> shape;
+  std::string shape_named;  // "log=0,mask=1,...": the op's shape fields by name (replaces shape)
   std::string dtype = "f32";
   std::string variants = "all";  // all | comma-separated names
   std::string device = "cpu";    // cpu | cuda

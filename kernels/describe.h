@@ -40,7 +40,7 @@ AIM_DESCRIBE_FIELDS(AIM_DESCRIBE_DETECT)
 }  // namespace describe_detail
 
 template <class Args>
-std::string describe_args(const Args& a) {
+std::string describe_args_by_common_names(const Args& a) {
   std::string s;
 #define AIM_DESCRIBE_ADD(name) \
   if constexpr (describe_detail::has_##name<Args>::value) describe_detail::add(s, #name, a.name);

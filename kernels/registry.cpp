@@ -38,6 +38,45 @@ double TestCase::param(const std::string& name) const {
   return it->second;
 }
 
+void OpBase::check_shape_fields(const TestShape& s) const {
+  AIM_CHECK(shape_fields.empty() || s.size() == shape_fields.size(), "[", name_, "] test shape {",
+            shape_str(s), "} has ", s.size(), " numbers; the op declares ", shape_fields.size(),
+            " (", describe_shape(TestShape(shape_fields.size(), 0)), ")");
+}
+
+void OpBase::set_shape_fields(std::vector<std::string> names) {
+  shape_fields = std::move(names);
+  for (const TestShape& s : test_shapes) check_shape_fields(s);
+}
+
+std::string OpBase::describe_shape(const TestShape& s) const {
+  if (shape_fields.size() != s.size()) return "{" + shape_str(s) + "}";
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? " " : "") + shape_fields[i] + "=" + std::to_string(s[i]);
+  return r;
+}
+
+void fields_detail::Binder::check_all_claimed() const {
+  auto claimed_name = [&](const std::string& n) {
+    for (const auto& k : claimed)
+      if (k == n) return true;
+    return false;
+  };
+  for (const auto& t : c.inputs)
+    AIM_CHECK(claimed_name(t.name), "[", op, "] test case input '", t.name,
+              "' is not a field of the op's arguments");
+  for (const auto& t : c.outputs)
+    AIM_CHECK(claimed_name(t.name), "[", op, "] test case output '", t.name,
+              "' is not a field of the op's arguments");
+  for (const auto& [n, v] : c.params)
+    AIM_CHECK(claimed_name(n), "[", op, "] test case parameter '", n,
+              "' is not a field of the op's arguments");
+  for (const auto& [n, v] : c.lists)
+    AIM_CHECK(claimed_name(n), "[", op, "] test case list '", n,
+              "' is not a field of the op's arguments");
+}
+
 Tolerance default_tolerance(DType t) {
   switch (t) {
     case DType::f64:

@@ -22,35 +22,10 @@
 #include <typeindex>
 #include <vector>
 
-#include "kernels/describe.h"
+#include "kernels/fields.h"
 #include "kernels/op.h"
 
 namespace aim::kernels {
-
-using TestShape = std::vector<int64_t>;
-std::string shape_str(const TestShape& s, const char* sep = ",");
-
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;
-};
-
-// One test case: inputs (read) and outputs (written or accumulated) with their initial content,
-// plus scalar parameters. Built on the CPU by an op's case maker.
-struct TestCase {
-  std::vector<NamedTensor> inputs, outputs;
-  std::map<std::string, double> params;
-  const Tensor& in(const std::string& name) const;
-  const Tensor& out(const std::string& name) const;
-  double param(const std::string& name) const;
-  void add_in(const std::string& name, Tensor t) { inputs.push_back({name, std::move(t)}); }
-  void add_out(const std::string& name, Tensor t) { outputs.push_back({name, std::move(t)}); }
-};
-
-struct Tolerance {
-  double atol = 0, rtol = 0;
-};
-Tolerance default_tolerance(DType t);
 
 struct VariantInfo {
   std::string name;
@@ -77,6 +52,12 @@ class OpBase {
   std::string default_variant(Backend b, DType t) const;
 
   // Test description.
+  // What each number of a test shape means, declared once per op (softmax: {"log", "mask", "dim",
+  // "d0", "d1", "d2"}): every registered shape must have that many numbers; tests and aim-bench
+  // print shapes with the names, and aim-bench op's --shape takes name=value.
+  std::vector<std::string> shape_fields;
+  void set_shape_fields(std::vector<std::string> names);
+  std::string describe_shape(const TestShape& s) const;  // "log=0 mask=1 dim=-1 d0=2 ..."
   std::vector<TestShape> test_shapes;
   std::function<TestCase(const TestShape&, DType, uint64_t seed)> make_case;
   std::function<Tolerance(DType, const TestShape&)> tolerance;  // empty: default_tolerance
@@ -88,6 +69,7 @@ class OpBase {
   std::string description;
 
  protected:
+  void check_shape_fields(const TestShape& s) const;
   std::string name_;
   std::map<Backend, std::string> defaults_;
   std::map<std::pair<Backend, DType>, std::string> dtype_defaults_;
@@ -193,7 +175,10 @@ class Op final : public OpBase {
   void set_bind(std::function<Args(const TestCase&)> f) { bind_ = std::move(f); }
   void set_cost(std::function<Cost(const Args&)> f) { cost_ = std::move(f); }
   void add_test_shapes(std::vector<TestShape> shapes) {
-    for (auto& s : shapes) test_shapes.push_back(std::move(s));
+    for (auto& s : shapes) {
+      check_shape_fields(s);
+      test_shapes.push_back(std::move(s));
+    }
   }
 
   // Runs the selected variant.
@@ -251,21 +236,18 @@ class Op final : public OpBase {
     return r;
   }
   std::string run_case(const std::string& variant, Backend b, const TestCase& c) override {
-    AIM_CHECK(bind_, "[", name_, "] has no test binder");
     const Variant<Args>* v = nullptr;
     for (const auto& e : variants_)
       if (e.name == variant && e.backend == b) v = &e;
     AIM_CHECK(v, "[", name_, "] no variant ", variant, " on ", backend_name(b));
-    const Args a = bind_(c);
+    const Args a = bind(c);
     std::string why = reason(*v, a);
     if (!why.empty()) return why;
     v->calls->fetch_add(1, std::memory_order_relaxed);
     v->run(a);
     return "";
   }
-  Cost case_cost(const TestCase& c) const override {
-    return bind_ && cost_ ? cost_(bind_(c)) : Cost{};
-  }
+  Cost case_cost(const TestCase& c) const override { return cost_ ? cost_(bind(c)) : Cost{}; }
   std::vector<std::pair<std::string, int64_t>> call_counts() const override {
     std::vector<std::pair<std::string, int64_t>> r;
     for (const auto& v : variants_) r.push_back({v.name, v.calls->load()});
@@ -274,6 +256,15 @@ class Op final : public OpBase {
   const std::vector<Variant<Args>>& variants() const { return variants_; }
 
  private:
+  // The test binder: derived from the Args' field declaration (kernels/fields.h), unless set.
+  Args bind(const TestCase& c) const {
+    if (bind_) return bind_(c);
+    if constexpr (declares_fields<Args>) {
+      return bind_case<Args>(c, name_);
+    } else {
+      AIM_FAIL("[", name_, "] has no test binder");
+    }
+  }
   static bool backend_fits(Backend b, bool on_cuda) {
     return on_cuda ? b == Backend::CUDA : (b == Backend::CPU || b == Backend::SIMT);
   }

@@ -61,6 +61,7 @@ TestCase transfer_case(const TestCase& c, Device d, bool cast_floats, DType floa
                        bool guard_outputs) {
   TestCase r;
   r.params = c.params;
+  r.lists = c.lists;
   auto target = [&](const Tensor& t) {
     return cast_floats && is_floating(t.dtype()) ? float_dtype : t.dtype();
   };

@@ -22,6 +22,11 @@ struct SoftmaxArgs {
   bool log = false;  // log-softmax
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("y", s.y), f.in_opt("mask", s.mask);
+    f.param("dim", s.dim), f.param("log", s.log);
+  }
 };
 
 struct SoftmaxBwdArgs {
@@ -31,6 +36,11 @@ struct SoftmaxBwdArgs {
   bool log = false;
   Device device() const { return dy.device(); }
   DType dtype() const { return dy.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.in("y", s.y), f.out("dx", s.dx), f.in_opt("mask", s.mask);
+    f.param("dim", s.dim), f.param("log", s.log);
+  }
 };
 
 constexpr int kSoftmaxMaxDims = 8;

@@ -327,35 +327,32 @@ Tensor make_mask(const TestShape& s, uint64_t seed) {
 
 TestCase make_softmax_case(const TestShape& s, DType t, uint64_t seed) {
   const Shape x{s[3], s[4], s[5]};
-  TestCase c;
-  c.add_in("x", random_tensor(x, t, seed, -4, 4));
-  if (s[1] != 0) c.add_in("mask", make_mask(s, seed));
-  c.add_out("y", poison_tensor(x, t));
-  c.params["log"] = double(s[0]);
-  c.params["dim"] = double(s[2]);
-  return c;
+  SoftmaxArgs a;
+  a.x = random_tensor(x, t, seed, -4, 4);
+  a.mask = make_mask(s, seed);
+  a.y = poison_tensor(x, t);
+  a.log = s[0] != 0;
+  a.dim = s[2];
+  return to_case(a);
 }
 
 TestCase make_softmax_bwd_case(const TestShape& s, DType t, uint64_t seed) {
   const Shape x{s[3], s[4], s[5]};
-  TestCase c;
-  c.add_in("dy", random_tensor(x, t, seed, -1, 1));
+  SoftmaxBwdArgs a;
+  a.dy = random_tensor(x, t, seed, -1, 1);
   // y: probabilities summing to about 1 along dim (softmax) or log-probabilities (log-softmax).
   const int64_t C = x[size_t(s[2] < 0 ? s[2] + 3 : s[2])];
-  c.add_in("y", s[0] ? random_tensor(x, t, seed + 7, -6, 0)
-                     : random_tensor(x, t, seed + 7, 0, 2.0 / double(C)));
-  if (s[1] != 0) c.add_in("mask", make_mask(s, seed));
-  c.add_out("dx", poison_tensor(x, t));
-  c.params["log"] = double(s[0]);
-  c.params["dim"] = double(s[2]);
-  return c;
+  a.y = s[0] ? random_tensor(x, t, seed + 7, -6, 0)
+             : random_tensor(x, t, seed + 7, 0, 2.0 / double(C));
+  a.mask = make_mask(s, seed);
+  a.dx = poison_tensor(x, t);
+  a.log = s[0] != 0;
+  a.dim = s[2];
+  return to_case(a);
 }
 
-Tensor optional_input(const TestCase& c, const char* name) {
-  for (const auto& i : c.inputs)
-    if (i.name == name) return i.tensor;
-  return Tensor();
-}
+// Test shape fields: mask codes as make_mask.
+std::vector<std::string> softmax_shape_fields() { return {"log", "mask", "dim", "d0", "d1", "d2"}; }
 
 std::vector<TestShape> softmax_test_shapes() {
   std::vector<TestShape> v;
@@ -399,16 +396,8 @@ void register_softmax_cpu(Registry& r) {
   f.add({"cpu.omp", Backend::CPU, Provider::Own, softmax_cpu_omp, floats});
   f.set_default(Backend::CPU, "cpu.omp");
   f.set_cost(softmax_cost);
-  f.set_bind([](const TestCase& c) {
-    SoftmaxArgs a;
-    a.x = c.in("x");
-    a.y = c.out("y");
-    a.mask = optional_input(c, "mask");
-    a.dim = int64_t(c.param("dim"));
-    a.log = c.param("log") != 0;
-    return a;
-  });
   f.make_case = make_softmax_case;
+  f.set_shape_fields(softmax_shape_fields());
   f.add_test_shapes(softmax_test_shapes());
   f.small_enough_for_simt = simt_ok;
 
@@ -418,17 +407,8 @@ void register_softmax_cpu(Registry& r) {
   b.add({"cpu.omp", Backend::CPU, Provider::Own, softmax_bwd_cpu_omp, floats});
   b.set_default(Backend::CPU, "cpu.omp");
   b.set_cost(softmax_bwd_cost);
-  b.set_bind([](const TestCase& c) {
-    SoftmaxBwdArgs a;
-    a.dy = c.in("dy");
-    a.y = c.in("y");
-    a.dx = c.out("dx");
-    a.mask = optional_input(c, "mask");
-    a.dim = int64_t(c.param("dim"));
-    a.log = c.param("log") != 0;
-    return a;
-  });
   b.make_case = make_softmax_bwd_case;
+  b.set_shape_fields(softmax_shape_fields());
   // Row sums of C terms: rounding grows like sqrt(C).
   b.tolerance = [](DType t, const TestShape& s) {
     const int64_t C = s[size_t(3 + (s[2] < 0 ? s[2] + 3 : s[2]))];

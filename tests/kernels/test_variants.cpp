@@ -54,7 +54,7 @@ class VariantTest : public ::testing::Test {
           continue;
         }
         SCOPED_TRACE(op_->name() + " " + v_.name + " " + dtype_name(t) + " shape {" + shape_str(s) +
-                     "}");
+                     "} " + op_->describe_shape(s));
         CheckResult r;
         try {
           r = check_variant(*op_, v_.name, v_.backend, s, t, seed++);
