@@ -30,6 +30,7 @@
 #include "profiler/run_info.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
+#include "train/data_parallel.h"
 #include "train/dist/communicator.h"
 #include "train/dist/launch.h"
 #include "train/dist/mpi_backend.h"

@@ -3,11 +3,19 @@
 // clipping + optimizer step, periodic evaluation of the model's metrics, NaN/Inf detection,
 // step-time percentiles, and resumable safetensors checkpoints.
 //
-// The pieces, each in its own file: the step itself (train/step.h: train_step, one screen), the
-// captured step of --cuda-graph (train/graph_step.h), the one host read of the losses, flags and
-// device errors (train/readback.h), and here the run around them: setup, the data-parallel setup
-// (reducer, sparse tables, SyncBatchNorm), the loop (data, logging, evaluation, checkpoints) and
-// the report (profiler/report.h, shared with aim-infer). What a model or a layer must decide is
+// The pieces, each in its own file, in the order a rank uses them (train_rank in trainer.cpp is
+// the loop over them, about a hundred lines):
+// - train/rank_setup.h: RankState, what a rank holds for its run (model, optimizer, data, schedule,
+//   mixed precision, checkpoint metadata, --resume);
+// - train/data_parallel.h: the rank's share of the data (RankShard), the gradient reducer,
+//   sparse tables and SyncBatchNorm, and the data-parallel summary;
+// - train/batch_feed.h: the loader thread's batches (pinned on a GPU, positions for checkpoints);
+// - train/step.h: train_step, one screen: forward, loss, backward, all-reduce, unscale, clip,
+//   optimizer; train/graph_step.h: its captured form (--cuda-graph);
+// - train/reporter.h: between the steps: the one host read of losses, flags and device errors
+//   (train/readback.h), progress lines, evaluation, checkpoints (train/checkpoint.h), the
+//   profiled window and its report (profiler/report.h, shared with aim-infer), the closing figures;
+// - TestHooks below: fault injection for tests, off by default. What a model or a layer must decide is
 // asked of it (ModelEntry::optimizers, Module::uses_batch_statistics and friends): no file in
 // train/ names a model or a layer type (tests/house/check_model_knowledge.py).
 //
@@ -28,9 +36,9 @@
 // source and reads the training stream in interleaved blocks of batch_size: at step s (0-based)
 // rank r takes samples [(s N + r) B, (s N + r + 1) B) of the stream a single process at batch N B
 // would read as [s N B, (s + 1) N B), so the union of the ranks' batches is exactly the
-// single-process batch (RankShard below). Evaluation, logs, checkpoints and weights are rank 0's;
-// the logged loss is the mean over ranks (the loss of the N B batch). Checkpoints record the
-// global stream position and the rank count (resuming needs the same count).
+// single-process batch (RankShard, train/data_parallel.h). Evaluation, logs, checkpoints and
+// weights are rank 0's; the logged loss is the mean over ranks (the loss of the N B batch).
+// Checkpoints record the global stream position and the rank count (resuming needs the same count).
 //
 // Batch statistics (BatchNorm in training mode, Dice) are computed per rank over its B samples,
 // as PyTorch DDP without SyncBatchNorm: such models are not batch-split invariant, and the run
@@ -49,6 +57,7 @@
 #include "layers/module.h"
 #include "models/registry.h"
 #include "train/amp.h"
+#include "train/checkpoint.h"
 #include "train/optim.h"
 
 namespace aim::dist {
@@ -73,21 +82,6 @@ struct DistOptions {
   // is abandoned instead of waited for (dist::run_ranks): the error is thrown, the thread left
   // behind. Only for callers that end the process right after: aim-train sets it.
   bool abandon_stuck_ranks = false;
-};
-
-// Rank `rank` of `ranks` reading `source`'s training stream in interleaved blocks of `batch`
-// (see the top of the file). global_position is the position of the single-process stream
-// (a multiple of ranks * batch at step boundaries).
-class RankShard {
- public:
-  RankShard(data::BatchSource& source, int rank, int ranks, int64_t batch, int64_t global_position);
-  TensorMap next();                 // this rank's next B samples
-  int64_t global_position() const;  // after the steps read so far
-
- private:
-  data::BatchSource& src_;
-  int rank_, ranks_;
-  int64_t batch_;
 };
 
 struct OptimizerOptions {
@@ -217,26 +211,6 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParamete
 // The schedule named `name` for a run of `total` steps; unknown names list the choices.
 LRSchedule make_schedule(const std::string& name, double lr, int64_t warmup, int64_t total,
                          double poly_power = 1);
-
-std::string checkpoint_path(const std::string& dir);
-// Writes <dir>/checkpoint.safetensors (creating dir) atomically through save_safetensors.
-void save_checkpoint(const std::string& dir, int64_t step, const layers::Module& model,
-                     const Optimizer& opt, int64_t data_position,
-                     const std::map<std::string, std::string>& extra_metadata = {});
-struct CheckpointInfo {
-  int64_t step = 0, data_position = 0;
-  std::map<std::string, std::string> metadata;
-};
-// Loads <dir>/checkpoint.safetensors into model and optimizer (strict); errors name the file.
-CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Optimizer& opt);
-
-// The data-parallel plan of a model (aim-train M --dist-plan; tools/scaling_table.py builds
-// docs/scaling.md from it): one JSON object with the parameter count, the dense gradient bytes of
-// a step, the Reducer's bucket plan at bucket_mb (the buckets' bytes, in launch order), the
-// embedding tables with the rows one training step at `batch` touches (what --embedding-comm
-// sparse would send), and the analytic training FLOPs of a step at `batch`. CPU, one process.
-std::string data_parallel_plan(const models::ModelEntry& entry, const models::ModelConfig& cfg,
-                               int64_t batch, double bucket_mb, uint64_t seed);
 
 // Trains `entry`'s model in configuration `cfg`; log lines (or the progress bar) go to `log`.
 // A NaN/Inf loss throws aim::Error naming the step; with opt.resume, continues from the

@@ -23,6 +23,7 @@
 #include "tensor/safetensors.h"
 #include "tests/support/common.h"
 #include "tests/support/train_compare.h"
+#include "train/data_parallel.h"
 #include "train/trainer.h"
 
 namespace aim::train {

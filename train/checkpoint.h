@@ -1,0 +1,31 @@
+// Training checkpoints: the model's and the optimizer's state with the stream position and the
+// run's metadata in one safetensors file, <dir>/checkpoint.safetensors; --resume reads it back and
+// refuses a checkpoint written by a different run (model, config, optimizer, data, batch, ranks).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "layers/module.h"
+#include "train/optim.h"
+
+namespace aim::train {
+
+std::string checkpoint_path(const std::string& dir);
+// Writes <dir>/checkpoint.safetensors (creating dir) atomically through save_safetensors.
+void save_checkpoint(const std::string& dir, int64_t step, const layers::Module& model,
+                     const Optimizer& opt, int64_t data_position,
+                     const std::map<std::string, std::string>& extra_metadata = {});
+struct CheckpointInfo {
+  int64_t step = 0, data_position = 0;
+  std::map<std::string, std::string> metadata;
+};
+// Loads <dir>/checkpoint.safetensors into model and optimizer (strict); errors name the file.
+CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Optimizer& opt);
+
+// --resume: the checkpoint's metadata must match this run's `meta` (its amp_* entries, the loss
+// scaler's state, excepted) and its rank count `ranks`; else an error naming the difference.
+void check_resume_matches(const CheckpointInfo& ci, const std::map<std::string, std::string>& meta,
+                          int ranks, const std::string& path);
+
+}  // namespace aim::train
