@@ -1,7 +1,8 @@
 // Local response normalisation across channels, as torch.nn.LocalResponseNorm(size, alpha, beta, k)
 // over x [N, C, ...] (contiguous; trailing dims folded into S):
-//   scale[n,c,s] = k + alpha/size * sum_{c' = c - size/2}^{c + (size-1)/2} x[n,c',s]^2  (c' in [0,
-//   C)) y = x * scale^-beta
+//   scale[n,c,s] = k + alpha/size * sum_{c' = c - size/2}^{c + (size-1)/2} x[n,c',s]^2
+//                  (c' in [0, C))
+//   y = x * scale^-beta
 // TensorFlow's tf.nn.lrn(depth_radius r, bias, alpha, beta) is size = 2r+1, alpha*size, k = bias.
 // Math and gradient: kernels/norm/README.md
 #pragma once
