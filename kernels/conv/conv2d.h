@@ -18,6 +18,13 @@ struct Conv2dParams {
   int64_t dil_h = 1, dil_w = 1;
   int64_t groups = 1;
   bool symmetric_padding() const { return pad_top == pad_bottom && pad_left == pad_right; }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.param("stride_h", s.stride_h), f.param("stride_w", s.stride_w);
+    f.param("pad_top", s.pad_top), f.param("pad_bottom", s.pad_bottom);
+    f.param("pad_left", s.pad_left), f.param("pad_right", s.pad_right);
+    f.param("dil_h", s.dil_h), f.param("dil_w", s.dil_w), f.param("groups", s.groups);
+  }
 };
 
 // Output extent of one spatial axis (0 or less: the window does not fit).
@@ -42,6 +49,11 @@ struct Conv2dFwdArgs {
   Conv2dParams p;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in("w", s.w), f.in_opt("bias", s.bias), f.out("y", s.y);
+    f.group(s.p);
+  }
 };
 
 struct Conv2dBwdDataArgs {
@@ -51,6 +63,11 @@ struct Conv2dBwdDataArgs {
   Conv2dParams p;
   Device device() const { return dy.device(); }
   DType dtype() const { return dy.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.in("w", s.w), f.out("dx", s.dx);
+    f.group(s.p);
+  }
 };
 
 struct Conv2dBwdFilterArgs {
@@ -61,6 +78,11 @@ struct Conv2dBwdFilterArgs {
   Conv2dParams p;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.in("x", s.x), f.out("dw", s.dw), f.out_opt("dbias", s.dbias);
+    f.group(s.p);
+  }
 };
 
 // Multiply-adds of one direct convolution: N*K*P*Q * (C/G)*R*S; each direction does the same.

@@ -23,6 +23,7 @@
 //   bwd_filter over images in parallel accumulates one partial dw per thread, added into dw in
 //   thread order. Column buffers are thread_local and only grow: no allocation or page faults in
 //   steady state.
+// Test cases: conv2d_cases.cpp.
 #include <omp.h>
 
 #include <algorithm>
@@ -30,7 +31,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -39,11 +39,11 @@
 #endif
 
 #include "kernels/conv/conv2d.h"
+#include "kernels/conv/conv2d_cpu.h"
 #include "kernels/conv/conv2d_winograd.h"
 #include "kernels/conv/cpu_blocks.h"
 #include "kernels/matmul/gemm_avx512.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -731,121 +731,6 @@ std::string im2col_supports_dims(const Dims& d) {
   return "";
 }
 
-// ---- test cases -----------------------------------------------------------------------------
-// TestShape: {N, C, H, W, K, R, S, stride, pad, dil, groups, bias}. pad >= 0: the same on every
-// side; pad == -1: TensorFlow SAME (asymmetric when the total is odd). bias: fwd adds a bias,
-// bwd_filter accumulates dbias.
-
-Conv2dParams params_of(const TestShape& s) {
-  Conv2dParams p;
-  p.stride_h = p.stride_w = s[7];
-  p.dil_h = p.dil_w = s[9];
-  p.groups = s[10];
-  if (s[8] >= 0) {
-    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = s[8];
-  } else {
-    std::tie(p.pad_top, p.pad_bottom) = tf_same_padding(s[2], s[5], s[7], s[9]);
-    std::tie(p.pad_left, p.pad_right) = tf_same_padding(s[3], s[6], s[7], s[9]);
-  }
-  return p;
-}
-
-void put_params(TestCase& c, const Conv2dParams& p) {
-  c.params["stride_h"] = double(p.stride_h);
-  c.params["stride_w"] = double(p.stride_w);
-  c.params["pad_top"] = double(p.pad_top);
-  c.params["pad_bottom"] = double(p.pad_bottom);
-  c.params["pad_left"] = double(p.pad_left);
-  c.params["pad_right"] = double(p.pad_right);
-  c.params["dil_h"] = double(p.dil_h);
-  c.params["dil_w"] = double(p.dil_w);
-  c.params["groups"] = double(p.groups);
-}
-
-Conv2dParams get_params(const TestCase& c) {
-  Conv2dParams p;
-  p.stride_h = int64_t(c.param("stride_h"));
-  p.stride_w = int64_t(c.param("stride_w"));
-  p.pad_top = int64_t(c.param("pad_top"));
-  p.pad_bottom = int64_t(c.param("pad_bottom"));
-  p.pad_left = int64_t(c.param("pad_left"));
-  p.pad_right = int64_t(c.param("pad_right"));
-  p.dil_h = int64_t(c.param("dil_h"));
-  p.dil_w = int64_t(c.param("dil_w"));
-  p.groups = int64_t(c.param("groups"));
-  return p;
-}
-
-struct CaseDims {
-  Conv2dParams p;
-  int64_t N, C, H, W, K, R, S, P, Q;
-};
-CaseDims case_dims(const TestShape& s) {
-  AIM_CHECK(s.size() == 12, "[conv2d] test shape needs 12 fields {N, C, H, W, K, R, S, stride, ",
-            "pad (-1: TF SAME), dil, groups, bias}, got ", shape_str(s));
-  CaseDims c;
-  c.p = params_of(s);
-  c.N = s[0];
-  c.C = s[1];
-  c.H = s[2];
-  c.W = s[3];
-  c.K = s[4];
-  c.R = s[5];
-  c.S = s[6];
-  c.P = conv2d_out_size(c.H, c.R, c.p.stride_h, c.p.pad_top, c.p.pad_bottom, c.p.dil_h);
-  c.Q = conv2d_out_size(c.W, c.S, c.p.stride_w, c.p.pad_left, c.p.pad_right, c.p.dil_w);
-  return c;
-}
-
-TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const CaseDims d = case_dims(s);
-  TestCase c;
-  c.add_in("x", random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0));
-  c.add_in("w", random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 1, -1.0, 1.0));
-  c.add_in("bias", s[11] ? random_tensor({d.K}, t, seed + 2, -1.0, 1.0) : Tensor());
-  c.add_out("y", poison_tensor({d.N, d.K, d.P, d.Q}, t));
-  put_params(c, d.p);
-  return c;
-}
-
-TestCase make_bwd_data_case(const TestShape& s, DType t, uint64_t seed) {
-  const CaseDims d = case_dims(s);
-  TestCase c;
-  c.add_in("dy", random_tensor({d.N, d.K, d.P, d.Q}, t, seed + 3, -1.0, 1.0));
-  c.add_in("w", random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 1, -1.0, 1.0));
-  c.add_out("dx", poison_tensor({d.N, d.C, d.H, d.W}, t));
-  put_params(c, d.p);
-  return c;
-}
-
-TestCase make_bwd_filter_case(const TestShape& s, DType t, uint64_t seed) {
-  const CaseDims d = case_dims(s);
-  TestCase c;
-  c.add_in("dy", random_tensor({d.N, d.K, d.P, d.Q}, t, seed + 3, -1.0, 1.0));
-  c.add_in("x", random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0));
-  // Accumulated outputs start from random values: a variant that writes instead of adding fails.
-  c.add_out("dw", random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 4, -1.0, 1.0));
-  c.add_out("dbias", s[11] ? random_tensor({d.K}, t, seed + 5, -1.0, 1.0) : Tensor());
-  put_params(c, d.p);
-  return c;
-}
-
-// Sums of up to a few thousand products of values in [-1, 1]: the magnitude grows like the square
-// root of the terms, so 16-bit outputs carry an absolute rounding error beyond the default.
-Tolerance conv_tolerance(DType t, const TestShape&) {
-  if (t == DType::f16) return {1e-2, 4e-3};
-  if (t == DType::bf16) return {6e-2, 2e-2};
-  if (t == DType::f32) return {1e-4, 1e-4};
-  return default_tolerance(t);
-}
-
-// Direct-convolution work of a shape, for the emulator's budget.
-bool conv_simt_small(const TestShape& s) {
-  const CaseDims d = case_dims(s);
-  const double macs = double(d.N * d.K * d.P * d.Q) * double(d.C / d.p.groups) * double(d.R * d.S);
-  return macs <= 2.0e6;
-}
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
 }  // namespace
@@ -867,38 +752,11 @@ std::string winograd_rule(const Tensor& t, const Tensor& w, const Conv2dParams& 
 }
 
 void register_conv2d_cpu(Registry& r) {
-  // {N, C, H, W, K, R, S, stride, pad (-1: TF SAME), dil, groups, bias}; the last one is the
-  // largest (aim-bench op checks big timed shapes on it).
-  const std::vector<TestShape> shapes = {
-      {1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1},       // tiny 1x1x1x1
-      {2, 7, 5, 6, 13, 1, 1, 1, 0, 1, 1, 1},      // 1x1 pointwise, odd channels
-      {3, 3, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1},      // 3x3 pad 1, non-square
-      {2, 13, 8, 7, 3, 5, 5, 1, 2, 1, 1, 0},      // 5x5 pad 2
-      {1, 3, 17, 15, 5, 7, 7, 2, 3, 1, 1, 1},     // 7x7 stride 2 pad 3 (ResNet stem)
-      {2, 5, 9, 10, 6, 3, 3, 2, 1, 1, 1, 0},      // 3x3 stride 2
-      {2, 4, 11, 9, 7, 1, 1, 2, 0, 1, 1, 1},      // 1x1 stride 2 (downsample)
-      {1, 6, 13, 12, 4, 3, 3, 1, 2, 2, 1, 1},     // dilation 2
-      {2, 6, 7, 9, 10, 3, 3, 1, 1, 1, 2, 1},      // groups 2
-      {2, 8, 10, 7, 8, 3, 3, 1, 1, 1, 8, 1},      // depthwise
-      {1, 7, 6, 5, 14, 3, 3, 2, 1, 1, 7, 0},      // depthwise multiplier 2, stride 2
-      {2, 3, 9, 7, 5, 2, 2, 2, -1, 1, 1, 1},      // TF SAME, even kernel, odd input, stride 2
-      {1, 4, 11, 13, 3, 4, 4, 2, -1, 1, 1, 0},    // TF SAME 4x4 stride 2 (asymmetric pads)
-      {1, 3, 7, 31, 2, 3, 2, 1, 0, 1, 1, 1},      // unpadded, rectangular kernel
-      {2, 31, 9, 9, 33, 3, 3, 1, 1, 1, 1, 1},     // channels around 32
-      {1, 16, 79, 79, 4, 3, 3, 2, 1, 1, 1, 1},    // stride 2 over several column chunks
-      {1, 16, 45, 47, 3, 3, 3, 1, 0, 1, 1, 0},    // unpadded (Q != W) over several chunks
-      {1, 136, 5, 5, 140, 1, 1, 1, 0, 1, 1, 1},   // 136/140 channels: several GPU row tiles
-      {7, 5, 4, 6, 9, 3, 3, 1, 1, 1, 1, 1},       // small images: blocks of images, last partial
-      {9, 6, 3, 5, 4, 1, 1, 1, 0, 1, 2, 1},       // pointwise grouped, blocks of images
-      {6, 4, 5, 7, 6, 2, 2, 2, -1, 1, 1, 0},      // strided TF SAME, blocks of images
-      {2, 5, 7, 8, 4, 3, 3, 1, 2, 1, 1, 1},       // 3x3 pad 2 (winograd: patches beyond x)
-      {1, 8, 70, 66, 5, 3, 3, 1, 1, 1, 1, 1},     // winograd: chunks of tile rows of one image
-      {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1}};  // ResNet-like (too big for the emulator)
-
-  auto configure = [&](auto& op) {
-    op.add_test_shapes(shapes);
-    op.tolerance = conv_tolerance;
-    op.small_enough_for_simt = conv_simt_small;
+  auto configure = [](auto& op) {
+    op.set_shape_fields(conv_cpu::conv2d_shape_fields());
+    op.add_test_shapes(conv_cpu::conv2d_test_shapes());
+    op.tolerance = conv_cpu::conv2d_tolerance;
+    op.small_enough_for_simt = conv_cpu::conv2d_simt_small;
   };
   const bool fast = have_fast_gemm();
   auto im2col_supports = [](const auto& dims) { return im2col_supports_dims(dims); };
@@ -934,16 +792,7 @@ void register_conv2d_cpu(Registry& r) {
                        [](const Conv2dFwdArgs& a) { return winograd_rule(a.x, a.w, a.p, a.y); });
   if (fast) f.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
   f.set_cost(conv2d_fwd_cost);
-  f.set_bind([](const TestCase& c) {
-    Conv2dFwdArgs a;
-    a.x = c.in("x");
-    a.w = c.in("w");
-    a.bias = c.in("bias");
-    a.y = c.out("y");
-    a.p = get_params(c);
-    return a;
-  });
-  f.make_case = make_fwd_case;
+  f.make_case = conv_cpu::make_conv2d_fwd_case;
   configure(f);
 
   auto& bd = r.op<Conv2dBwdDataArgs>("conv2d_bwd_data");
@@ -978,15 +827,7 @@ void register_conv2d_cpu(Registry& r) {
     });
   if (fast) bd.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
   bd.set_cost(conv2d_bwd_data_cost);
-  bd.set_bind([](const TestCase& c) {
-    Conv2dBwdDataArgs a;
-    a.dy = c.in("dy");
-    a.w = c.in("w");
-    a.dx = c.out("dx");
-    a.p = get_params(c);
-    return a;
-  });
-  bd.make_case = make_bwd_data_case;
+  bd.make_case = conv_cpu::make_conv2d_bwd_data_case;
   configure(bd);
 
   auto& bf = r.op<Conv2dBwdFilterArgs>("conv2d_bwd_filter");
@@ -1021,16 +862,7 @@ void register_conv2d_cpu(Registry& r) {
     });
   if (fast) bf.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
   bf.set_cost(conv2d_bwd_filter_cost);
-  bf.set_bind([](const TestCase& c) {
-    Conv2dBwdFilterArgs a;
-    a.dy = c.in("dy");
-    a.x = c.in("x");
-    a.dw = c.out("dw");
-    a.dbias = c.out("dbias");
-    a.p = get_params(c);
-    return a;
-  });
-  bf.make_case = make_bwd_filter_case;
+  bf.make_case = conv_cpu::make_conv2d_bwd_filter_case;
   configure(bf);
 }
 

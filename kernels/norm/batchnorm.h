@@ -30,6 +30,15 @@ struct BatchNormFwdArgs {
   double eps = 1e-5;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  // The running statistics are declared as outputs: training updates them in place, so a test
+  // compares them; in eval they are only read (and compare equal to their initial content).
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in_opt("gamma", s.gamma), f.in_opt("beta", s.beta);
+    f.out_opt("running_mean", s.running_mean), f.out_opt("running_var", s.running_var);
+    f.out("y", s.y), f.out_opt("save_mean", s.save_mean), f.out_opt("save_rstd", s.save_rstd);
+    f.param("training", s.training), f.param("momentum", s.momentum), f.param("eps", s.eps);
+  }
 };
 
 struct BatchNormBwdArgs {
@@ -41,6 +50,13 @@ struct BatchNormBwdArgs {
   bool training = true;         // false: statistics were constants (frozen BN): dx = dy*gamma*rstd
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.in("x", s.x), f.in_opt("gamma", s.gamma);
+    f.in("save_mean", s.save_mean), f.in("save_rstd", s.save_rstd);
+    f.out_opt("dx", s.dx), f.out_opt("dgamma", s.dgamma), f.out_opt("dbeta", s.dbeta);
+    f.param("training", s.training);
+  }
 };
 
 inline Cost batchnorm_fwd_cost(const BatchNormFwdArgs& a) {

@@ -7,6 +7,9 @@
 // order. Every sum has a fixed order whatever the thread count: deterministic. Accumulation
 // within a plane in float (double for f64); 16-bit outputs rounded once. Traffic: forward reads x
 // twice (stats, y) and writes y; backward reads x and dy twice (sums, dx) and writes dx.
+// Test cases: batchnorm_cases.cpp.
+#include "kernels/norm/batchnorm_cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -14,7 +17,6 @@
 
 #include "kernels/norm/batchnorm.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -393,136 +395,7 @@ void batchnorm_bwd_cpu_omp(const BatchNormBwdArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { bwd_omp<T>(a); });
 }
 
-// ---- test cases -----------------------------------------------------------------------------
-// Shapes {N, C, H, W, mode}: x is [N, C] when H = 0, [N, C, H] when W = 0, else [N, C, H, W].
-// Forward modes: 0 training, affine, running statistics updated; 1 training, no affine, no
-// running statistics; 2 eval, affine, save_mean/save_rstd written; 3 eval, no affine, no save.
-// Backward modes: 0 training, affine, dx dgamma dbeta; 1 training, no affine, dx only; 2 frozen
-// (training = false), affine, dx dgamma dbeta; 3 training, affine, dgamma only; 4 frozen, no
-// affine, dx only.
-
-Shape case_x_shape(const TestShape& s) {
-  if (s[2] == 0) return {s[0], s[1]};
-  if (s[3] == 0) return {s[0], s[1], s[2]};
-  return {s[0], s[1], s[2], s[3]};
-}
-
-TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const Shape xs = case_x_shape(s);
-  const int64_t C = s[1], mode = s[4];
-  const DType st = batchnorm_stat_dtype(t);
-  const bool training = mode < 2, affine = mode == 0 || mode == 2;
-  TestCase c;
-  c.add_in("x", random_tensor(xs, t, seed, -2.0, 3.0));
-  c.add_in("gamma", affine ? random_tensor({C}, st, seed + 1, 0.5, 1.5) : Tensor());
-  c.add_in("beta", affine ? random_tensor({C}, st, seed + 2, -0.5, 0.5) : Tensor());
-  const bool running = mode != 1;
-  Tensor rm = running ? random_tensor({C}, st, seed + 3, -0.5, 0.5) : Tensor();
-  Tensor rv = running ? random_tensor({C}, st, seed + 4, 0.5, 2.0) : Tensor();
-  if (training) {  // updated in place: outputs with their initial content
-    c.add_in("running_mean", Tensor());
-    c.add_in("running_var", Tensor());
-    c.add_out("running_mean_io", rm);
-    c.add_out("running_var_io", rv);
-  } else {
-    c.add_in("running_mean", rm);
-    c.add_in("running_var", rv);
-    c.add_out("running_mean_io", Tensor());
-    c.add_out("running_var_io", Tensor());
-  }
-  c.add_out("y", poison_tensor(xs, t));
-  const bool save = mode != 3;
-  c.add_out("save_mean", save ? poison_tensor({C}, st) : Tensor());
-  c.add_out("save_rstd", save ? poison_tensor({C}, st) : Tensor());
-  c.params["training"] = training ? 1 : 0;
-  c.params["momentum"] = 0.1;
-  c.params["eps"] = 1e-5;
-  return c;
-}
-
-// Per-channel mean and 1/sqrt(biased var + eps) of x (double), in the statistics dtype.
-std::pair<Tensor, Tensor> channel_stats(const Tensor& x, double eps) {
-  const Folded f = fold(x);
-  const int64_t N = f.N, C = f.C, S = f.S;
-  const std::vector<double> v = x.to_vector<double>();
-  std::vector<double> m(static_cast<size_t>(C)), r(static_cast<size_t>(C));
-  for (int64_t c = 0; c < C; ++c) {
-    double sum = 0, sq = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t s = 0; s < S; ++s) sum += v[size_t((n * C + c) * S + s)];
-    m[size_t(c)] = sum / double(N * S);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t s = 0; s < S; ++s) {
-        const double d = v[size_t((n * C + c) * S + s)] - m[size_t(c)];
-        sq += d * d;
-      }
-    r[size_t(c)] = 1.0 / std::sqrt(sq / double(N * S) + eps);
-  }
-  const DType st = batchnorm_stat_dtype(x.dtype());
-  return {Tensor::from_vector(m, Shape{C}).to(st), Tensor::from_vector(r, Shape{C}).to(st)};
-}
-
-TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const Shape xs = case_x_shape(s);
-  const int64_t C = s[1], mode = s[4];
-  const DType st = batchnorm_stat_dtype(t);
-  const bool training = mode != 2 && mode != 4;
-  const bool affine = mode == 0 || mode == 2 || mode == 3;
-  TestCase c;
-  Tensor x = random_tensor(xs, t, seed, -2.0, 3.0);
-  c.add_in("dy", random_tensor(xs, t, seed + 5, -1.0, 1.0));
-  c.add_in("x", x);
-  c.add_in("gamma", affine ? random_tensor({C}, st, seed + 1, 0.5, 1.5) : Tensor());
-  if (training) {
-    auto [m, r] = channel_stats(x, 1e-5);
-    c.add_in("save_mean", m);
-    c.add_in("save_rstd", r);
-  } else {  // frozen: running statistics, unrelated to this batch
-    c.add_in("save_mean", random_tensor({C}, st, seed + 3, -0.5, 0.5));
-    c.add_in("save_rstd", random_tensor({C}, st, seed + 4, 0.5, 2.0));
-  }
-  const bool want_dx = mode != 3, want_db = mode == 0 || mode == 2;
-  c.add_out("dx", want_dx ? poison_tensor(xs, t) : Tensor());
-  c.add_out("dgamma", affine ? random_tensor({C}, st, seed + 6, -1.0, 1.0) : Tensor());
-  c.add_out("dbeta", want_db ? random_tensor({C}, st, seed + 7, -1.0, 1.0) : Tensor());
-  c.params["training"] = training ? 1 : 0;
-  return c;
-}
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
-
-// Per-channel sums over up to ~10^6 values: float accumulation against cpu.ref's double.
-Tolerance batchnorm_tolerance(DType t, const TestShape&) {
-  if (t == DType::f16) return {4e-3, 4e-3};
-  if (t == DType::bf16) return {3e-2, 2e-2};
-  if (t == DType::f32) return {1e-4, 1e-4};
-  return default_tolerance(t);
-}
-
-bool simt_small(const TestShape& s) {
-  const Shape xs = case_x_shape(s);
-  return shape_numel(xs) <= 16384;
-}
-
-// keep(per_channel, mode): whether the mode suits a shape with that many values per channel.
-template <class Keep>
-std::vector<TestShape> test_shapes(int modes, Keep keep) {
-  // {N, C, H, W}: [N, C] (S = 1), odd sizes, one value per channel, channels of more values than
-  // cuda.channel's 512 threads with S = 1 and S = 7 (the walk's carry), a ResNet-like plane.
-  const std::vector<TestShape> sizes = {
-      {1, 3, 1, 1},   {4, 3, 0, 0},  {2, 5, 7, 0},   {3, 4, 5, 6},   {64, 33, 0, 0},
-      {600, 3, 0, 0}, {80, 4, 7, 0}, {5, 17, 9, 11}, {2, 3, 33, 35}, {16, 64, 28, 28}};
-  std::vector<TestShape> r;
-  for (const TestShape& z : sizes)
-    for (int64_t m = 0; m < modes; ++m) {
-      const int64_t per_channel = z[0] * std::max<int64_t>(z[2], 1) * std::max<int64_t>(z[3], 1);
-      if (!keep(per_channel, m)) continue;
-      if (z[0] * z[1] * std::max<int64_t>(z[2], 1) * std::max<int64_t>(z[3], 1) > 100000 && m != 0)
-        continue;  // the large shape once, in the main mode
-      r.push_back({z[0], z[1], z[2], z[3], m});
-    }
-  return r;
-}
 
 }  // namespace
 
@@ -540,27 +413,11 @@ void register_batchnorm_cpu(Registry& r) {
   f.add({"cpu.omp", Backend::CPU, Provider::Own, batchnorm_fwd_cpu_omp, float_dtypes()});
   f.set_default(Backend::CPU, "cpu.omp");
   f.set_cost(batchnorm_fwd_cost);
-  f.set_bind([](const TestCase& c) {
-    BatchNormFwdArgs a;
-    a.x = c.in("x");
-    a.gamma = c.in("gamma");
-    a.beta = c.in("beta");
-    a.training = c.param("training") != 0;
-    a.running_mean = a.training ? c.out("running_mean_io") : c.in("running_mean");
-    a.running_var = a.training ? c.out("running_var_io") : c.in("running_var");
-    a.y = c.out("y");
-    a.save_mean = c.out("save_mean");
-    a.save_rstd = c.out("save_rstd");
-    a.momentum = c.param("momentum");
-    a.eps = c.param("eps");
-    return a;
-  });
-  f.make_case = make_fwd_case;
-  // Training with running statistics needs N*S > 1 (unbiased variance).
-  f.add_test_shapes(
-      test_shapes(4, [](int64_t per_channel, int64_t m) { return per_channel > 1 || m != 0; }));
-  f.tolerance = batchnorm_tolerance;
-  f.small_enough_for_simt = simt_small;
+  f.make_case = batchnorm_cpu::make_batchnorm_fwd_case;
+  f.set_shape_fields(batchnorm_cpu::batchnorm_shape_fields());
+  f.add_test_shapes(batchnorm_cpu::batchnorm_fwd_test_shapes());
+  f.tolerance = batchnorm_cpu::batchnorm_tolerance;
+  f.small_enough_for_simt = batchnorm_cpu::batchnorm_simt_small;
 
   auto& b = r.op<BatchNormBwdArgs>("batchnorm_bwd");
   b.description = "batch normalisation gradient: dx (=), dgamma and dbeta (+=); frozen BN too";
@@ -568,23 +425,11 @@ void register_batchnorm_cpu(Registry& r) {
   b.add({"cpu.omp", Backend::CPU, Provider::Own, batchnorm_bwd_cpu_omp, float_dtypes()});
   b.set_default(Backend::CPU, "cpu.omp");
   b.set_cost(batchnorm_bwd_cost);
-  b.set_bind([](const TestCase& c) {
-    BatchNormBwdArgs a;
-    a.dy = c.in("dy");
-    a.x = c.in("x");
-    a.gamma = c.in("gamma");
-    a.save_mean = c.in("save_mean");
-    a.save_rstd = c.in("save_rstd");
-    a.dx = c.out("dx");
-    a.dgamma = c.out("dgamma");
-    a.dbeta = c.out("dbeta");
-    a.training = c.param("training") != 0;
-    return a;
-  });
-  b.make_case = make_bwd_case;
-  b.add_test_shapes(test_shapes(5, [](int64_t, int64_t) { return true; }));
-  b.tolerance = batchnorm_tolerance;
-  b.small_enough_for_simt = simt_small;
+  b.make_case = batchnorm_cpu::make_batchnorm_bwd_case;
+  b.set_shape_fields(batchnorm_cpu::batchnorm_shape_fields());
+  b.add_test_shapes(batchnorm_cpu::batchnorm_bwd_test_shapes());
+  b.tolerance = batchnorm_cpu::batchnorm_tolerance;
+  b.small_enough_for_simt = batchnorm_cpu::batchnorm_simt_small;
 }
 
 }  // namespace aim::kernels

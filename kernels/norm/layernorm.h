@@ -14,6 +14,12 @@ struct LayerNormFwdArgs {
   float eps = 1e-5f;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in_opt("gamma", s.gamma), f.in_opt("beta", s.beta);
+    f.out("y", s.y), f.out("mean", s.mean), f.out("rstd", s.rstd);
+    f.param("eps", s.eps);
+  }
 };
 
 struct LayerNormBwdArgs {
@@ -22,6 +28,12 @@ struct LayerNormBwdArgs {
   Tensor dgamma, dbeta;             // [C]: accumulated (+=); either may be undefined
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.in("x", s.x), f.in_opt("gamma", s.gamma);
+    f.in("mean", s.mean), f.in("rstd", s.rstd);
+    f.out("dx", s.dx), f.out_opt("dgamma", s.dgamma), f.out_opt("dbeta", s.dbeta);
+  }
 };
 
 // Statistics dtype for an input dtype: f64 for f64, else f32.

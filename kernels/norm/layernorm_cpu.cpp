@@ -2,13 +2,15 @@
 // cpu.omp: OpenMP over rows (forward, dx); dgamma/dbeta from per-chunk partial sums over a fixed
 // number of row chunks, reduced in chunk order: the result does not depend on the thread count.
 // Accumulation in float (double for f64), 16-bit types rounded once at the output.
+// Test cases: layernorm_cases.cpp.
+#include "kernels/norm/layernorm_cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kernels/norm/layernorm.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -247,62 +249,7 @@ void layernorm_bwd_cpu_omp(const LayerNormBwdArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { bwd_omp<T>(a); });
 }
 
-// ---- test cases -----------------------------------------------------------------------------
-// Shapes: {N, C, affine (0/1)}. Backward adds dgamma/dbeta wanted (affine 1: both, 2: dgamma
-// only, 0: neither, no gamma).
-
-Tensor stat_from(const Tensor& x, bool want_rstd, DType s, float eps) {
-  const int64_t N = x.size(0), C = x.size(1);
-  const std::vector<double> v = x.to_vector<double>();
-  std::vector<double> out(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) {
-    double sum = 0, sq = 0;
-    for (int64_t c = 0; c < C; ++c) sum += v[size_t(n * C + c)];
-    const double m = sum / double(C);
-    for (int64_t c = 0; c < C; ++c) sq += (v[size_t(n * C + c)] - m) * (v[size_t(n * C + c)] - m);
-    out[size_t(n)] = want_rstd ? 1.0 / std::sqrt(sq / double(C) + eps) : m;
-  }
-  return Tensor::from_vector(out, Shape{N}).to(s);
-}
-
-TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t N = s[0], C = s[1];
-  TestCase c;
-  c.add_in("x", random_tensor({N, C}, t, seed, -2.0, 3.0));
-  c.add_in("gamma", s[2] ? random_tensor({C}, t, seed + 1, 0.5, 1.5) : Tensor());
-  c.add_in("beta", s[2] ? random_tensor({C}, t, seed + 2, -0.5, 0.5) : Tensor());
-  c.add_out("y", poison_tensor({N, C}, t));
-  c.add_out("mean", poison_tensor({N}, layernorm_stat_dtype(t)));
-  c.add_out("rstd", poison_tensor({N}, layernorm_stat_dtype(t)));
-  c.params["eps"] = 1e-5;
-  return c;
-}
-
-TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t N = s[0], C = s[1];
-  const DType st = layernorm_stat_dtype(t);
-  TestCase c;
-  Tensor x = random_tensor({N, C}, t, seed, -2.0, 3.0);
-  c.add_in("dy", random_tensor({N, C}, t, seed + 3, -1.0, 1.0));
-  c.add_in("x", x);
-  c.add_in("gamma", s[2] ? random_tensor({C}, t, seed + 1, 0.5, 1.5) : Tensor());
-  c.add_in("mean", stat_from(x, false, st, 1e-5f));
-  c.add_in("rstd", stat_from(x, true, st, 1e-5f));
-  c.add_out("dx", poison_tensor({N, C}, t));
-  c.add_out("dgamma", s[2] ? random_tensor({C}, t, seed + 4, -1.0, 1.0) : Tensor());
-  c.add_out("dbeta", s[2] == 1 ? random_tensor({C}, t, seed + 5, -1.0, 1.0) : Tensor());
-  return c;
-}
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
-
-// Sums over N of f16/bf16 products: allow for the rounding of the inputs at larger C and N.
-Tolerance layernorm_tolerance(DType t, const TestShape&) {
-  if (t == DType::f16) return {4e-3, 4e-3};
-  if (t == DType::bf16) return {3e-2, 2e-2};
-  if (t == DType::f32) return {1e-4, 1e-4};
-  return default_tolerance(t);
-}
 
 }  // namespace
 
@@ -314,32 +261,17 @@ void layernorm_bwd(const LayerNormBwdArgs& a) {
 }
 
 void register_layernorm_cpu(Registry& r) {
-  const std::vector<TestShape> shapes = {{1, 1, 1},    {3, 31, 1},   {4, 32, 0},
-                                         {5, 33, 1},   {7, 97, 2},   {13, 128, 1},
-                                         {2, 1031, 1}, {64, 768, 1}, {9, 4100, 0}};
-  auto simt_small = [](const TestShape& s) { return s[0] * s[1] <= 4096; };
-
   auto& f = r.op<LayerNormFwdArgs>("layernorm_fwd");
   f.description = "layer normalisation over the last axis (F.layer_norm)";
   f.add({"cpu.ref", Backend::CPU, Provider::Own, layernorm_fwd_cpu_ref, float_dtypes()});
   f.add({"cpu.omp", Backend::CPU, Provider::Own, layernorm_fwd_cpu_omp, float_dtypes()});
   f.set_default(Backend::CPU, "cpu.omp");
   f.set_cost(layernorm_fwd_cost);
-  f.set_bind([](const TestCase& c) {
-    LayerNormFwdArgs a;
-    a.x = c.in("x");
-    a.gamma = c.in("gamma");
-    a.beta = c.in("beta");
-    a.y = c.out("y");
-    a.mean = c.out("mean");
-    a.rstd = c.out("rstd");
-    a.eps = float(c.param("eps"));
-    return a;
-  });
-  f.make_case = make_fwd_case;
-  f.add_test_shapes(shapes);
-  f.tolerance = layernorm_tolerance;
-  f.small_enough_for_simt = simt_small;
+  f.make_case = layernorm_cpu::make_layernorm_fwd_case;
+  f.set_shape_fields(layernorm_cpu::layernorm_shape_fields());
+  f.add_test_shapes(layernorm_cpu::layernorm_test_shapes());
+  f.tolerance = layernorm_cpu::layernorm_tolerance;
+  f.small_enough_for_simt = layernorm_cpu::layernorm_simt_small;
 
   auto& b = r.op<LayerNormBwdArgs>("layernorm_bwd");
   b.description = "layer normalisation gradient: dx (=), dgamma and dbeta (+=)";
@@ -347,22 +279,11 @@ void register_layernorm_cpu(Registry& r) {
   b.add({"cpu.omp", Backend::CPU, Provider::Own, layernorm_bwd_cpu_omp, float_dtypes()});
   b.set_default(Backend::CPU, "cpu.omp");
   b.set_cost(layernorm_bwd_cost);
-  b.set_bind([](const TestCase& c) {
-    LayerNormBwdArgs a;
-    a.dy = c.in("dy");
-    a.x = c.in("x");
-    a.gamma = c.in("gamma");
-    a.mean = c.in("mean");
-    a.rstd = c.in("rstd");
-    a.dx = c.out("dx");
-    a.dgamma = c.out("dgamma");
-    a.dbeta = c.out("dbeta");
-    return a;
-  });
-  b.make_case = make_bwd_case;
-  b.add_test_shapes(shapes);
-  b.tolerance = layernorm_tolerance;
-  b.small_enough_for_simt = simt_small;
+  b.make_case = layernorm_cpu::make_layernorm_bwd_case;
+  b.set_shape_fields(layernorm_cpu::layernorm_shape_fields());
+  b.add_test_shapes(layernorm_cpu::layernorm_test_shapes());
+  b.tolerance = layernorm_cpu::layernorm_tolerance;
+  b.small_enough_for_simt = layernorm_cpu::layernorm_simt_small;
 }
 
 }  // namespace aim::kernels

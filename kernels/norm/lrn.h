@@ -1,7 +1,8 @@
 // Local response normalisation across channels, as torch.nn.LocalResponseNorm(size, alpha, beta, k)
 // over x [N, C, ...] (contiguous; trailing dims folded into S):
-//   scale[n,c,s] = k + alpha/size * sum_{c' = c - size/2}^{c + (size-1)/2} x[n,c',s]^2  (c' in [0,
-//   C)) y = x * scale^-beta
+//   scale[n,c,s] = k + alpha/size * sum_{c' = c - size/2}^{c + (size-1)/2} x[n,c',s]^2
+//                  (c' in [0, C))
+//   y = x * scale^-beta
 // TensorFlow's tf.nn.lrn(depth_radius r, bias, alpha, beta) is size = 2r+1, alpha*size, k = bias.
 // Math and gradient: kernels/norm/README.md
 #pragma once
@@ -12,6 +13,11 @@ namespace aim::kernels {
 struct LrnParams {
   int64_t size = 5;
   double alpha = 1e-4, beta = 0.75, k = 1.0;
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.param("size", s.size), f.param("alpha", s.alpha), f.param("beta", s.beta);
+    f.param("k", s.k);
+  }
 };
 
 struct LrnFwdArgs {
@@ -20,6 +26,11 @@ struct LrnFwdArgs {
   LrnParams p;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("y", s.y);
+    f.group(s.p);
+  }
 };
 struct LrnBwdArgs {
   Tensor dy, x;  // [N, C, ...]
@@ -27,6 +38,11 @@ struct LrnBwdArgs {
   LrnParams p;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.in("x", s.x), f.out("dx", s.dx);
+    f.group(s.p);
+  }
 };
 
 inline Cost lrn_fwd_cost(const LrnFwdArgs& a) {

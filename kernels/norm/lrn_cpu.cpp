@@ -7,6 +7,9 @@
 // keeps scale^-beta and dy*x*scale^(-beta-1) of every channel of the block in a per-task buffer
 // and sums the second over the transposed window. Float accumulation (double for f64), 16-bit
 // outputs rounded once; no reduction crosses threads: deterministic.
+// Test cases: lrn_cases.cpp.
+#include "kernels/norm/lrn_cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -14,7 +17,6 @@
 
 #include "kernels/norm/lrn.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -261,75 +263,7 @@ void lrn_bwd_cpu_omp(const LrnBwdArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { bwd_omp<T>(a); });
 }
 
-// ---- test cases -----------------------------------------------------------------------------
-// Shapes {N, C, H, W, size, params}: x is [N, C] when H = 0, [N, C, H] when W = 0, else
-// [N, C, H, W]. params 0: AlexNet's (alpha 1e-4, beta 0.75, k 2); 1: alpha 0.3, beta 0.6, k 1.5
-// (large alpha: the window sum matters; general pow); 2: GoogLeNet's (alpha 1e-4, beta 0.75, k 1)
-// with alpha large enough to matter (0.5).
-
-Shape case_x_shape(const TestShape& s) {
-  if (s[2] == 0) return {s[0], s[1]};
-  if (s[3] == 0) return {s[0], s[1], s[2]};
-  return {s[0], s[1], s[2], s[3]};
-}
-
-void set_params(TestCase& c, const TestShape& s) {
-  static const double kParams[3][3] = {{1e-4, 0.75, 2.0}, {0.3, 0.6, 1.5}, {0.5, 0.75, 1.0}};
-  const double* p = kParams[s[5]];
-  c.params["size"] = double(s[4]);
-  c.params["alpha"] = p[0];
-  c.params["beta"] = p[1];
-  c.params["k"] = p[2];
-}
-
-LrnParams params_of(const TestCase& c) {
-  LrnParams p;
-  p.size = int64_t(c.param("size"));
-  p.alpha = c.param("alpha");
-  p.beta = c.param("beta");
-  p.k = c.param("k");
-  return p;
-}
-
-TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const Shape xs = case_x_shape(s);
-  TestCase c;
-  c.add_in("x", random_tensor(xs, t, seed, -2.0, 2.0));
-  c.add_out("y", poison_tensor(xs, t));
-  set_params(c, s);
-  return c;
-}
-
-TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const Shape xs = case_x_shape(s);
-  TestCase c;
-  c.add_in("dy", random_tensor(xs, t, seed + 1, -1.0, 1.0));
-  c.add_in("x", random_tensor(xs, t, seed, -2.0, 2.0));
-  c.add_out("dx", poison_tensor(xs, t));
-  set_params(c, s);
-  return c;
-}
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
-
-Tolerance lrn_tolerance(DType t, const TestShape&) {
-  if (t == DType::f16) return {4e-3, 4e-3};
-  if (t == DType::bf16) return {3e-2, 2e-2};
-  if (t == DType::f32) return {2e-5, 2e-5};
-  return default_tolerance(t);
-}
-
-bool simt_small(const TestShape& s) { return shape_numel(case_x_shape(s)) <= 8192; }
-
-const std::vector<TestShape>& test_shapes() {
-  static const std::vector<TestShape> shapes = {
-      // {N, C, H, W, size, params}: window larger than C, even and odd sizes, size 1, [N, C],
-      // a column count that is not a multiple of the omp block, AlexNet's first LRN (reduced N).
-      {2, 3, 0, 0, 5, 1},   {3, 7, 4, 0, 1, 1},   {2, 6, 3, 5, 2, 1},    {2, 9, 5, 5, 3, 1},
-      {1, 5, 2, 3, 4, 1},   {2, 11, 7, 3, 5, 2},  {1, 16, 17, 19, 5, 0}, {2, 8, 300, 0, 6, 1},
-      {4, 13, 0, 0, 13, 2}, {2, 96, 55, 55, 5, 0}};
-  return shapes;
-}
 
 }  // namespace
 
@@ -343,17 +277,11 @@ void register_lrn_cpu(Registry& r) {
   f.add({"cpu.omp", Backend::CPU, Provider::Own, lrn_fwd_cpu_omp, float_dtypes()});
   f.set_default(Backend::CPU, "cpu.omp");
   f.set_cost(lrn_fwd_cost);
-  f.set_bind([](const TestCase& c) {
-    LrnFwdArgs a;
-    a.x = c.in("x");
-    a.y = c.out("y");
-    a.p = params_of(c);
-    return a;
-  });
-  f.make_case = make_fwd_case;
-  f.add_test_shapes(test_shapes());
-  f.tolerance = lrn_tolerance;
-  f.small_enough_for_simt = simt_small;
+  f.make_case = lrn_cpu::make_lrn_fwd_case;
+  f.set_shape_fields(lrn_cpu::lrn_shape_fields());
+  f.add_test_shapes(lrn_cpu::lrn_test_shapes());
+  f.tolerance = lrn_cpu::lrn_tolerance;
+  f.small_enough_for_simt = lrn_cpu::lrn_simt_small;
 
   auto& b = r.op<LrnBwdArgs>("lrn_bwd");
   b.description = "local response normalisation gradient: dx (=), scale recomputed from x";
@@ -361,18 +289,11 @@ void register_lrn_cpu(Registry& r) {
   b.add({"cpu.omp", Backend::CPU, Provider::Own, lrn_bwd_cpu_omp, float_dtypes()});
   b.set_default(Backend::CPU, "cpu.omp");
   b.set_cost(lrn_bwd_cost);
-  b.set_bind([](const TestCase& c) {
-    LrnBwdArgs a;
-    a.dy = c.in("dy");
-    a.x = c.in("x");
-    a.dx = c.out("dx");
-    a.p = params_of(c);
-    return a;
-  });
-  b.make_case = make_bwd_case;
-  b.add_test_shapes(test_shapes());
-  b.tolerance = lrn_tolerance;
-  b.small_enough_for_simt = simt_small;
+  b.make_case = lrn_cpu::make_lrn_bwd_case;
+  b.set_shape_fields(lrn_cpu::lrn_shape_fields());
+  b.add_test_shapes(lrn_cpu::lrn_test_shapes());
+  b.tolerance = lrn_cpu::lrn_tolerance;
+  b.small_enough_for_simt = lrn_cpu::lrn_simt_small;
 }
 
 }  // namespace aim::kernels

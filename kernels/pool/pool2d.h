@@ -18,6 +18,14 @@ struct Pool2dParams {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
   bool count_include_pad = true;  // average pooling only
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.param("kernel_h", s.kernel_h), f.param("kernel_w", s.kernel_w);
+    f.param("stride_h", s.stride_h), f.param("stride_w", s.stride_w);
+    f.param("pad_top", s.pad_top), f.param("pad_bottom", s.pad_bottom);
+    f.param("pad_left", s.pad_left), f.param("pad_right", s.pad_right);
+    f.param("count_include_pad", s.count_include_pad);
+  }
 };
 
 // PyTorch's output extent of one axis (symmetric pad: pad_before == pad_after). With ceil_mode
@@ -38,6 +46,11 @@ struct MaxPool2dFwdArgs {
   Pool2dParams p;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("y", s.y), f.out_opt("indices", s.indices);
+    f.group(s.p);
+  }
 };
 struct MaxPool2dBwdArgs {
   Tensor dy;       // [N, C, P, Q]
@@ -46,6 +59,11 @@ struct MaxPool2dBwdArgs {
   Pool2dParams p;  // the forward's windows: a gather over dx (cuda.direct) needs them
   Device device() const { return dy.device(); }
   DType dtype() const { return dy.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.in("indices", s.indices), f.out("dx", s.dx);
+    f.group(s.p);
+  }
 };
 
 struct AvgPool2dFwdArgs {
@@ -54,6 +72,11 @@ struct AvgPool2dFwdArgs {
   Pool2dParams p;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("y", s.y);
+    f.group(s.p);
+  }
 };
 struct AvgPool2dBwdArgs {
   Tensor dy;  // [N, C, P, Q]
@@ -61,6 +84,11 @@ struct AvgPool2dBwdArgs {
   Pool2dParams p;
   Device device() const { return dy.device(); }
   DType dtype() const { return dy.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.out("dx", s.dx);
+    f.group(s.p);
+  }
 };
 
 struct AdaptiveAvgPool2dFwdArgs {
@@ -68,12 +96,20 @@ struct AdaptiveAvgPool2dFwdArgs {
   Tensor y;  // [N, C, P, Q]: written
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("y", s.y);
+  }
 };
 struct AdaptiveAvgPool2dBwdArgs {
   Tensor dy;  // [N, C, P, Q]
   Tensor dx;  // [N, C, H, W]: written (=)
   Device device() const { return dy.device(); }
   DType dtype() const { return dy.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.out("dx", s.dx);
+  }
 };
 
 // Costs: one compare or add per window element read; compulsory bytes are x once and y once.

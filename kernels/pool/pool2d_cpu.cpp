@@ -8,6 +8,9 @@
 // with independent partial sums. Backward scatters into a per-plane buffer (float; double for
 // f64) in output order: deterministic, no races (one plane per thread). Accumulation in float
 // (double for f64), 16-bit outputs rounded once.
+// Test cases: pool2d_cases.cpp.
+#include "kernels/pool/pool2d_cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,7 +20,6 @@
 
 #include "kernels/pool/pool2d.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -293,10 +295,16 @@ void adaptive_bwd_ref(const AdaptiveAvgPool2dBwdArgs& a) {
   }
 }
 
-void maxpool2d_fwd_cpu_ref(const MaxPool2dFwdArgs& a) {
+}  // namespace
+
+// maxpool2d_bwd's test cases take their indices from it (pool2d_cpu.h).
+void pool2d_cpu::maxpool2d_fwd_cpu_ref(const MaxPool2dFwdArgs& a) {
   check_maxpool2d_fwd_args(a);
   AIM_DISPATCH_FLOAT_TYPES(a.x.dtype(), T, { maxpool_fwd_ref<T>(a); });
 }
+
+namespace {
+
 void maxpool2d_bwd_cpu_ref(const MaxPool2dBwdArgs& a) {
   check_maxpool2d_bwd_args(a);
   AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { maxpool_bwd_ref<T>(a); });
@@ -688,116 +696,7 @@ void adaptive_avgpool2d_bwd_cpu_omp(const AdaptiveAvgPool2dBwdArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { adaptive_bwd_omp<T>(a); });
 }
 
-// ---- test cases -----------------------------------------------------------------------------
-// Window shapes: {N, C, H, W, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_bottom,
-// pad_left, pad_right, ceil_mode, flag}; the output extent is pool2d_out_size of each axis.
-// flag: count_include_pad (average pooling), indices wanted (maxpool2d_fwd; the backward always
-// has them). Adaptive shapes: {N, C, H, W, P, Q}.
-
-enum WinField { kN, kC, kH, kW, kKh, kKw, kSh, kSw, kPt, kPb, kPl, kPr, kCeil, kFlag };
-
-Pool2dParams params_of(const TestShape& s) {
-  Pool2dParams p;
-  p.kernel_h = s[kKh];
-  p.kernel_w = s[kKw];
-  p.stride_h = s[kSh];
-  p.stride_w = s[kSw];
-  p.pad_top = s[kPt];
-  p.pad_bottom = s[kPb];
-  p.pad_left = s[kPl];
-  p.pad_right = s[kPr];
-  p.count_include_pad = s[kFlag] != 0;
-  return p;
-}
-Shape x_shape(const TestShape& s) { return {s[kN], s[kC], s[kH], s[kW]}; }
-Shape y_shape(const TestShape& s) {
-  return {s[kN], s[kC], pool2d_out_size(s[kH], s[kKh], s[kSh], s[kPt], s[kPb], s[kCeil] != 0),
-          pool2d_out_size(s[kW], s[kKw], s[kSw], s[kPl], s[kPr], s[kCeil] != 0)};
-}
-void put_params(TestCase& c, const Pool2dParams& p) {
-  c.params["kernel_h"] = double(p.kernel_h);
-  c.params["kernel_w"] = double(p.kernel_w);
-  c.params["stride_h"] = double(p.stride_h);
-  c.params["stride_w"] = double(p.stride_w);
-  c.params["pad_top"] = double(p.pad_top);
-  c.params["pad_bottom"] = double(p.pad_bottom);
-  c.params["pad_left"] = double(p.pad_left);
-  c.params["pad_right"] = double(p.pad_right);
-  c.params["count_include_pad"] = p.count_include_pad ? 1.0 : 0.0;
-}
-Pool2dParams get_params(const TestCase& c) {
-  Pool2dParams p;
-  p.kernel_h = int64_t(c.param("kernel_h"));
-  p.kernel_w = int64_t(c.param("kernel_w"));
-  p.stride_h = int64_t(c.param("stride_h"));
-  p.stride_w = int64_t(c.param("stride_w"));
-  p.pad_top = int64_t(c.param("pad_top"));
-  p.pad_bottom = int64_t(c.param("pad_bottom"));
-  p.pad_left = int64_t(c.param("pad_left"));
-  p.pad_right = int64_t(c.param("pad_right"));
-  p.count_include_pad = c.param("count_include_pad") != 0;
-  return p;
-}
-
-TestCase make_maxpool_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("x", random_tensor(x_shape(s), t, seed, -2.0, 2.0));
-  c.add_out("y", poison_tensor(y_shape(s), t));
-  c.add_out("indices", s[kFlag] ? poison_tensor(y_shape(s), DType::i32) : Tensor());
-  put_params(c, params_of(s));
-  return c;
-}
-
-// Indices from a real forward (cpu.ref on the random x), so the gradient case is realistic.
-TestCase make_maxpool_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  MaxPool2dFwdArgs f;
-  f.x = random_tensor(x_shape(s), t, seed, -2.0, 2.0);
-  f.y = Tensor::empty(y_shape(s), t);
-  f.indices = Tensor::empty(y_shape(s), DType::i32);
-  f.p = params_of(s);
-  maxpool2d_fwd_cpu_ref(f);
-  TestCase c;
-  c.add_in("dy", random_tensor(y_shape(s), t, seed + 1, -1.0, 1.0));
-  c.add_in("indices", f.indices);
-  c.add_out("dx", poison_tensor(x_shape(s), t));
-  put_params(c, f.p);
-  return c;
-}
-
-TestCase make_avgpool_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("x", random_tensor(x_shape(s), t, seed, -2.0, 2.0));
-  c.add_out("y", poison_tensor(y_shape(s), t));
-  put_params(c, params_of(s));
-  return c;
-}
-
-TestCase make_avgpool_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("dy", random_tensor(y_shape(s), t, seed, -1.0, 1.0));
-  c.add_out("dx", poison_tensor(x_shape(s), t));
-  put_params(c, params_of(s));
-  return c;
-}
-
-TestCase make_adaptive_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("x", random_tensor({s[0], s[1], s[2], s[3]}, t, seed, -2.0, 2.0));
-  c.add_out("y", poison_tensor({s[0], s[1], s[4], s[5]}, t));
-  return c;
-}
-
-TestCase make_adaptive_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("dy", random_tensor({s[0], s[1], s[4], s[5]}, t, seed, -1.0, 1.0));
-  c.add_out("dx", poison_tensor({s[0], s[1], s[2], s[3]}, t));
-  return c;
-}
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
-
-// The emulator runs one fiber per output (or input) element: keep its cases small.
-constexpr int64_t kSimtMaxElements = int64_t(1) << 16;
 
 }  // namespace
 
@@ -821,57 +720,17 @@ void adaptive_avgpool2d_bwd(const AdaptiveAvgPool2dBwdArgs& a) {
 }
 
 void register_pool2d_cpu(Registry& r) {
-  // {N, C, H, W, kh, kw, sh, sw, pt, pb, pl, pr, ceil, flag}: see "test cases" above.
-  const std::vector<TestShape> win = {
-      {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1},      // 1x1 plane, 1x1 window
-      {2, 3, 1, 1, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1},      // 1x1 plane inside a padded 3x3 window
-      {2, 3, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1},      // ResNet stem pool on a small plane
-      {1, 5, 13, 13, 2, 2, 2, 2, 0, 0, 0, 0, 0, 1},    // 2x2/2, odd plane: last row dropped
-      {2, 3, 31, 33, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},    // 3x3/1 SAME (GoogLeNet inception branch)
-      {2, 3, 14, 32, 3, 3, 2, 2, 0, 1, 0, 1, 0, 0},    // TF SAME 3x3/2: pad 0 before, 1 after
-      {2, 4, 14, 16, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1},    // Caffe ceil_mode: last windows hang over
-      {1, 3, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},      // ceil_mode dropping a padding-only window
-      {3, 2, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},      // ceil + padding: window past the padding
-      {3, 2, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0},      // the same, padding not counted
-      {3, 2, 11, 17, 2, 3, 1, 2, 1, 0, 1, 1, 0, 0},    // non-square kernel, stride and padding
-      {1, 3, 31, 31, 5, 5, 3, 3, 2, 2, 2, 2, 1, 1},    // 5x5/3, ceil
-      {2, 7, 7, 7, 7, 7, 1, 1, 0, 0, 0, 0, 0, 1},      // window = whole plane
-      {2, 3, 33, 31, 2, 2, 2, 2, 0, 0, 0, 0, 1, 0},    // 2x2/2 ceil on odd sizes
-      {4, 64, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1}};  // ResNet-sized (too big for the emulator)
-  auto win_simt = [](const TestShape& s) {
-    return s[kN] * s[kC] * s[kH] * s[kW] <= kSimtMaxElements;
-  };
-  // {N, C, H, W, P, Q}
-  const std::vector<TestShape> adaptive = {
-      {1, 1, 1, 1, 1, 1},    {2, 3, 7, 7, 1, 1},   {8, 64, 7, 7, 1, 1},  {2, 3, 13, 13, 7, 7},
-      {1, 2, 3, 5, 7, 11},   {2, 5, 31, 33, 3, 4}, {1, 3, 33, 31, 5, 5}, {3, 2, 1, 1, 2, 3},
-      {4, 64, 56, 56, 7, 7}, {4, 64, 56, 56, 1, 1}};
-  auto adaptive_simt = [](const TestShape& s) {
-    return s[0] * s[1] * std::max(s[2] * s[3], s[4] * s[5]) <= kSimtMaxElements;
-  };
-
   auto& mf = r.op<MaxPool2dFwdArgs>("maxpool2d_fwd");
   mf.description = "2-D max pooling with argmax indices (F.max_pool2d, return_indices)";
-  mf.add({"cpu.ref", Backend::CPU, Provider::Own, maxpool2d_fwd_cpu_ref, float_dtypes()});
+  mf.add(
+      {"cpu.ref", Backend::CPU, Provider::Own, pool2d_cpu::maxpool2d_fwd_cpu_ref, float_dtypes()});
   mf.add({"cpu.omp", Backend::CPU, Provider::Own, maxpool2d_fwd_cpu_omp, float_dtypes()});
   mf.set_default(Backend::CPU, "cpu.omp");
   mf.set_cost(maxpool2d_fwd_cost);
-  mf.set_bind([](const TestCase& c) {
-    MaxPool2dFwdArgs a;
-    a.x = c.in("x");
-    a.y = c.out("y");
-    a.indices = c.out("indices");
-    a.p = get_params(c);
-    return a;
-  });
-  mf.make_case = make_maxpool_fwd_case;
-  mf.add_test_shapes(win);
-  {
-    TestShape s = win[4];  // inference: no indices
-    s[kFlag] = 0;
-    mf.add_test_shapes({s});
-  }
-  mf.small_enough_for_simt = win_simt;
+  mf.make_case = pool2d_cpu::make_maxpool2d_fwd_case;
+  mf.set_shape_fields(pool2d_cpu::pool2d_window_shape_fields("indices"));
+  mf.add_test_shapes(pool2d_cpu::maxpool2d_fwd_test_shapes());
+  mf.small_enough_for_simt = pool2d_cpu::pool2d_window_simt_small;
 
   auto& mb = r.op<MaxPool2dBwdArgs>("maxpool2d_bwd");
   mb.description = "2-D max pooling gradient: dx = 0, dx[indices] += dy";
@@ -879,17 +738,10 @@ void register_pool2d_cpu(Registry& r) {
   mb.add({"cpu.omp", Backend::CPU, Provider::Own, maxpool2d_bwd_cpu_omp, float_dtypes()});
   mb.set_default(Backend::CPU, "cpu.omp");
   mb.set_cost(maxpool2d_bwd_cost);
-  mb.set_bind([](const TestCase& c) {
-    MaxPool2dBwdArgs a;
-    a.dy = c.in("dy");
-    a.indices = c.in("indices");
-    a.dx = c.out("dx");
-    a.p = get_params(c);
-    return a;
-  });
-  mb.make_case = make_maxpool_bwd_case;
-  mb.add_test_shapes(win);
-  mb.small_enough_for_simt = win_simt;
+  mb.make_case = pool2d_cpu::make_maxpool2d_bwd_case;
+  mb.set_shape_fields(pool2d_cpu::pool2d_window_shape_fields("flag"));  // unused: always indices
+  mb.add_test_shapes(pool2d_cpu::pool2d_window_test_shapes());
+  mb.small_enough_for_simt = pool2d_cpu::pool2d_window_simt_small;
 
   auto& af = r.op<AvgPool2dFwdArgs>("avgpool2d_fwd");
   af.description = "2-D average pooling (F.avg_pool2d: ceil_mode, count_include_pad)";
@@ -897,16 +749,10 @@ void register_pool2d_cpu(Registry& r) {
   af.add({"cpu.omp", Backend::CPU, Provider::Own, avgpool2d_fwd_cpu_omp, float_dtypes()});
   af.set_default(Backend::CPU, "cpu.omp");
   af.set_cost(avgpool2d_fwd_cost);
-  af.set_bind([](const TestCase& c) {
-    AvgPool2dFwdArgs a;
-    a.x = c.in("x");
-    a.y = c.out("y");
-    a.p = get_params(c);
-    return a;
-  });
-  af.make_case = make_avgpool_fwd_case;
-  af.add_test_shapes(win);
-  af.small_enough_for_simt = win_simt;
+  af.make_case = pool2d_cpu::make_avgpool2d_fwd_case;
+  af.set_shape_fields(pool2d_cpu::pool2d_window_shape_fields("count_pad"));
+  af.add_test_shapes(pool2d_cpu::pool2d_window_test_shapes());
+  af.small_enough_for_simt = pool2d_cpu::pool2d_window_simt_small;
 
   auto& ab = r.op<AvgPool2dBwdArgs>("avgpool2d_bwd");
   ab.description = "2-D average pooling gradient";
@@ -914,16 +760,10 @@ void register_pool2d_cpu(Registry& r) {
   ab.add({"cpu.omp", Backend::CPU, Provider::Own, avgpool2d_bwd_cpu_omp, float_dtypes()});
   ab.set_default(Backend::CPU, "cpu.omp");
   ab.set_cost(avgpool2d_bwd_cost);
-  ab.set_bind([](const TestCase& c) {
-    AvgPool2dBwdArgs a;
-    a.dy = c.in("dy");
-    a.dx = c.out("dx");
-    a.p = get_params(c);
-    return a;
-  });
-  ab.make_case = make_avgpool_bwd_case;
-  ab.add_test_shapes(win);
-  ab.small_enough_for_simt = win_simt;
+  ab.make_case = pool2d_cpu::make_avgpool2d_bwd_case;
+  ab.set_shape_fields(pool2d_cpu::pool2d_window_shape_fields("count_pad"));
+  ab.add_test_shapes(pool2d_cpu::pool2d_window_test_shapes());
+  ab.small_enough_for_simt = pool2d_cpu::pool2d_window_simt_small;
 
   auto& df = r.op<AdaptiveAvgPool2dFwdArgs>("adaptive_avgpool2d_fwd");
   df.description = "adaptive 2-D average pooling (F.adaptive_avg_pool2d; 1x1 = global)";
@@ -931,15 +771,10 @@ void register_pool2d_cpu(Registry& r) {
   df.add({"cpu.omp", Backend::CPU, Provider::Own, adaptive_avgpool2d_fwd_cpu_omp, float_dtypes()});
   df.set_default(Backend::CPU, "cpu.omp");
   df.set_cost(adaptive_avgpool2d_fwd_cost);
-  df.set_bind([](const TestCase& c) {
-    AdaptiveAvgPool2dFwdArgs a;
-    a.x = c.in("x");
-    a.y = c.out("y");
-    return a;
-  });
-  df.make_case = make_adaptive_fwd_case;
-  df.add_test_shapes(adaptive);
-  df.small_enough_for_simt = adaptive_simt;
+  df.make_case = pool2d_cpu::make_adaptive_avgpool2d_fwd_case;
+  df.set_shape_fields(pool2d_cpu::adaptive_avgpool2d_shape_fields());
+  df.add_test_shapes(pool2d_cpu::adaptive_avgpool2d_test_shapes());
+  df.small_enough_for_simt = pool2d_cpu::adaptive_avgpool2d_simt_small;
 
   auto& db = r.op<AdaptiveAvgPool2dBwdArgs>("adaptive_avgpool2d_bwd");
   db.description = "adaptive 2-D average pooling gradient";
@@ -947,15 +782,10 @@ void register_pool2d_cpu(Registry& r) {
   db.add({"cpu.omp", Backend::CPU, Provider::Own, adaptive_avgpool2d_bwd_cpu_omp, float_dtypes()});
   db.set_default(Backend::CPU, "cpu.omp");
   db.set_cost(adaptive_avgpool2d_bwd_cost);
-  db.set_bind([](const TestCase& c) {
-    AdaptiveAvgPool2dBwdArgs a;
-    a.dy = c.in("dy");
-    a.dx = c.out("dx");
-    return a;
-  });
-  db.make_case = make_adaptive_bwd_case;
-  db.add_test_shapes(adaptive);
-  db.small_enough_for_simt = adaptive_simt;
+  db.make_case = pool2d_cpu::make_adaptive_avgpool2d_bwd_case;
+  db.set_shape_fields(pool2d_cpu::adaptive_avgpool2d_shape_fields());
+  db.add_test_shapes(pool2d_cpu::adaptive_avgpool2d_test_shapes());
+  db.small_enough_for_simt = pool2d_cpu::adaptive_avgpool2d_simt_small;
 }
 
 }  // namespace aim::kernels

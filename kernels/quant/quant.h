@@ -82,6 +82,11 @@ struct QuantizeArgs {
   int64_t axis = 0;  // channel axis of the per-channel form (negative counts from the end)
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in_opt("scales", s.scales), f.out("q", s.q);
+    f.param("scale", s.scale), f.param("axis", s.axis);
+  }
 };
 
 // q -> y = q * scale (per-tensor) or q * scales[c] (per-channel along axis).
@@ -93,6 +98,11 @@ struct DequantizeArgs {
   int64_t axis = 0;
   Device device() const { return q.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("q", s.q), f.in_opt("scales", s.scales), f.out("y", s.y);
+    f.param("scale", s.scale), f.param("axis", s.axis);
+  }
 };
 
 // Weights: computes scales[c] = channel_scale(absmax over channel c of w along axis), then
@@ -104,6 +114,11 @@ struct QuantizePerChannelArgs {
   int64_t axis = 0;  // 0: output channels of Linear [N,K] and Conv [K,C/G,R,S] weights
   Device device() const { return w.device(); }
   DType dtype() const { return w.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("w", s.w), f.out("q", s.q), f.out("scales", s.scales);
+    f.param("axis", s.axis);
+  }
 };
 
 // --- qlinear: int8 GEMM with fused epilogue --------------------------------------------------
@@ -121,6 +136,12 @@ struct QLinearArgs {
   Tensor y;             // f32 or i8 [M, N]: written
   Device device() const { return y.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in("w", s.w), f.in("w_scales", s.w_scales), f.in_opt("bias", s.bias);
+    f.out("y", s.y);
+    f.param("x_scale", s.x_scale), f.param("relu", s.relu), f.param("out_scale", s.out_scale);
+  }
 };
 
 struct QLinearDims {
@@ -156,6 +177,13 @@ struct QConv2dArgs {
   Conv2dParams p;
   Device device() const { return y.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in("w", s.w), f.in("w_scales", s.w_scales), f.in_opt("bias", s.bias);
+    f.out("y", s.y);
+    f.param("x_scale", s.x_scale), f.param("relu", s.relu), f.param("out_scale", s.out_scale);
+    f.group(s.p);
+  }
 };
 
 // Validates as check_conv2d_fwd_args does for the geometry plus dtypes, scales and

@@ -1,4 +1,5 @@
-// The test cases of the quant ops (quant_cpu.h): shapes, case makers, binders, tolerance.
+// The test cases of the quant ops (quant_cpu.h): shapes and their fields, case makers, tolerance,
+// the emulator's budget.
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -7,6 +8,15 @@
 #include "kernels/quant/quant_cpu.h"
 
 namespace aim::kernels::quant_cpu {
+
+// quantize / dequantize / quantize_per_channel: {d0, d1, d2, axis (-1: per-tensor; quantize_per_
+// channel always per-channel, -1 meaning the last axis)}.
+std::vector<std::string> quantize_shape_fields() { return {"d0", "d1", "d2", "axis"}; }
+std::vector<std::string> qlinear_shape_fields() { return {"M", "N", "K", "bias", "relu"}; }
+// qconv2d: conv2d's fields (pad -1: TF SAME) plus relu.
+std::vector<std::string> qconv2d_shape_fields() {
+  return {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "dil", "groups", "bias", "relu"};
+}
 
 std::vector<TestShape> quantize_shapes() {
   // {d0, d1, d2, axis (-1 per-tensor)}
@@ -35,78 +45,61 @@ std::vector<TestShape> qconv2d_shapes() {
 
 namespace {
 
-// quantize / dequantize / quantize_per_channel: {d0, d1, d2, axis (-1: per-tensor; quantize_per_
-// channel always per-channel, -1 meaning the last axis)}.
 Shape shape3(const TestShape& s) { return {s[0], s[1], s[2]}; }
 
 }  // namespace
 
 TestCase make_quantize_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
+  QuantizeArgs a;
   // Values in [-2, 2) with scales near 1/80: some saturate at +-127.
-  c.add_in("x", random_tensor(shape3(s), t, seed, -2.0, 2.0));
-  c.add_in("scales",
-           s[3] >= 0 ? random_tensor({s[s[3]]}, DType::f32, seed + 1, 0.01, 0.02) : Tensor());
-  c.add_out("q", poison_tensor(shape3(s), DType::i8));
-  c.params["scale"] = 1.0 / 80.0;
-  c.params["axis"] = double(std::max<int64_t>(s[3], 0));
-  return c;
+  a.x = random_tensor(shape3(s), t, seed, -2.0, 2.0);
+  if (s[3] >= 0) a.scales = random_tensor({s[s[3]]}, DType::f32, seed + 1, 0.01, 0.02);
+  a.q = poison_tensor(shape3(s), DType::i8);
+  a.scale = float(1.0 / 80.0);
+  a.axis = std::max<int64_t>(s[3], 0);
+  return to_case(a);
 }
 
 TestCase make_dequantize_case(const TestShape& s, DType, uint64_t seed) {
-  TestCase c;
-  c.add_in("q", random_tensor(shape3(s), DType::i8, seed, -128.0, 128.0));
-  c.add_in("scales",
-           s[3] >= 0 ? random_tensor({s[s[3]]}, DType::f32, seed + 1, 0.01, 0.02) : Tensor());
-  c.add_out("y", poison_tensor(shape3(s), DType::f32));
-  c.params["scale"] = 0.0123;
-  c.params["axis"] = double(std::max<int64_t>(s[3], 0));
-  return c;
+  DequantizeArgs a;
+  a.q = random_tensor(shape3(s), DType::i8, seed, -128.0, 128.0);
+  if (s[3] >= 0) a.scales = random_tensor({s[s[3]]}, DType::f32, seed + 1, 0.01, 0.02);
+  a.y = poison_tensor(shape3(s), DType::f32);
+  a.scale = float(0.0123);
+  a.axis = std::max<int64_t>(s[3], 0);
+  return to_case(a);
 }
 
 TestCase make_quantize_per_channel_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
   const int64_t axis = s[3] >= 0 ? s[3] : 2;
-  c.add_in("w", random_tensor(shape3(s), t, seed, -0.5, 0.5));
-  c.add_out("q", poison_tensor(shape3(s), DType::i8));
-  c.add_out("scales", poison_tensor({s[axis]}, DType::f32));
-  c.params["axis"] = double(s[3]);
-  return c;
+  QuantizePerChannelArgs a;
+  a.w = random_tensor(shape3(s), t, seed, -0.5, 0.5);
+  a.q = poison_tensor(shape3(s), DType::i8);
+  a.scales = poison_tensor({s[axis]}, DType::f32);
+  a.axis = s[3];
+  return to_case(a);
 }
 
 // qlinear: {M, N, K, bias, relu}; the case's dtype is y's (f32 or i8).
 TestCase make_qlinear_case(const TestShape& s, DType t, uint64_t seed) {
   const int64_t M = s[0], N = s[1], K = s[2];
-  TestCase c;
-  c.add_in("x", random_tensor({M, K}, DType::i8, seed, -128.0, 128.0));
-  c.add_in("w", random_tensor({N, K}, DType::i8, seed + 1, -128.0, 128.0));
-  c.add_in("w_scales", random_tensor({N}, DType::f32, seed + 2, 0.002, 0.006));
-  c.add_in("bias", s[3] ? random_tensor({N}, DType::f32, seed + 3, -4.0, 4.0) : Tensor());
-  c.add_out("y", poison_tensor({M, N}, t == DType::i8 ? DType::i8 : DType::f32));
-  c.params["x_scale"] = 0.02;
-  c.params["relu"] = double(s[4]);
+  QLinearArgs a;
+  a.x = random_tensor({M, K}, DType::i8, seed, -128.0, 128.0);
+  a.w = random_tensor({N, K}, DType::i8, seed + 1, -128.0, 128.0);
+  a.w_scales = random_tensor({N}, DType::f32, seed + 2, 0.002, 0.006);
+  if (s[3]) a.bias = random_tensor({N}, DType::f32, seed + 3, -4.0, 4.0);
+  a.y = poison_tensor({M, N}, t == DType::i8 ? DType::i8 : DType::f32);
+  a.x_scale = float(0.02);
+  a.relu = s[4] != 0;
   // y is about 0.4*sqrt(K) wide: +-2 sigma spans the int8 range, the tails saturate.
-  c.params["out_scale"] = 0.8 * std::sqrt(double(std::max<int64_t>(K, 1))) / 127.0 + 0.01;
-  return c;
+  a.out_scale = float(0.8 * std::sqrt(double(std::max<int64_t>(K, 1))) / 127.0 + 0.01);
+  return to_case(a);
 }
 
-QLinearArgs bind_qlinear_case(const TestCase& c) {
-  QLinearArgs a;
-  a.x = c.in("x");
-  a.w = c.in("w");
-  a.w_scales = c.in("w_scales");
-  a.bias = c.in("bias");
-  a.y = c.out("y");
-  a.x_scale = float(c.param("x_scale"));
-  a.out_scale = float(c.param("out_scale"));
-  a.relu = c.param("relu") != 0;
-  return a;
-}
+bool qlinear_simt_small(const TestShape& s) { return s[0] * s[1] * s[2] <= 600000; }
 
 namespace {
 
-// qconv2d: conv2d's fields {N, C, H, W, K, R, S, stride, pad (-1: TF SAME), dil, groups, bias}
-// plus relu.
 struct QCaseDims {
   int64_t N, C, H, W, K, R, S, P, Q;
   Conv2dParams p;
@@ -132,45 +125,18 @@ QCaseDims qcase_dims(const TestShape& s) {
 
 TestCase make_qconv2d_case(const TestShape& s, DType t, uint64_t seed) {
   const QCaseDims d = qcase_dims(s);
-  TestCase c;
-  c.add_in("x", random_tensor({d.N, d.C, d.H, d.W}, DType::i8, seed, -128.0, 128.0));
-  c.add_in("w",
-           random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, DType::i8, seed + 1, -128.0, 128.0));
-  c.add_in("w_scales", random_tensor({d.K}, DType::f32, seed + 2, 0.002, 0.006));
-  c.add_in("bias", s[11] ? random_tensor({d.K}, DType::f32, seed + 3, -4.0, 4.0) : Tensor());
-  c.add_out("y", poison_tensor({d.N, d.K, d.P, d.Q}, t == DType::i8 ? DType::i8 : DType::f32));
-  c.params["x_scale"] = 0.02;
-  c.params["relu"] = double(s[12]);
-  const double red = double(d.C / d.p.groups * d.R * d.S);
-  c.params["out_scale"] = 0.8 * std::sqrt(red) / 127.0 + 0.01;
-  c.params["stride"] = double(s[7]);
-  c.params["dil"] = double(s[9]);
-  c.params["groups"] = double(s[10]);
-  c.params["pad_top"] = double(d.p.pad_top);
-  c.params["pad_bottom"] = double(d.p.pad_bottom);
-  c.params["pad_left"] = double(d.p.pad_left);
-  c.params["pad_right"] = double(d.p.pad_right);
-  return c;
-}
-
-QConv2dArgs bind_qconv2d_case(const TestCase& c) {
   QConv2dArgs a;
-  a.x = c.in("x");
-  a.w = c.in("w");
-  a.w_scales = c.in("w_scales");
-  a.bias = c.in("bias");
-  a.y = c.out("y");
-  a.x_scale = float(c.param("x_scale"));
-  a.out_scale = float(c.param("out_scale"));
-  a.relu = c.param("relu") != 0;
-  a.p.stride_h = a.p.stride_w = int64_t(c.param("stride"));
-  a.p.dil_h = a.p.dil_w = int64_t(c.param("dil"));
-  a.p.groups = int64_t(c.param("groups"));
-  a.p.pad_top = int64_t(c.param("pad_top"));
-  a.p.pad_bottom = int64_t(c.param("pad_bottom"));
-  a.p.pad_left = int64_t(c.param("pad_left"));
-  a.p.pad_right = int64_t(c.param("pad_right"));
-  return a;
+  a.x = random_tensor({d.N, d.C, d.H, d.W}, DType::i8, seed, -128.0, 128.0);
+  a.w = random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, DType::i8, seed + 1, -128.0, 128.0);
+  a.w_scales = random_tensor({d.K}, DType::f32, seed + 2, 0.002, 0.006);
+  if (s[11]) a.bias = random_tensor({d.K}, DType::f32, seed + 3, -4.0, 4.0);
+  a.y = poison_tensor({d.N, d.K, d.P, d.Q}, t == DType::i8 ? DType::i8 : DType::f32);
+  a.x_scale = float(0.02);
+  a.relu = s[12] != 0;
+  const double red = double(d.C / d.p.groups * d.R * d.S);
+  a.out_scale = float(0.8 * std::sqrt(red) / 127.0 + 0.01);
+  a.p = d.p;
+  return to_case(a);
 }
 
 // Integer paths are exact; the f32 epilogue is the same fp32 operations everywhere, so f32

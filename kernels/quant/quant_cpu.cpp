@@ -479,16 +479,8 @@ void register_quant_cpu(Registry& r) {
     const double n = double(a.x.numel());
     return Cost{2.0 * n, n * double(dtype_size(a.x.dtype())), n};
   });
-  q.set_bind([](const TestCase& c) {
-    QuantizeArgs a;
-    a.x = c.in("x");
-    a.scales = c.in("scales");
-    a.q = c.out("q");
-    a.scale = float(c.param("scale"));
-    a.axis = int64_t(c.param("axis"));
-    return a;
-  });
   q.make_case = quant_cpu::make_quantize_case;
+  q.set_shape_fields(quant_cpu::quantize_shape_fields());
   q.add_test_shapes(qshapes);
 
   auto& dq = r.op<DequantizeArgs>("dequantize");
@@ -500,17 +492,9 @@ void register_quant_cpu(Registry& r) {
     const double n = double(a.q.numel());
     return Cost{n, n, 4.0 * n};
   });
-  dq.set_bind([](const TestCase& c) {
-    DequantizeArgs a;
-    a.q = c.in("q");
-    a.scales = c.in("scales");
-    a.y = c.out("y");
-    a.scale = float(c.param("scale"));
-    a.axis = int64_t(c.param("axis"));
-    return a;
-  });
   dq.make_case = quant_cpu::make_dequantize_case;
   dq.tolerance = quant_cpu::quant_tolerance;
+  dq.set_shape_fields(quant_cpu::quantize_shape_fields());
   dq.add_test_shapes(qshapes);
 
   auto& pc = r.op<QuantizePerChannelArgs>("quantize_per_channel");
@@ -520,16 +504,9 @@ void register_quant_cpu(Registry& r) {
     const double n = double(a.w.numel());
     return Cost{3.0 * n, n * double(dtype_size(a.w.dtype())), n + 4.0 * double(a.scales.numel())};
   });
-  pc.set_bind([](const TestCase& c) {
-    QuantizePerChannelArgs a;
-    a.w = c.in("w");
-    a.q = c.out("q");
-    a.scales = c.out("scales");
-    a.axis = int64_t(c.param("axis"));
-    return a;
-  });
   pc.make_case = quant_cpu::make_quantize_per_channel_case;
   pc.tolerance = quant_cpu::quant_tolerance;
+  pc.set_shape_fields(quant_cpu::quantize_shape_fields());
   pc.add_test_shapes(quant_cpu::quantize_per_channel_shapes());
 
   auto& l = r.op<QLinearArgs>("qlinear");
@@ -546,11 +523,11 @@ void register_quant_cpu(Registry& r) {
          }});
   l.set_default(Backend::CPU, quant_cpu::cpu_has_vnni() ? "cpu.vnni" : "cpu.ref");
   l.set_cost(qlinear_cost);
-  l.set_bind(quant_cpu::bind_qlinear_case);
   l.make_case = quant_cpu::make_qlinear_case;
   l.tolerance = quant_cpu::quant_tolerance;
+  l.set_shape_fields(quant_cpu::qlinear_shape_fields());
   l.add_test_shapes(quant_cpu::qlinear_shapes());
-  l.small_enough_for_simt = [](const TestShape& s) { return s[0] * s[1] * s[2] <= 600000; };
+  l.small_enough_for_simt = quant_cpu::qlinear_simt_small;
 
   auto& cv = r.op<QConv2dArgs>("qconv2d");
   cv.description = "int8 conv2d NCHW (conv2d geometry), int32 accumulation, f32 or i8 out";
@@ -566,9 +543,9 @@ void register_quant_cpu(Registry& r) {
           }});
   cv.set_default(Backend::CPU, quant_cpu::cpu_has_vnni() ? "cpu.vnni" : "cpu.ref");
   cv.set_cost(qconv2d_cost);
-  cv.set_bind(quant_cpu::bind_qconv2d_case);
   cv.make_case = quant_cpu::make_qconv2d_case;
   cv.tolerance = quant_cpu::quant_tolerance;
+  cv.set_shape_fields(quant_cpu::qconv2d_shape_fields());
   cv.add_test_shapes(quant_cpu::qconv2d_shapes());
   cv.small_enough_for_simt = quant_cpu::qconv2d_simt_small;
 }

@@ -1,0 +1,135 @@
+// The test cases of conv2d_fwd, conv2d_bwd_data and conv2d_bwd_filter (conv2d_cpu.h): shapes and
+// their fields, case makers, tolerance, the emulator's budget.
+#include <tuple>
+#include <vector>
+
+#include "kernels/conv/conv2d_cpu.h"
+#include "kernels/testing.h"
+
+namespace aim::kernels::conv_cpu {
+
+// TestShape: {N, C, H, W, K, R, S, stride, pad, dil, groups, bias}. pad >= 0: the same on every
+// side; pad == -1: TensorFlow SAME (asymmetric when the total is odd). bias: fwd adds a bias,
+// bwd_filter accumulates dbias.
+std::vector<std::string> conv2d_shape_fields() {
+  return {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "dil", "groups", "bias"};
+}
+
+std::vector<TestShape> conv2d_test_shapes() {
+  // {N, C, H, W, K, R, S, stride, pad (-1: TF SAME), dil, groups, bias}; the last one is the
+  // largest (aim-bench op checks big timed shapes on it).
+  return {{1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1},      // tiny 1x1x1x1
+          {2, 7, 5, 6, 13, 1, 1, 1, 0, 1, 1, 1},     // 1x1 pointwise, odd channels
+          {3, 3, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1},     // 3x3 pad 1, non-square
+          {2, 13, 8, 7, 3, 5, 5, 1, 2, 1, 1, 0},     // 5x5 pad 2
+          {1, 3, 17, 15, 5, 7, 7, 2, 3, 1, 1, 1},    // 7x7 stride 2 pad 3 (ResNet stem)
+          {2, 5, 9, 10, 6, 3, 3, 2, 1, 1, 1, 0},     // 3x3 stride 2
+          {2, 4, 11, 9, 7, 1, 1, 2, 0, 1, 1, 1},     // 1x1 stride 2 (downsample)
+          {1, 6, 13, 12, 4, 3, 3, 1, 2, 2, 1, 1},    // dilation 2
+          {2, 6, 7, 9, 10, 3, 3, 1, 1, 1, 2, 1},     // groups 2
+          {2, 8, 10, 7, 8, 3, 3, 1, 1, 1, 8, 1},     // depthwise
+          {1, 7, 6, 5, 14, 3, 3, 2, 1, 1, 7, 0},     // depthwise multiplier 2, stride 2
+          {2, 3, 9, 7, 5, 2, 2, 2, -1, 1, 1, 1},     // TF SAME, even kernel, odd input, stride 2
+          {1, 4, 11, 13, 3, 4, 4, 2, -1, 1, 1, 0},   // TF SAME 4x4 stride 2 (asymmetric pads)
+          {1, 3, 7, 31, 2, 3, 2, 1, 0, 1, 1, 1},     // unpadded, rectangular kernel
+          {2, 31, 9, 9, 33, 3, 3, 1, 1, 1, 1, 1},    // channels around 32
+          {1, 16, 79, 79, 4, 3, 3, 2, 1, 1, 1, 1},   // stride 2 over several column chunks
+          {1, 16, 45, 47, 3, 3, 3, 1, 0, 1, 1, 0},   // unpadded (Q != W) over several chunks
+          {1, 136, 5, 5, 140, 1, 1, 1, 0, 1, 1, 1},  // 136/140 channels: several GPU row tiles
+          {7, 5, 4, 6, 9, 3, 3, 1, 1, 1, 1, 1},      // small images: blocks of images, last partial
+          {9, 6, 3, 5, 4, 1, 1, 1, 0, 1, 2, 1},      // pointwise grouped, blocks of images
+          {6, 4, 5, 7, 6, 2, 2, 2, -1, 1, 1, 0},     // strided TF SAME, blocks of images
+          {2, 5, 7, 8, 4, 3, 3, 1, 2, 1, 1, 1},      // 3x3 pad 2 (winograd: patches beyond x)
+          {1, 8, 70, 66, 5, 3, 3, 1, 1, 1, 1, 1},    // winograd: chunks of tile rows of one image
+          {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1}};  // ResNet-like (too big for the emulator)
+}
+
+namespace {
+
+Conv2dParams params_of(const TestShape& s) {
+  Conv2dParams p;
+  p.stride_h = p.stride_w = s[7];
+  p.dil_h = p.dil_w = s[9];
+  p.groups = s[10];
+  if (s[8] >= 0) {
+    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = s[8];
+  } else {
+    std::tie(p.pad_top, p.pad_bottom) = tf_same_padding(s[2], s[5], s[7], s[9]);
+    std::tie(p.pad_left, p.pad_right) = tf_same_padding(s[3], s[6], s[7], s[9]);
+  }
+  return p;
+}
+
+struct CaseDims {
+  Conv2dParams p;
+  int64_t N, C, H, W, K, R, S, P, Q;
+};
+CaseDims case_dims(const TestShape& s) {
+  AIM_CHECK(s.size() == 12, "[conv2d] test shape needs 12 fields {N, C, H, W, K, R, S, stride, ",
+            "pad (-1: TF SAME), dil, groups, bias}, got ", shape_str(s));
+  CaseDims c;
+  c.p = params_of(s);
+  c.N = s[0];
+  c.C = s[1];
+  c.H = s[2];
+  c.W = s[3];
+  c.K = s[4];
+  c.R = s[5];
+  c.S = s[6];
+  c.P = conv2d_out_size(c.H, c.R, c.p.stride_h, c.p.pad_top, c.p.pad_bottom, c.p.dil_h);
+  c.Q = conv2d_out_size(c.W, c.S, c.p.stride_w, c.p.pad_left, c.p.pad_right, c.p.dil_w);
+  return c;
+}
+
+}  // namespace
+
+TestCase make_conv2d_fwd_case(const TestShape& s, DType t, uint64_t seed) {
+  const CaseDims d = case_dims(s);
+  Conv2dFwdArgs a;
+  a.x = random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0);
+  a.w = random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 1, -1.0, 1.0);
+  if (s[11]) a.bias = random_tensor({d.K}, t, seed + 2, -1.0, 1.0);
+  a.y = poison_tensor({d.N, d.K, d.P, d.Q}, t);
+  a.p = d.p;
+  return to_case(a);
+}
+
+TestCase make_conv2d_bwd_data_case(const TestShape& s, DType t, uint64_t seed) {
+  const CaseDims d = case_dims(s);
+  Conv2dBwdDataArgs a;
+  a.dy = random_tensor({d.N, d.K, d.P, d.Q}, t, seed + 3, -1.0, 1.0);
+  a.w = random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 1, -1.0, 1.0);
+  a.dx = poison_tensor({d.N, d.C, d.H, d.W}, t);
+  a.p = d.p;
+  return to_case(a);
+}
+
+TestCase make_conv2d_bwd_filter_case(const TestShape& s, DType t, uint64_t seed) {
+  const CaseDims d = case_dims(s);
+  Conv2dBwdFilterArgs a;
+  a.dy = random_tensor({d.N, d.K, d.P, d.Q}, t, seed + 3, -1.0, 1.0);
+  a.x = random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0);
+  // Accumulated outputs start from random values: a variant that writes instead of adding fails.
+  a.dw = random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 4, -1.0, 1.0);
+  if (s[11]) a.dbias = random_tensor({d.K}, t, seed + 5, -1.0, 1.0);
+  a.p = d.p;
+  return to_case(a);
+}
+
+// Sums of up to a few thousand products of values in [-1, 1]: the magnitude grows like the square
+// root of the terms, so 16-bit outputs carry an absolute rounding error beyond the default.
+Tolerance conv2d_tolerance(DType t, const TestShape&) {
+  if (t == DType::f16) return {1e-2, 4e-3};
+  if (t == DType::bf16) return {6e-2, 2e-2};
+  if (t == DType::f32) return {1e-4, 1e-4};
+  return default_tolerance(t);
+}
+
+// Direct-convolution work of a shape, for the emulator's budget.
+bool conv2d_simt_small(const TestShape& s) {
+  const CaseDims d = case_dims(s);
+  const double macs = double(d.N * d.K * d.P * d.Q) * double(d.C / d.p.groups) * double(d.R * d.S);
+  return macs <= 2.0e6;
+}
+
+}  // namespace aim::kernels::conv_cpu
