@@ -36,6 +36,14 @@ struct CtcFwdArgs {
   bool zero_infinity = false;  // infinite losses (infeasible samples) become 0
   Device device() const { return log_probs.device(); }
   DType dtype() const { return log_probs.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("log_probs", s.log_probs), f.in("targets", s.targets);
+    f.in("input_lengths", s.input_lengths), f.in("target_lengths", s.target_lengths);
+    f.out("loss", s.loss), f.out("log_alpha", s.log_alpha);
+    f.param("blank", s.blank), f.param("reduction", s.reduction);
+    f.param("zero_infinity", s.zero_infinity);
+  }
 };
 
 struct CtcBwdArgs {
@@ -48,6 +56,14 @@ struct CtcBwdArgs {
   bool zero_infinity = false;
   Device device() const { return log_probs.device(); }
   DType dtype() const { return log_probs.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dloss", s.dloss), f.in("log_probs", s.log_probs), f.in("targets", s.targets);
+    f.in("input_lengths", s.input_lengths), f.in("target_lengths", s.target_lengths);
+    f.in("log_alpha", s.log_alpha), f.out("dlog_probs", s.dlog_probs);
+    f.param("blank", s.blank), f.param("reduction", s.reduction);
+    f.param("zero_infinity", s.zero_infinity);
+  }
 };
 
 // Best path: argmax class per step, repeats merged (when merge_repeated), blanks dropped.
@@ -61,6 +77,12 @@ struct CtcGreedyDecodeArgs {
   bool merge_repeated = true;  // TF's ctc_greedy_decoder default
   Device device() const { return log_probs.device(); }
   DType dtype() const { return log_probs.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("log_probs", s.log_probs), f.in_opt("input_lengths", s.input_lengths);
+    f.out("labels", s.labels), f.out("lengths", s.lengths), f.out_opt("log_prob", s.log_prob);
+    f.param("blank", s.blank), f.param("merge_repeated", s.merge_repeated);
+  }
 };
 
 // Prefix beam search (TF's ctc_beam_search_decoder, top path only): keeps the beam_width most
@@ -78,6 +100,13 @@ struct CtcBeamDecodeArgs {
   bool merge_repeated = true;
   Device device() const { return log_probs.device(); }
   DType dtype() const { return log_probs.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("log_probs", s.log_probs), f.in_opt("input_lengths", s.input_lengths);
+    f.out("labels", s.labels), f.out("lengths", s.lengths), f.out("log_prob", s.log_prob);
+    f.param("blank", s.blank), f.param("beam_width", s.beam_width);
+    f.param("merge_repeated", s.merge_repeated);
+  }
 };
 
 // What every variant needs from the host: sizes, per-sample lengths and where each sample's

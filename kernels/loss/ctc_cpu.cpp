@@ -13,6 +13,9 @@
 //   Threads only from B*T*L >= 8192 lattice nodes (CRNN: 33600); smaller calls run serially.
 //   Work: ~T*L log-sum-exps per sample forward, twice that plus T*C exps backward; at CRNN's
 //   shape (T 25, B 64, C 37, S 10) the whole call is a few hundred microseconds on 2 cores.
+// Test cases: ctc_cases.cpp.
+#include "kernels/loss/ctc_cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,7 +25,6 @@
 #include "kernels/fast_math.h"
 #include "kernels/loss/ctc.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -640,6 +642,10 @@ void beam_ref(const CtcBeamDecodeArgs& a, const CtcPlan& p) {
 template <class T>
 using LossT = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+}  // namespace
+
+namespace ctc_cpu {
+
 // ---- entry points ------------------------------------------------------------------------------
 
 void ctc_fwd_cpu_ref(const CtcFwdArgs& a) {
@@ -675,193 +681,9 @@ void ctc_beam_cpu_ref(const CtcBeamDecodeArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.log_probs.dtype(), T, { beam_ref<T, LossT<T>>(a, p); });
 }
 
-// ---- test cases -------------------------------------------------------------------------------
+}  // namespace ctc_cpu
 
-// Loss cases: {T, B, C, S, blank, reduction (0 none, 1 mean, 2 sum), zero_infinity,
-// targets i64, 1-D targets, lengths i64}.
-struct LossSpec {
-  int64_t T, B, C, S, blank;
-  Reduction r;
-  bool zi, t64, concat, l64;
-};
-LossSpec loss_spec(const TestShape& s) {
-  return {s[0],      s[1],      s[2],      s[3],     s[4], Reduction(int(s[5])),
-          s[6] != 0, s[7] != 0, s[8] != 0, s[9] != 0};
-}
-
-// Random logits in [-3, 3), log-softmaxed over C in double, then rounded to t.
-Tensor random_log_probs(int64_t T, int64_t B, int64_t C, DType t, uint64_t seed) {
-  Tensor x = random_tensor({T, B, C}, DType::f64, seed, -3.0, 3.0);
-  double* v = x.data<double>();
-  for (int64_t r = 0; r < T * B; ++r) {
-    double m = kNegInf;
-    for (int64_t c = 0; c < C; ++c) m = std::max(m, v[r * C + c]);
-    double s = 0;
-    for (int64_t c = 0; c < C; ++c) s += std::exp(v[r * C + c] - m);
-    const double lse = m + std::log(s);
-    for (int64_t c = 0; c < C; ++c) v[r * C + c] -= lse;
-  }
-  return x.to(t);
-}
-
-// Lengths in [lo, hi] (the first sample gets hi), as i32 or i64.
-Tensor random_lengths(int64_t B, int64_t lo, int64_t hi, bool i64, uint64_t seed) {
-  std::vector<int64_t> v = random_indices({B}, hi - lo + 1, DType::i64, seed).to_vector<int64_t>();
-  for (auto& x : v) x += lo;
-  v[0] = hi;
-  return Tensor::from_vector(v, {B}).to(i64 ? DType::i64 : DType::i32);
-}
-
-void add_loss_inputs(TestCase& c, const LossSpec& p, DType t, uint64_t seed) {
-  c.add_in("log_probs", random_log_probs(p.T, p.B, p.C, t, seed));
-  const Tensor il = random_lengths(p.B, 1, p.T, p.l64, seed + 1);
-  const Tensor tl = random_lengths(p.B, 0, p.S, p.l64, seed + 2);
-  // Labels in [0, C) without the blank; padding past the length is an invalid value on purpose
-  // (it must never be read).
-  std::vector<int64_t> lab = random_indices({p.B, std::max<int64_t>(p.S, 1)},
-                                            std::max<int64_t>(p.C - 1, 1), DType::i64, seed + 3)
-                                 .to_vector<int64_t>();
-  const std::vector<int64_t> tlv = tl.to_vector<int64_t>();
-  std::vector<int64_t> padded(size_t(p.B * p.S)), flat;
-  for (int64_t b = 0; b < p.B; ++b)
-    for (int64_t i = 0; i < p.S; ++i) {
-      int64_t v = lab[size_t(b * std::max<int64_t>(p.S, 1) + i)];
-      v = v >= p.blank ? v + 1 : v;
-      if (i < tlv[size_t(b)]) {
-        flat.push_back(v);
-      } else {
-        v = p.C + 5;
-      }
-      padded[size_t(b * p.S + i)] = v;
-    }
-  Tensor tg = p.concat ? Tensor::from_vector(flat, {int64_t(flat.size())})
-                       : Tensor::from_vector(padded, {p.B, p.S});
-  c.add_in("targets", tg.to(p.t64 ? DType::i64 : DType::i32));
-  c.add_in("input_lengths", il);
-  c.add_in("target_lengths", tl);
-  c.params["blank"] = double(p.blank);
-  c.params["reduction"] = double(int(p.r));
-  c.params["zero_infinity"] = p.zi ? 1 : 0;
-}
-
-// Lengths are host tensors by the op's contract: CUDA cases get them moved back.
-Tensor host(const Tensor& t) { return t.defined() ? t.to(kCPU) : t; }
-
-CtcFwdArgs bind_fwd(const TestCase& c) {
-  CtcFwdArgs a;
-  a.log_probs = c.in("log_probs");
-  a.targets = c.in("targets");
-  a.input_lengths = host(c.in("input_lengths"));
-  a.target_lengths = host(c.in("target_lengths"));
-  a.loss = c.out("loss");
-  a.log_alpha = c.out("log_alpha");
-  a.blank = int64_t(c.param("blank"));
-  a.reduction = Reduction(int(c.param("reduction")));
-  a.zero_infinity = c.param("zero_infinity") != 0;
-  return a;
-}
-
-Shape loss_shape(const LossSpec& p) { return p.r == Reduction::none ? Shape{p.B} : Shape{}; }
-
-TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const LossSpec p = loss_spec(s);
-  TestCase c;
-  add_loss_inputs(c, p, t, seed);
-  const DType ld = loss_dtype(t);
-  c.add_out("loss", poison_tensor(loss_shape(p), ld));
-  c.add_out("log_alpha", poison_tensor(ctc_log_alpha_shape(c.in("log_probs"), c.in("targets"),
-                                                           c.in("target_lengths")),
-                                       ld));
-  return c;
-}
-
-// The backward's case: log_alpha from cpu.ref in the case dtype, a random dloss.
-TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const LossSpec p = loss_spec(s);
-  TestCase f;
-  add_loss_inputs(f, p, t, seed);
-  const DType ld = loss_dtype(t);
-  f.add_out("loss", Tensor::empty(loss_shape(p), ld));
-  f.add_out("log_alpha", Tensor::empty(ctc_log_alpha_shape(f.in("log_probs"), f.in("targets"),
-                                                           f.in("target_lengths")),
-                                       ld));
-  ctc_fwd_cpu_ref(bind_fwd(f));
-  TestCase c;
-  for (const char* n : {"log_probs", "targets", "input_lengths", "target_lengths"})
-    c.add_in(n, f.in(n));
-  c.add_in("log_alpha", f.out("log_alpha"));
-  c.add_in("dloss", random_tensor(loss_shape(p), ld, seed + 7, -1.0, 1.0));
-  c.params = f.params;
-  c.add_out("dlog_probs", poison_tensor({p.T, p.B, p.C}, t));
-  return c;
-}
-
-CtcBwdArgs bind_bwd(const TestCase& c) {
-  CtcBwdArgs a;
-  a.dloss = c.in("dloss");
-  a.log_probs = c.in("log_probs");
-  a.targets = c.in("targets");
-  a.input_lengths = host(c.in("input_lengths"));
-  a.target_lengths = host(c.in("target_lengths"));
-  a.log_alpha = c.in("log_alpha");
-  a.dlog_probs = c.out("dlog_probs");
-  a.blank = int64_t(c.param("blank"));
-  a.reduction = Reduction(int(c.param("reduction")));
-  a.zero_infinity = c.param("zero_infinity") != 0;
-  return a;
-}
-
-// Decoder cases: {T, B, C, blank, merge_repeated, input_lengths (0 none, 1 i32, 2 i64)
-// [, beam_width]}. Lengths in [0, T] (a zero length decodes to nothing).
-TestCase make_decode_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t T = s[0], B = s[1], C = s[2];
-  TestCase c;
-  c.add_in("log_probs", random_log_probs(T, B, C, t, seed));
-  c.add_in("input_lengths", s[5] ? random_lengths(B, 0, T, s[5] == 2, seed + 1) : Tensor());
-  c.params["blank"] = double(s[3]);
-  c.params["merge_repeated"] = double(s[4]);
-  if (s.size() > 6) c.params["beam_width"] = double(s[6]);
-  c.add_out("labels", poison_tensor({B, T}, DType::i64));
-  c.add_out("lengths", poison_tensor({B}, DType::i64));
-  c.add_out("log_prob", poison_tensor({B}, loss_dtype(t)));
-  return c;
-}
-
-CtcGreedyDecodeArgs bind_greedy(const TestCase& c) {
-  CtcGreedyDecodeArgs a;
-  a.log_probs = c.in("log_probs");
-  a.input_lengths = host(c.in("input_lengths"));
-  a.labels = c.out("labels");
-  a.lengths = c.out("lengths");
-  a.log_prob = c.out("log_prob");
-  a.blank = int64_t(c.param("blank"));
-  a.merge_repeated = c.param("merge_repeated") != 0;
-  return a;
-}
-
-CtcBeamDecodeArgs bind_beam(const TestCase& c) {
-  CtcBeamDecodeArgs a;
-  a.log_probs = c.in("log_probs");
-  a.input_lengths = host(c.in("input_lengths"));
-  a.labels = c.out("labels");
-  a.lengths = c.out("lengths");
-  a.log_prob = c.out("log_prob");
-  a.blank = int64_t(c.param("blank"));
-  a.merge_repeated = c.param("merge_repeated") != 0;
-  a.beam_width = int64_t(c.param("beam_width"));
-  return a;
-}
-
-// Alpha and beta chain T log-sum-exps; float variants use polynomial exp/log (cpu.omp).
-Tolerance ctc_tolerance(DType t, const TestShape&) {
-  if (t == DType::f16) return {3e-3, 3e-3};
-  if (t == DType::bf16) return {2e-2, 2e-2};
-  if (t == DType::f32) return {1e-4, 1e-4};
-  return {1e-9, 1e-9};
-}
-
-// The emulator runs every thread of every block: T <= 12, B <= 3, C <= 6.
-bool ctc_simt_small(const TestShape& s) { return s[0] <= 12 && s[1] <= 3 && s[2] <= 6; }
+namespace {
 
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
@@ -877,21 +699,9 @@ void ctc_beam_decode(const CtcBeamDecodeArgs& a) {
 }
 
 void register_ctc_cpu(Registry& r) {
-  // {T, B, C, S, blank, reduction, zero_infinity, targets i64, 1-D targets, lengths i64}: the
-  // emulator-sized ones first (repeated labels come from the small C; S close to T makes some
-  // samples infeasible), then odd sizes and CRNN's shape.
-  const std::vector<TestShape> loss_shapes = {
-      {6, 3, 5, 3, 0, 1, 0, 1, 0, 1},       // mean, padded i64
-      {6, 3, 5, 3, 2, 0, 0, 0, 0, 0},       // none, blank in the middle, i32
-      {5, 3, 4, 4, 3, 2, 1, 1, 1, 0},       // sum, zero_infinity, 1-D targets, blank = C - 1
-      {4, 3, 3, 4, 0, 0, 0, 0, 0, 1},       // none, infeasible samples (+inf, zero gradient)
-      {4, 3, 3, 4, 1, 1, 1, 1, 0, 0},       // mean, infeasible with zero_infinity
-      {12, 3, 6, 5, 1, 1, 0, 0, 1, 1},      // mean, 1-D targets
-      {1, 2, 2, 1, 0, 2, 0, 1, 0, 0},       // T = 1
-      {7, 2, 6, 0, 0, 0, 0, 1, 0, 1},       // empty targets (S = 0)
-      {30, 7, 11, 9, 4, 0, 1, 0, 1, 0},     // odd sizes
-      {25, 64, 37, 10, 0, 1, 0, 1, 0, 1}};  // CRNN (T 25, B 64, 37 classes, <= 10 labels)
-
+  using namespace ctc_cpu;
+  // Test cases: ctc_cases.cpp. The binders are the ones derived from the Args' fields plus a move
+  // of the lengths back to the CPU (ctc_cpu.h).
   auto& f = r.op<CtcFwdArgs>("ctc_fwd");
   f.description = "CTC loss forward (F.ctc_loss): log-space alpha, saved for the backward";
   f.add({"cpu.ref", Backend::CPU, Provider::Own, ctc_fwd_cpu_ref, float_dtypes()});
@@ -900,7 +710,8 @@ void register_ctc_cpu(Registry& r) {
   f.set_cost(ctc_fwd_cost);
   f.set_bind(bind_fwd);
   f.make_case = make_fwd_case;
-  f.add_test_shapes(loss_shapes);
+  f.set_shape_fields(loss_shape_fields());
+  f.add_test_shapes(loss_shapes());
   f.tolerance = ctc_tolerance;
   f.small_enough_for_simt = ctc_simt_small;
 
@@ -912,7 +723,8 @@ void register_ctc_cpu(Registry& r) {
   b.set_cost(ctc_bwd_cost);
   b.set_bind(bind_bwd);
   b.make_case = make_bwd_case;
-  b.add_test_shapes(loss_shapes);
+  b.set_shape_fields(loss_shape_fields());
+  b.add_test_shapes(loss_shapes());
   b.tolerance = ctc_tolerance;
   b.small_enough_for_simt = ctc_simt_small;
 
@@ -922,14 +734,9 @@ void register_ctc_cpu(Registry& r) {
   g.set_default(Backend::CPU, "cpu.ref");
   g.set_cost(ctc_greedy_decode_cost);
   g.set_bind(bind_greedy);
-  g.make_case = make_decode_case;
-  // {T, B, C, blank, merge_repeated, input_lengths (0 none, 1 i32, 2 i64)}
-  g.add_test_shapes({{12, 3, 6, 0, 1, 1},
-                     {12, 3, 6, 5, 0, 2},
-                     {7, 2, 4, 2, 1, 0},
-                     {1, 3, 2, 1, 1, 2},
-                     {25, 64, 37, 0, 1, 2},
-                     {40, 9, 100, 3, 0, 1}});
+  g.make_case = make_greedy_case;
+  g.set_shape_fields(decode_shape_fields(false));
+  g.add_test_shapes(greedy_shapes());
   g.tolerance = ctc_tolerance;
   g.small_enough_for_simt = ctc_simt_small;
 
@@ -939,14 +746,9 @@ void register_ctc_cpu(Registry& r) {
   m.set_default(Backend::CPU, "cpu.ref");
   m.set_cost(ctc_beam_decode_cost);
   m.set_bind(bind_beam);
-  m.make_case = make_decode_case;
-  // {T, B, C, blank, merge_repeated, input_lengths, beam_width}
-  m.add_test_shapes({{12, 3, 6, 0, 1, 1, 4},
-                     {10, 3, 5, 2, 0, 2, 3},
-                     {8, 2, 4, 3, 1, 0, 1},
-                     {12, 2, 3, 0, 0, 1, 8},
-                     {25, 8, 37, 0, 1, 2, 10},
-                     {20, 5, 12, 11, 0, 1, 30}});
+  m.make_case = make_beam_case;
+  m.set_shape_fields(decode_shape_fields(true));
+  m.add_test_shapes(beam_shapes());
   m.tolerance = ctc_tolerance;
   m.small_enough_for_simt = ctc_simt_small;
 }

@@ -28,6 +28,12 @@ struct CrossEntropyFwdArgs {
   Reduction reduction = Reduction::mean;
   Device device() const { return logits.device(); }
   DType dtype() const { return logits.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("logits", s.logits), f.in("target", s.target), f.out("loss", s.loss), f.out("lse", s.lse);
+    f.param("ignore_index", s.ignore_index), f.param("label_smoothing", s.label_smoothing);
+    f.param("reduction", s.reduction);
+  }
 };
 struct CrossEntropyBwdArgs {
   Tensor dloss, logits, target, lse;  // dloss: [N] (none) or []; lse from the forward
@@ -37,14 +43,28 @@ struct CrossEntropyBwdArgs {
   Reduction reduction = Reduction::mean;
   Device device() const { return logits.device(); }
   DType dtype() const { return logits.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dloss", s.dloss), f.in("logits", s.logits), f.in("target", s.target), f.in("lse", s.lse);
+    f.out("dlogits", s.dlogits);
+    f.param("ignore_index", s.ignore_index), f.param("label_smoothing", s.label_smoothing);
+    f.param("reduction", s.reduction);
+  }
 };
 
+// The pointwise losses' fields call the input (logits) "x" and its gradient "dx", as their test
+// cases do (one case maker for the three losses).
 struct BceWithLogitsFwdArgs {
   Tensor logits, target, pos_weight;  // pos_weight: [C] or undefined
   Tensor loss;
   Reduction reduction = Reduction::mean;
   Device device() const { return logits.device(); }
   DType dtype() const { return logits.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.logits), f.in("target", s.target), f.in_opt("pos_weight", s.pos_weight);
+    f.out("loss", s.loss), f.param("reduction", s.reduction);
+  }
 };
 struct BceWithLogitsBwdArgs {
   Tensor dloss, logits, target, pos_weight;
@@ -52,6 +72,11 @@ struct BceWithLogitsBwdArgs {
   Reduction reduction = Reduction::mean;
   Device device() const { return logits.device(); }
   DType dtype() const { return logits.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dloss", s.dloss), f.in("x", s.logits), f.in("target", s.target);
+    f.in_opt("pos_weight", s.pos_weight), f.out("dx", s.dlogits), f.param("reduction", s.reduction);
+  }
 };
 
 struct MseFwdArgs {
@@ -60,6 +85,11 @@ struct MseFwdArgs {
   Reduction reduction = Reduction::mean;
   Device device() const { return input.device(); }
   DType dtype() const { return input.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.input), f.in("target", s.target), f.out("loss", s.loss);
+    f.param("reduction", s.reduction);
+  }
 };
 struct MseBwdArgs {
   Tensor dloss, input, target;
@@ -67,6 +97,11 @@ struct MseBwdArgs {
   Reduction reduction = Reduction::mean;
   Device device() const { return input.device(); }
   DType dtype() const { return input.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dloss", s.dloss), f.in("x", s.input), f.in("target", s.target), f.out("dx", s.dinput);
+    f.param("reduction", s.reduction);
+  }
 };
 
 struct SmoothL1FwdArgs {
@@ -76,6 +111,11 @@ struct SmoothL1FwdArgs {
   float beta = 1.0f;  // >= 0; 0 is the L1 loss
   Device device() const { return input.device(); }
   DType dtype() const { return input.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.input), f.in("target", s.target), f.out("loss", s.loss);
+    f.param("reduction", s.reduction), f.param("beta", s.beta);
+  }
 };
 struct SmoothL1BwdArgs {
   Tensor dloss, input, target;
@@ -84,6 +124,11 @@ struct SmoothL1BwdArgs {
   float beta = 1.0f;
   Device device() const { return input.device(); }
   DType dtype() const { return input.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dloss", s.dloss), f.in("x", s.input), f.in("target", s.target), f.out("dx", s.dinput);
+    f.param("reduction", s.reduction), f.param("beta", s.beta);
+  }
 };
 
 // ---- costs: compulsory work from shapes ----

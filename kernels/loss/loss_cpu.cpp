@@ -2,6 +2,9 @@
 // cpu.omp: OpenMP over rows (cross entropy) or fixed chunks of elements (pointwise losses);
 // per-row / per-chunk partial losses are summed in order afterwards: deterministic, independent
 // of the thread count. Accumulation in float (double for f64).
+// Test cases: loss_cases.cpp.
+#include "kernels/loss/loss_cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,7 +12,6 @@
 
 #include "kernels/loss/loss.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -453,110 +455,23 @@ void pointwise_cpu_omp(const PointwiseLoss& p, bool backward) {
   });
 }
 
-// ---- test cases -----------------------------------------------------------------------------
-
-Reduction reduction_of(double code) { return Reduction(int(code)); }
-Shape reduced_shape(Reduction r, const Shape& none_shape) {
-  return r == Reduction::none ? none_shape : Shape{};
-}
-
-// Cross entropy shapes: {N, V, target dtype (0: i32, 1: i64), reduction (0 none, 1 mean, 2 sum),
-// smoothing (0: 0, 1: 0.1), ignored (0: none, 1: every 5th sample from the 3rd, 2: all)}.
-Tensor ce_targets(const TestShape& s, uint64_t seed) {
-  const int64_t N = s[0];
-  Tensor t = random_indices({N}, s[1], DType::i64, seed);
-  int64_t* p = t.data<int64_t>();
-  for (int64_t n = 0; n < N; ++n)
-    if (s[5] == 2 || (s[5] == 1 && n % 5 == 2)) p[n] = -100;
-  return t.to(s[2] ? DType::i64 : DType::i32);
-}
-
-TestCase make_ce_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const Reduction r = reduction_of(double(s[3]));
-  TestCase c;
-  c.add_in("logits", random_tensor({s[0], s[1]}, t, seed, -4.0, 4.0));
-  c.add_in("target", ce_targets(s, seed + 1));
-  c.add_out("loss", poison_tensor(reduced_shape(r, {s[0]}), loss_dtype(t)));
-  c.add_out("lse", poison_tensor({s[0]}, loss_dtype(t)));
-  c.params["reduction"] = double(s[3]);
-  c.params["label_smoothing"] = s[4] ? 0.1 : 0.0;
-  c.params["ignore_index"] = -100;
-  return c;
-}
-
-TestCase make_ce_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const Reduction r = reduction_of(double(s[3]));
-  TestCase c;
-  Tensor logits = random_tensor({s[0], s[1]}, t, seed, -4.0, 4.0);
-  // lse consistent with the logits (as the forward saves it), computed in double.
-  const std::vector<double> lv = logits.to_vector<double>();
-  std::vector<double> lse(static_cast<size_t>(s[0]));
-  for (int64_t n = 0; n < s[0]; ++n) {
-    double mx = -std::numeric_limits<double>::infinity(), se = 0;
-    for (int64_t v = 0; v < s[1]; ++v) mx = std::max(mx, lv[size_t(n * s[1] + v)]);
-    for (int64_t v = 0; v < s[1]; ++v) se += std::exp(lv[size_t(n * s[1] + v)] - mx);
-    lse[size_t(n)] = mx + std::log(se);
-  }
-  c.add_in("dloss", random_tensor(reduced_shape(r, {s[0]}), loss_dtype(t), seed + 2, 0.5, 2.0));
-  c.add_in("logits", logits);
-  c.add_in("target", ce_targets(s, seed + 1));
-  c.add_in("lse", Tensor::from_vector(lse, Shape{s[0]}).to(loss_dtype(t)));
-  c.add_out("dlogits", poison_tensor({s[0], s[1]}, t));
-  c.params["reduction"] = double(s[3]);
-  c.params["label_smoothing"] = s[4] ? 0.1 : 0.0;
-  c.params["ignore_index"] = -100;
-  return c;
-}
-
-// Pointwise shapes: {rows, C, reduction, extra}; extra: bce: pos_weight (0/1); smooth_l1: beta
-// (0: 0 = L1, 1: 1.0, 2: 0.5); mse: unused.
-TestCase make_pointwise_case(PointwiseKind k, bool backward, const TestShape& s, DType t,
-                             uint64_t seed) {
-  const Reduction r = reduction_of(double(s[2]));
-  const Shape shape{s[0], s[1]};
-  TestCase c;
-  if (backward)
-    c.add_in("dloss", random_tensor(reduced_shape(r, shape), loss_dtype(t), seed + 2, 0.5, 2.0));
-  if (k == PointwiseKind::bce_with_logits) {
-    c.add_in("x", random_tensor(shape, t, seed, -8.0, 8.0));
-    c.add_in("target", random_tensor(shape, t, seed + 1, 0.0, 1.0));
-    c.add_in("pos_weight", s[3] ? random_tensor({s[1]}, t, seed + 3, 0.5, 3.0) : Tensor());
-  } else {
-    c.add_in("x", random_tensor(shape, t, seed, -2.0, 2.0));
-    c.add_in("target", random_tensor(shape, t, seed + 1, -2.0, 2.0));
-  }
-  c.add_out(backward ? "dx" : "loss", backward
-                                          ? poison_tensor(shape, t)
-                                          : poison_tensor(reduced_shape(r, shape), loss_dtype(t)));
-  c.params["reduction"] = double(s[2]);
-  c.params["beta"] = k == PointwiseKind::smooth_l1 ? (s[3] == 0   ? 0.0
-                                                      : s[3] == 1 ? 1.0
-                                                                  : 0.5)
-                                                   : 0.0;
-  return c;
-}
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
-// Loss values are sums of many f32 terms: allow for float vs double accumulation order.
-Tolerance loss_tolerance(DType t, const TestShape&) {
-  if (t == DType::f32) return {2e-5, 2e-5};
-  return default_tolerance(t);
-}
-
-bool simt_small(const TestShape& s) { return s[0] * s[1] <= 4096; }
-
+// Variants, cost and test description of one loss op (test cases: loss_cases.cpp).
 template <class Args>
 void describe(Op<Args>& op, const char* what, void (*ref)(const Args&), void (*omp)(const Args&),
-              Cost (*cost)(const Args&), std::vector<TestShape> shapes) {
+              Cost (*cost)(const Args&), TestCase (*make_case)(const TestShape&, DType, uint64_t),
+              std::vector<std::string> shape_fields, std::vector<TestShape> shapes) {
   op.description = what;
   op.add({"cpu.ref", Backend::CPU, Provider::Own, ref, float_dtypes()});
   op.add({"cpu.omp", Backend::CPU, Provider::Own, omp, float_dtypes()});
   op.set_default(Backend::CPU, "cpu.omp");
   op.set_cost(cost);
+  op.make_case = make_case;
+  op.set_shape_fields(std::move(shape_fields));
   op.add_test_shapes(std::move(shapes));
-  op.tolerance = loss_tolerance;
-  op.small_enough_for_simt = simt_small;
+  op.tolerance = loss_cpu::loss_tolerance;
+  op.small_enough_for_simt = loss_cpu::loss_simt_small;
 }
 
 template <class Args>
@@ -574,16 +489,6 @@ void pointwise_omp_fwd(const Args& a) {
 template <class Args>
 void pointwise_omp_bwd(const Args& a) {
   pointwise_cpu_omp(to_pointwise(a), true);
-}
-
-std::vector<TestShape> pointwise_shapes(int64_t extra_values) {
-  std::vector<TestShape> s;
-  const std::vector<std::pair<int64_t, int64_t>> dims = {{1, 1},  {1, 31}, {4, 32},
-                                                         {3, 33}, {7, 97}, {311, 1031}};
-  int64_t i = 0;
-  for (const auto& [rows, C] : dims)
-    for (int64_t r = 0; r < 3; ++r) s.push_back({rows, C, r, (i++) % extra_values});
-  return s;
 }
 
 }  // namespace
@@ -610,115 +515,52 @@ void smooth_l1_bwd(const SmoothL1BwdArgs& a) {
 }
 
 void register_loss_cpu(Registry& r) {
+  using namespace loss_cpu;
   // ---- cross entropy ----
-  std::vector<TestShape> ce_shapes = {
-      {1, 1, 1, 1, 0, 0},  {31, 33, 1, 1, 1, 1},  {32, 31, 0, 0, 0, 1},  {33, 32, 1, 2, 1, 0},
-      {97, 5, 0, 1, 0, 1}, {5, 97, 1, 0, 1, 1},   {13, 17, 1, 1, 1, 2},  {9, 11, 0, 2, 0, 2},
-      {6, 7, 1, 0, 0, 2},  {3, 1031, 0, 1, 1, 1}, {64, 5003, 1, 1, 1, 1}};
   auto& cf = r.op<CrossEntropyFwdArgs>("cross_entropy_fwd");
   describe(cf, "cross entropy of logits and class targets (F.cross_entropy)",
-           cross_entropy_fwd_cpu_ref, cross_entropy_fwd_cpu_omp, cross_entropy_fwd_cost, ce_shapes);
-  cf.set_bind([](const TestCase& c) {
-    CrossEntropyFwdArgs a;
-    a.logits = c.in("logits");
-    a.target = c.in("target");
-    a.loss = c.out("loss");
-    a.lse = c.out("lse");
-    a.ignore_index = int64_t(c.param("ignore_index"));
-    a.label_smoothing = float(c.param("label_smoothing"));
-    a.reduction = reduction_of(c.param("reduction"));
-    return a;
-  });
-  cf.make_case = make_ce_fwd_case;
+           cross_entropy_fwd_cpu_ref, cross_entropy_fwd_cpu_omp, cross_entropy_fwd_cost,
+           make_cross_entropy_fwd_case, cross_entropy_shape_fields(), cross_entropy_shapes());
   auto& cb = r.op<CrossEntropyBwdArgs>("cross_entropy_bwd");
   describe(cb, "cross entropy gradient: softmax minus smoothed one-hot, scaled",
-           cross_entropy_bwd_cpu_ref, cross_entropy_bwd_cpu_omp, cross_entropy_bwd_cost, ce_shapes);
-  cb.set_bind([](const TestCase& c) {
-    CrossEntropyBwdArgs a;
-    a.dloss = c.in("dloss");
-    a.logits = c.in("logits");
-    a.target = c.in("target");
-    a.lse = c.in("lse");
-    a.dlogits = c.out("dlogits");
-    a.ignore_index = int64_t(c.param("ignore_index"));
-    a.label_smoothing = float(c.param("label_smoothing"));
-    a.reduction = reduction_of(c.param("reduction"));
-    return a;
-  });
-  cb.make_case = make_ce_bwd_case;
+           cross_entropy_bwd_cpu_ref, cross_entropy_bwd_cpu_omp, cross_entropy_bwd_cost,
+           make_cross_entropy_bwd_case, cross_entropy_shape_fields(), cross_entropy_shapes());
 
   // ---- binary cross entropy with logits ----
+  const auto bce = PointwiseKind::bce_with_logits;
   auto& bf = r.op<BceWithLogitsFwdArgs>("bce_with_logits_fwd");
   describe(bf, "binary cross entropy on logits (F.binary_cross_entropy_with_logits)",
            pointwise_ref_fwd<BceWithLogitsFwdArgs>, pointwise_omp_fwd<BceWithLogitsFwdArgs>,
-           bce_with_logits_fwd_cost, pointwise_shapes(2));
-  bf.set_bind([](const TestCase& c) {
-    return BceWithLogitsFwdArgs{c.in("x"), c.in("target"), c.in("pos_weight"), c.out("loss"),
-                                reduction_of(c.param("reduction"))};
-  });
-  bf.make_case = [](const TestShape& s, DType t, uint64_t seed) {
-    return make_pointwise_case(PointwiseKind::bce_with_logits, false, s, t, seed);
-  };
+           bce_with_logits_fwd_cost, make_bce_with_logits_fwd_case, pointwise_shape_fields(bce),
+           pointwise_shapes(2));
   auto& bb = r.op<BceWithLogitsBwdArgs>("bce_with_logits_bwd");
   describe(bb, "gradient of bce_with_logits w.r.t. the logits",
            pointwise_ref_bwd<BceWithLogitsBwdArgs>, pointwise_omp_bwd<BceWithLogitsBwdArgs>,
-           bce_with_logits_bwd_cost, pointwise_shapes(2));
-  bb.set_bind([](const TestCase& c) {
-    return BceWithLogitsBwdArgs{c.in("dloss"),  c.in("x"),
-                                c.in("target"), c.in("pos_weight"),
-                                c.out("dx"),    reduction_of(c.param("reduction"))};
-  });
-  bb.make_case = [](const TestShape& s, DType t, uint64_t seed) {
-    return make_pointwise_case(PointwiseKind::bce_with_logits, true, s, t, seed);
-  };
+           bce_with_logits_bwd_cost, make_bce_with_logits_bwd_case, pointwise_shape_fields(bce),
+           pointwise_shapes(2));
 
   // ---- mean squared error ----
+  const auto mse = PointwiseKind::mse;
   auto& mf = r.op<MseFwdArgs>("mse_fwd");
   describe(mf, "squared error (F.mse_loss)", pointwise_ref_fwd<MseFwdArgs>,
-           pointwise_omp_fwd<MseFwdArgs>, mse_fwd_cost, pointwise_shapes(1));
-  mf.set_bind([](const TestCase& c) {
-    return MseFwdArgs{c.in("x"), c.in("target"), c.out("loss"), reduction_of(c.param("reduction"))};
-  });
-  mf.make_case = [](const TestShape& s, DType t, uint64_t seed) {
-    return make_pointwise_case(PointwiseKind::mse, false, s, t, seed);
-  };
+           pointwise_omp_fwd<MseFwdArgs>, mse_fwd_cost, make_mse_fwd_case,
+           pointwise_shape_fields(mse), pointwise_shapes(1));
   auto& mb = r.op<MseBwdArgs>("mse_bwd");
   describe(mb, "gradient of mse w.r.t. the input", pointwise_ref_bwd<MseBwdArgs>,
-           pointwise_omp_bwd<MseBwdArgs>, mse_bwd_cost, pointwise_shapes(1));
-  mb.set_bind([](const TestCase& c) {
-    return MseBwdArgs{c.in("dloss"), c.in("x"), c.in("target"), c.out("dx"),
-                      reduction_of(c.param("reduction"))};
-  });
-  mb.make_case = [](const TestShape& s, DType t, uint64_t seed) {
-    return make_pointwise_case(PointwiseKind::mse, true, s, t, seed);
-  };
+           pointwise_omp_bwd<MseBwdArgs>, mse_bwd_cost, make_mse_bwd_case,
+           pointwise_shape_fields(mse), pointwise_shapes(1));
 
   // ---- smooth L1 ----
+  const auto sl1 = PointwiseKind::smooth_l1;
   auto& sf = r.op<SmoothL1FwdArgs>("smooth_l1_fwd");
   describe(sf, "smooth L1 / Huber-like loss with beta (F.smooth_l1_loss)",
            pointwise_ref_fwd<SmoothL1FwdArgs>, pointwise_omp_fwd<SmoothL1FwdArgs>,
-           smooth_l1_fwd_cost, pointwise_shapes(3));
-  sf.set_bind([](const TestCase& c) {
-    return SmoothL1FwdArgs{c.in("x"), c.in("target"), c.out("loss"),
-                           reduction_of(c.param("reduction")), float(c.param("beta"))};
-  });
-  sf.make_case = [](const TestShape& s, DType t, uint64_t seed) {
-    return make_pointwise_case(PointwiseKind::smooth_l1, false, s, t, seed);
-  };
+           smooth_l1_fwd_cost, make_smooth_l1_fwd_case, pointwise_shape_fields(sl1),
+           pointwise_shapes(3));
   auto& sb = r.op<SmoothL1BwdArgs>("smooth_l1_bwd");
   describe(sb, "gradient of smooth_l1 w.r.t. the input", pointwise_ref_bwd<SmoothL1BwdArgs>,
-           pointwise_omp_bwd<SmoothL1BwdArgs>, smooth_l1_bwd_cost, pointwise_shapes(3));
-  sb.set_bind([](const TestCase& c) {
-    return SmoothL1BwdArgs{c.in("dloss"),
-                           c.in("x"),
-                           c.in("target"),
-                           c.out("dx"),
-                           reduction_of(c.param("reduction")),
-                           float(c.param("beta"))};
-  });
-  sb.make_case = [](const TestShape& s, DType t, uint64_t seed) {
-    return make_pointwise_case(PointwiseKind::smooth_l1, true, s, t, seed);
-  };
+           pointwise_omp_bwd<SmoothL1BwdArgs>, smooth_l1_bwd_cost, make_smooth_l1_bwd_case,
+           pointwise_shape_fields(sl1), pointwise_shapes(3));
 }
 
 }  // namespace aim::kernels

@@ -31,6 +31,14 @@ struct SgdUpdateArgs {
   Tensor hyper;             // optional {lr, step} on the device (capturable): lr read there
   Device device() const { return param.device(); }
   DType dtype() const { return param.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("grad", s.grad), f.in_opt("hyper", s.hyper);
+    f.out("param", s.param), f.out_opt("momentum_buf", s.momentum_buf);
+    f.param("lr", s.lr), f.param("momentum", s.momentum), f.param("dampening", s.dampening);
+    f.param("weight_decay", s.weight_decay), f.param("nesterov", s.nesterov);
+    f.param("first_step", s.first_step);
+  }
 };
 
 struct AdamUpdateArgs {
@@ -44,6 +52,14 @@ struct AdamUpdateArgs {
   Tensor hyper;            // optional {lr, step} on the device (capturable): both read there
   Device device() const { return param.device(); }
   DType dtype() const { return param.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("grad", s.grad), f.in_opt("hyper", s.hyper);
+    f.out("param", s.param), f.out("exp_avg", s.exp_avg), f.out("exp_avg_sq", s.exp_avg_sq);
+    f.param("lr", s.lr), f.param("beta1", s.beta1), f.param("beta2", s.beta2);
+    f.param("eps", s.eps), f.param("weight_decay", s.weight_decay);
+    f.param("decoupled", s.decoupled), f.param("step", s.step);
+  }
 };
 
 struct AdagradUpdateArgs {
@@ -55,6 +71,12 @@ struct AdagradUpdateArgs {
   Tensor hyper;      // optional {lr, step} on the device (capturable): both read there
   Device device() const { return param.device(); }
   DType dtype() const { return param.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("grad", s.grad), f.in_opt("hyper", s.hyper), f.out("param", s.param), f.out("sum", s.sum);
+    f.param("lr", s.lr), f.param("lr_decay", s.lr_decay);
+    f.param("weight_decay", s.weight_decay), f.param("eps", s.eps), f.param("step", s.step);
+  }
 };
 
 // Mixed-precision loss scaling (train/amp.h): grad *= inv_scale in place, and found_inf[0] = 1
@@ -66,6 +88,10 @@ struct AmpUnscaleArgs {
   double inv_scale = 1;
   Device device() const { return grad.device(); }
   DType dtype() const { return grad.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.out("grad", s.grad), f.out("found_inf", s.found_inf), f.param("inv_scale", s.inv_scale);
+  }
 };
 
 // FTRL-proximal (TensorFlow's tf.keras.optimizers.Ftrl with l2_shrinkage 0), per element, with
@@ -81,6 +107,13 @@ struct FtrlUpdateArgs {
   Tensor hyper;  // optional {lr, step} on the device (capturable): lr read there
   Device device() const { return param.device(); }
   DType dtype() const { return param.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("grad", s.grad), f.in_opt("hyper", s.hyper);
+    f.out("param", s.param), f.out("accum", s.accum), f.out("linear", s.linear);
+    f.param("lr", s.lr), f.param("lr_power", s.lr_power), f.param("l1", s.l1);
+    f.param("l2", s.l2);
+  }
 };
 
 // Gradient clipping by the global L2 norm, on the device (train/optim.h clip_grad_norm):
@@ -93,6 +126,10 @@ struct GradSqSumArgs {
   Tensor acc;  // [1] f64 on x's device: acc[0] += sum over x of double(x)^2
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("acc", s.acc);
+  }
 };
 struct GradClipScaleArgs {
   Tensor x;     // [n] any float dtype, contiguous, scaled in place
@@ -100,6 +137,10 @@ struct GradClipScaleArgs {
   double max_norm = 1;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("norm", s.norm), f.out("x", s.x), f.param("max_norm", s.max_norm);
+  }
 };
 
 // Bytes: param and grad read, param written, each state tensor read and written.

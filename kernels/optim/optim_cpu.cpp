@@ -2,11 +2,13 @@
 // (templated on the compute type). Obviously right.
 // cpu.omp: the same rule computed in the accumulator type (f32 for f32/f16/bf16 parameters, f64
 // for f64), OpenMP over elements when the tensor is large; one read and write of each tensor.
+// Test cases: optim_cases.cpp.
+#include "kernels/optim/optim_cpu.h"
+
 #include <cmath>
 
 #include "kernels/optim/optim.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 namespace {
@@ -268,139 +270,6 @@ void grad_clip_scale_cpu_ref(const GradClipScaleArgs& a) {
   });
 }
 
-// ---- test cases -------------------------------------------------------------------------------
-// Shapes: {n, mode}. Param and grad random in [-1, 1); state random with the initial content the
-// in-place update reads (second moments and sums non-negative).
-
-// hyper: {lr, step} as the capturable update reads it (f64); undefined for the plain modes.
-TestCase base_case(int64_t n, DType t, uint64_t seed, std::vector<double> hyper = {}) {
-  TestCase c;
-  c.add_in("grad", random_tensor({n}, t, seed + 1));
-  c.add_out("param", random_tensor({n}, t, seed));
-  c.add_in("hyper", hyper.empty() ? Tensor() : Tensor::from_vector(hyper, {2}));
-  return c;
-}
-
-// mode 0: plain SGD; 1: momentum, first step, wd; 2: momentum + dampening + wd; 3: Nesterov;
-// 4: mode 2 capturable (lr 0.07 from hyper; the lr field is a wrong 0.5).
-TestCase make_sgd_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t n = s[0];
-  const int mode = int(s[1]);
-  TestCase c =
-      base_case(n, t, seed, mode == 4 ? std::vector<double>{0.07, 3} : std::vector<double>{});
-  c.add_out("momentum_buf",
-            mode == 0 ? Tensor() : random_tensor({n}, optim_state_dtype(t), seed + 2));
-  c.params = {{"lr", mode == 4 ? 0.5 : 0.1},
-              {"momentum", mode == 0 ? 0.0 : 0.9},
-              {"dampening", mode == 2 || mode == 4 ? 0.1 : 0.0},
-              {"weight_decay", mode == 0   ? 0.0
-                               : mode == 3 ? 0.05
-                                           : 0.01},
-              {"nesterov", mode == 3 ? 1.0 : 0.0},
-              {"first_step", mode == 1 ? 1.0 : 0.0}};
-  return c;
-}
-
-// mode 0: Adam step 1, no weight decay; 1: Adam step 3, wd; 2: AdamW step 10, wd; 3: AdamW
-// capturable (lr 0.02 and step 7 from hyper; the fields are a wrong 1.0 and 1).
-TestCase make_adam_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t n = s[0];
-  const int mode = int(s[1]);
-  TestCase c =
-      base_case(n, t, seed, mode == 3 ? std::vector<double>{0.02, 7} : std::vector<double>{});
-  c.add_out("exp_avg", random_tensor({n}, optim_state_dtype(t), seed + 2, -0.5, 0.5));
-  c.add_out("exp_avg_sq", random_tensor({n}, optim_state_dtype(t), seed + 3, 0.01, 1.0));
-  c.params = {{"lr", mode == 3 ? 1.0 : 0.01},
-              {"beta1", 0.9},
-              {"beta2", 0.999},
-              {"eps", 1e-8},
-              {"weight_decay", mode == 0 ? 0.0 : 0.01},
-              {"decoupled", mode >= 2 ? 1.0 : 0.0},
-              {"step", mode == 0 || mode == 3 ? 1.0
-                       : mode == 1            ? 3.0
-                                              : 10.0}};
-  return c;
-}
-
-// mode 0: step 1, no decay; 1: step 4, lr_decay and wd; 2: mode 1 capturable (lr 0.03 and step
-// 5 from hyper; the fields are a wrong 1.0 and 1).
-TestCase make_adagrad_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t n = s[0];
-  const int mode = int(s[1]);
-  TestCase c =
-      base_case(n, t, seed, mode == 2 ? std::vector<double>{0.03, 5} : std::vector<double>{});
-  c.add_out("sum", random_tensor({n}, optim_state_dtype(t), seed + 2, 0.0, 1.0));
-  c.params = {{"lr", mode == 2 ? 1.0 : 0.05},
-              {"lr_decay", mode == 0 ? 0.0 : 0.01},
-              {"weight_decay", mode == 0 ? 0.0 : 0.01},
-              {"eps", 1e-10},
-              {"step", mode == 1 ? 4.0 : 1.0}};
-  return c;
-}
-
-// mode 0: all finite; 1: an Inf in the middle; 2: a NaN at the end. found_inf starts at 0.
-TestCase make_unscale_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t n = s[0];
-  const int mode = int(s[1]);
-  TestCase c;
-  Tensor g = random_tensor({n}, t, seed, -1000.0, 1000.0);
-  if (mode > 0) {
-    Tensor bad = Tensor::from_vector(std::vector<float>{mode == 1 ? INFINITY : NAN}, {1}).to(t);
-    g.slice(0, mode == 1 ? n / 2 : n - 1, (mode == 1 ? n / 2 : n - 1) + 1).copy_(bad);
-  }
-  c.add_out("grad", g);
-  c.add_out("found_inf", Tensor::zeros({1}, optim_state_dtype(t)));
-  c.params = {{"inv_scale", 1.0 / 1024}};
-  return c;
-}
-
-// mode 0: power -0.5, no regularisation; 1: power -0.3, l1 0.01, l2 0.001; 2: power 0 (constant
-// rate), l1 0.5 (most weights land in the dead zone: exact zeros); 3: mode 1 capturable (lr
-// 0.07 from hyper; the field is a wrong 1.0).
-TestCase make_ftrl_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t n = s[0];
-  const int mode = int(s[1]);
-  TestCase c =
-      base_case(n, t, seed, mode == 3 ? std::vector<double>{0.07, 2} : std::vector<double>{});
-  c.add_out("accum", random_tensor({n}, optim_state_dtype(t), seed + 2, 0.1, 1.0));
-  c.add_out("linear", random_tensor({n}, optim_state_dtype(t), seed + 3, -1.0, 1.0));
-  c.params = {{"lr", mode == 3 ? 1.0 : 0.05},
-              {"lr_power", mode == 0                ? -0.5
-                           : mode == 1 || mode == 3 ? -0.3
-                                                    : 0.0},
-              {"l1", mode == 0                ? 0.0
-                     : mode == 1 || mode == 3 ? 0.01
-                                              : 0.5},
-              {"l2", mode == 1 || mode == 3 ? 0.001 : 0.0}};
-  return c;
-}
-
-// mode 0: acc starts at 0; 1: acc starts at 2.5 (accumulates).
-TestCase make_sq_sum_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("x", random_tensor({s[0]}, t, seed));
-  c.add_out("acc", Tensor::full({1}, s[1] == 0 ? 0.0 : 2.5, DType::f64));
-  return c;
-}
-
-// mode 0: norm 10, max_norm 1 (scaled by ~0.1); 1: norm 0.5, max_norm 1 (untouched).
-TestCase make_clip_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_out("x", random_tensor({s[0]}, t, seed));
-  c.add_in("norm", Tensor::full({1}, s[1] == 0 ? 10.0 : 0.5, DType::f64));
-  c.params = {{"max_norm", 1.0}};
-  return c;
-}
-
-std::vector<TestShape> shapes(int modes) {
-  std::vector<TestShape> r;
-  for (int64_t n : {1, 31, 32, 33, 97, 100003})
-    for (int m = 0; m < modes; ++m) r.push_back({n, m});
-  return r;
-}
-
-bool simt_size(const TestShape& s) { return s[0] < 10000; }
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
 }  // namespace
@@ -484,23 +353,10 @@ void register_optim_cpu(Registry& r) {
   s.add({"cpu.omp", Backend::CPU, Provider::Own, sgd_cpu_omp, float_dtypes(), check_sgd_update});
   s.set_default(Backend::CPU, "cpu.omp");
   s.set_cost(sgd_update_cost);
-  s.set_bind([](const TestCase& tc) {
-    SgdUpdateArgs a;
-    a.param = tc.out("param");
-    a.grad = tc.in("grad");
-    a.momentum_buf = tc.out("momentum_buf");
-    a.lr = tc.param("lr");
-    a.momentum = tc.param("momentum");
-    a.dampening = tc.param("dampening");
-    a.weight_decay = tc.param("weight_decay");
-    a.nesterov = tc.param("nesterov") != 0;
-    a.first_step = tc.param("first_step") != 0;
-    a.hyper = tc.in("hyper");
-    return a;
-  });
-  s.make_case = make_sgd_case;
-  s.add_test_shapes(shapes(5));
-  s.small_enough_for_simt = simt_size;
+  s.make_case = optim_cpu::make_sgd_case;
+  s.set_shape_fields(optim_cpu::shape_fields());
+  s.add_test_shapes(optim_cpu::test_shapes(5));
+  s.small_enough_for_simt = optim_cpu::simt_size;
 
   auto& ad = r.op<AdamUpdateArgs>("adam_update");
   ad.description = "fused in-place Adam / AdamW step";
@@ -508,25 +364,10 @@ void register_optim_cpu(Registry& r) {
   ad.add({"cpu.omp", Backend::CPU, Provider::Own, adam_cpu_omp, float_dtypes(), check_adam_update});
   ad.set_default(Backend::CPU, "cpu.omp");
   ad.set_cost(adam_update_cost);
-  ad.set_bind([](const TestCase& tc) {
-    AdamUpdateArgs a;
-    a.param = tc.out("param");
-    a.grad = tc.in("grad");
-    a.exp_avg = tc.out("exp_avg");
-    a.exp_avg_sq = tc.out("exp_avg_sq");
-    a.lr = tc.param("lr");
-    a.beta1 = tc.param("beta1");
-    a.beta2 = tc.param("beta2");
-    a.eps = tc.param("eps");
-    a.weight_decay = tc.param("weight_decay");
-    a.decoupled = tc.param("decoupled") != 0;
-    a.step = int64_t(tc.param("step"));
-    a.hyper = tc.in("hyper");
-    return a;
-  });
-  ad.make_case = make_adam_case;
-  ad.add_test_shapes(shapes(4));
-  ad.small_enough_for_simt = simt_size;
+  ad.make_case = optim_cpu::make_adam_case;
+  ad.set_shape_fields(optim_cpu::shape_fields());
+  ad.add_test_shapes(optim_cpu::test_shapes(4));
+  ad.small_enough_for_simt = optim_cpu::simt_size;
 
   auto& un = r.op<AmpUnscaleArgs>("amp_unscale");
   un.description = "loss-scaler unscale: grad *= inv_scale, flag non-finite elements";
@@ -535,16 +376,10 @@ void register_optim_cpu(Registry& r) {
       {"cpu.omp", Backend::CPU, Provider::Own, unscale_cpu_omp, float_dtypes(), check_amp_unscale});
   un.set_default(Backend::CPU, "cpu.omp");
   un.set_cost(amp_unscale_cost);
-  un.set_bind([](const TestCase& tc) {
-    AmpUnscaleArgs a;
-    a.grad = tc.out("grad");
-    a.found_inf = tc.out("found_inf");
-    a.inv_scale = tc.param("inv_scale");
-    return a;
-  });
-  un.make_case = make_unscale_case;
-  un.add_test_shapes(shapes(3));
-  un.small_enough_for_simt = simt_size;
+  un.make_case = optim_cpu::make_unscale_case;
+  un.set_shape_fields(optim_cpu::shape_fields());
+  un.add_test_shapes(optim_cpu::test_shapes(3));
+  un.small_enough_for_simt = optim_cpu::simt_size;
 
   auto& ag = r.op<AdagradUpdateArgs>("adagrad_update");
   ag.description = "fused in-place Adagrad step";
@@ -553,77 +388,42 @@ void register_optim_cpu(Registry& r) {
           check_adagrad_update});
   ag.set_default(Backend::CPU, "cpu.omp");
   ag.set_cost(adagrad_update_cost);
-  ag.set_bind([](const TestCase& tc) {
-    AdagradUpdateArgs a;
-    a.param = tc.out("param");
-    a.grad = tc.in("grad");
-    a.sum = tc.out("sum");
-    a.lr = tc.param("lr");
-    a.lr_decay = tc.param("lr_decay");
-    a.weight_decay = tc.param("weight_decay");
-    a.eps = tc.param("eps");
-    a.step = int64_t(tc.param("step"));
-    a.hyper = tc.in("hyper");
-    return a;
-  });
-  ag.make_case = make_adagrad_case;
-  ag.add_test_shapes(shapes(3));
-  ag.small_enough_for_simt = simt_size;
+  ag.make_case = optim_cpu::make_adagrad_case;
+  ag.set_shape_fields(optim_cpu::shape_fields());
+  ag.add_test_shapes(optim_cpu::test_shapes(3));
+  ag.small_enough_for_simt = optim_cpu::simt_size;
 
   auto& ft = r.op<FtrlUpdateArgs>("ftrl_update");
   ft.description = "fused in-place FTRL-proximal step (l1, l2, learning_rate_power)";
   ft.add({"cpu.ref", Backend::CPU, Provider::Own, ftrl_cpu_ref, float_dtypes()});
   ft.set_default(Backend::CPU, "cpu.ref");
   ft.set_cost(ftrl_update_cost);
-  ft.set_bind([](const TestCase& tc) {
-    FtrlUpdateArgs a;
-    a.param = tc.out("param");
-    a.grad = tc.in("grad");
-    a.accum = tc.out("accum");
-    a.linear = tc.out("linear");
-    a.lr = tc.param("lr");
-    a.lr_power = tc.param("lr_power");
-    a.l1 = tc.param("l1");
-    a.l2 = tc.param("l2");
-    a.hyper = tc.in("hyper");
-    return a;
-  });
-  ft.make_case = make_ftrl_case;
-  ft.add_test_shapes(shapes(4));
-  ft.small_enough_for_simt = simt_size;
+  ft.make_case = optim_cpu::make_ftrl_case;
+  ft.set_shape_fields(optim_cpu::shape_fields());
+  ft.add_test_shapes(optim_cpu::test_shapes(4));
+  ft.small_enough_for_simt = optim_cpu::simt_size;
 
   auto& sq = r.op<GradSqSumArgs>("grad_sq_sum");
   sq.description = "acc += sum(x^2) in double (global gradient norm, on the device)";
   sq.add({"cpu.ref", Backend::CPU, Provider::Own, grad_sq_sum_cpu_ref, float_dtypes()});
   sq.set_default(Backend::CPU, "cpu.ref");
   sq.set_cost(grad_sq_sum_cost);
-  sq.set_bind([](const TestCase& tc) {
-    GradSqSumArgs a;
-    a.x = tc.in("x");
-    a.acc = tc.out("acc");
-    return a;
-  });
-  sq.make_case = make_sq_sum_case;
+  sq.make_case = optim_cpu::make_sq_sum_case;
+  sq.set_shape_fields(optim_cpu::shape_fields());
   sq.ref_uses_case_dtype = true;  // acc stays f64
-  sq.add_test_shapes(shapes(2));
-  sq.small_enough_for_simt = simt_size;
+  sq.add_test_shapes(optim_cpu::test_shapes(2));
+  sq.small_enough_for_simt = optim_cpu::simt_size;
 
   auto& cl = r.op<GradClipScaleArgs>("grad_clip_scale");
   cl.description = "x *= max_norm / (norm + 1e-6) when that is < 1 (norm a device scalar)";
   cl.add({"cpu.ref", Backend::CPU, Provider::Own, grad_clip_scale_cpu_ref, float_dtypes()});
   cl.set_default(Backend::CPU, "cpu.ref");
   cl.set_cost(grad_clip_scale_cost);
-  cl.set_bind([](const TestCase& tc) {
-    GradClipScaleArgs a;
-    a.x = tc.out("x");
-    a.norm = tc.in("norm");
-    a.max_norm = tc.param("max_norm");
-    return a;
-  });
-  cl.make_case = make_clip_case;
+  cl.make_case = optim_cpu::make_clip_case;
+  cl.set_shape_fields(optim_cpu::shape_fields());
   cl.ref_uses_case_dtype = true;  // norm stays f64
-  cl.add_test_shapes(shapes(2));
-  cl.small_enough_for_simt = simt_size;
+  cl.add_test_shapes(optim_cpu::test_shapes(2));
+  cl.small_enough_for_simt = optim_cpu::simt_size;
 }
 
 }  // namespace aim::kernels

@@ -43,6 +43,16 @@ struct RnnFwdArgs {
                                     // undefined (inference)
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in_opt("lengths", s.lengths), f.in_opt("h0", s.h0), f.in_opt("c0", s.c0);
+    f.in("w_ih", s.w_ih), f.in("w_hh", s.w_hh), f.in_opt("b_ih", s.b_ih), f.in_opt("b_hh", s.b_hh);
+    f.in_opt("att", s.att);
+    f.out("y", s.y), f.out_opt("hn", s.hn), f.out_opt("cn", s.cn);
+    f.out_opt("workspace", s.workspace);
+    f.param("cell", s.cell), f.param("reverse", s.reverse);
+    f.param("linear_before_reset", s.linear_before_reset);
+  }
 };
 
 struct RnnBwdArgs {
@@ -62,6 +72,18 @@ struct RnnBwdArgs {
   Tensor datt;                        // AUGRU [T, B]: written, or undefined
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in_opt("lengths", s.lengths), f.in_opt("h0", s.h0), f.in_opt("c0", s.c0);
+    f.in("w_ih", s.w_ih), f.in("w_hh", s.w_hh), f.in_opt("b_ih", s.b_ih), f.in_opt("b_hh", s.b_hh);
+    f.in_opt("att", s.att), f.in("y", s.y), f.in("workspace", s.workspace);
+    f.in_opt("dy", s.dy), f.in_opt("dhn", s.dhn), f.in_opt("dcn", s.dcn);
+    f.out_opt("dx", s.dx), f.out_opt("dh0", s.dh0), f.out_opt("dc0", s.dc0);
+    f.out_opt("dw_ih", s.dw_ih), f.out_opt("dw_hh", s.dw_hh), f.out_opt("db_ih", s.db_ih);
+    f.out_opt("db_hh", s.db_hh), f.out_opt("datt", s.datt);
+    f.param("cell", s.cell), f.param("reverse", s.reverse);
+    f.param("linear_before_reset", s.linear_before_reset);
+  }
 };
 
 // GEMMs (2 flops per multiply-add) over all T*B steps plus the gate arithmetic.

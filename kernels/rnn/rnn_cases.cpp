@@ -1,6 +1,8 @@
-// The test cases of rnn_fwd / rnn_bwd (rnn_cpu.h): shapes, case makers, binders, tolerances.
+// The test cases of rnn_fwd / rnn_bwd (rnn_cpu.h): shapes and their field names, case makers,
+// binders, tolerances.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/rnn/rnn_cpu.h"
@@ -27,6 +29,12 @@ std::vector<TestShape> test_shapes() {
           {1, 5, 7, 9, 12, 0, 0, 1, 1, 1, 1},    // TF GRU, odd sizes
           {2, 9, 17, 18, 18, 0, 0, 1, 1, 1, 1},  // DIEN-like AUGRU
           {0, 5, 6, 40, 33, 1, 1, 0, 1, 1, 1}};  // wider LSTM, reverse
+}
+
+// Codes as CaseSpec below: cell 0 LSTM, 1 GRU, 2 AUGRU; lengths 0 none, 1 varied; the others 0/1.
+std::vector<std::string> shape_fields() {
+  return {"cell",    "T",    "B",  "I",   "H", "reverse", "linear_before_reset",
+          "lengths", "bias", "h0", "full"};
 }
 
 namespace {
@@ -57,72 +65,51 @@ std::vector<int32_t> case_lengths(int64_t T, int64_t B) {
   return l;
 }
 
-// Inputs of the forward, in a case (dtype t): shared by the forward and backward makers.
-void add_fwd_inputs(TestCase& c, const CaseSpec& p, DType t, uint64_t seed) {
+// The forward's inputs and parameters (dtype t; no outputs yet): shared by the forward and backward
+// makers.
+RnnFwdArgs fwd_inputs(const CaseSpec& p, DType t, uint64_t seed) {
   const int64_t GH = rnn_gates(p.cell) * p.H;
   const double k = 1.0 / std::sqrt(double(p.H));  // PyTorch's init range
-  c.add_in("x", random_tensor({p.T, p.B, p.I}, t, seed, -1.0, 1.0));
-  c.add_in("lengths", p.lengths ? Tensor::from_vector(case_lengths(p.T, p.B), {p.B}) : Tensor());
-  c.add_in("h0", p.h0 ? random_tensor({p.B, p.H}, t, seed + 1, -1.0, 1.0) : Tensor());
-  c.add_in("c0", p.h0 && p.cell == RnnCell::LSTM ? random_tensor({p.B, p.H}, t, seed + 2, -1, 1)
-                                                 : Tensor());
-  c.add_in("w_ih", random_tensor({GH, p.I}, t, seed + 3, -k, k));
-  c.add_in("w_hh", random_tensor({GH, p.H}, t, seed + 4, -k, k));
-  c.add_in("b_ih", p.bias ? random_tensor({GH}, t, seed + 5, -k, k) : Tensor());
-  c.add_in("b_hh", p.bias ? random_tensor({GH}, t, seed + 6, -k, k) : Tensor());
-  c.add_in("att",
-           p.cell == RnnCell::AUGRU ? random_tensor({p.T, p.B}, t, seed + 7, 0.0, 1.0) : Tensor());
-  c.params["cell"] = double(int(p.cell));
-  c.params["reverse"] = p.reverse;
-  c.params["linear_before_reset"] = p.lbr;
+  RnnFwdArgs a;
+  a.x = random_tensor({p.T, p.B, p.I}, t, seed, -1.0, 1.0);
+  if (p.lengths) a.lengths = Tensor::from_vector(case_lengths(p.T, p.B), {p.B});
+  if (p.h0) a.h0 = random_tensor({p.B, p.H}, t, seed + 1, -1.0, 1.0);
+  if (p.h0 && p.cell == RnnCell::LSTM) a.c0 = random_tensor({p.B, p.H}, t, seed + 2, -1, 1);
+  a.w_ih = random_tensor({GH, p.I}, t, seed + 3, -k, k);
+  a.w_hh = random_tensor({GH, p.H}, t, seed + 4, -k, k);
+  if (p.bias) {
+    a.b_ih = random_tensor({GH}, t, seed + 5, -k, k);
+    a.b_hh = random_tensor({GH}, t, seed + 6, -k, k);
+  }
+  if (p.cell == RnnCell::AUGRU) a.att = random_tensor({p.T, p.B}, t, seed + 7, 0.0, 1.0);
+  a.cell = p.cell;
+  a.reverse = p.reverse;
+  a.linear_before_reset = p.lbr;
+  return a;
 }
 
 Tensor maybe(bool want, const Tensor& t) { return want ? t : Tensor(); }
+
+// Lengths are a host tensor by the op's contract: CUDA variants get the case moved to the GPU,
+// lengths are moved back.
+Tensor host(const Tensor& t) { return t.defined() ? t.to(kCPU) : t; }
 
 }  // namespace
 
 TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
   const CaseSpec p = spec_of(s);
-  TestCase c;
-  add_fwd_inputs(c, p, t, seed);
+  RnnFwdArgs a = fwd_inputs(p, t, seed);
   const bool lstm = p.cell == RnnCell::LSTM;
-  c.add_out("y", poison_tensor({p.T, p.B, p.H}, t));
-  c.add_out("hn", poison_tensor({p.B, p.H}, t));
-  c.add_out("cn", maybe(lstm, poison_tensor({p.B, p.H}, t)));
-  c.add_out("workspace",
-            maybe(p.full, poison_tensor({p.T, p.B, rnn_workspace_width(p.cell) * p.H}, t)));
-  return c;
+  a.y = poison_tensor({p.T, p.B, p.H}, t);
+  a.hn = poison_tensor({p.B, p.H}, t);
+  a.cn = maybe(lstm, poison_tensor({p.B, p.H}, t));
+  a.workspace = maybe(p.full, poison_tensor({p.T, p.B, rnn_workspace_width(p.cell) * p.H}, t));
+  return to_case(a);
 }
-
-namespace {
-
-// Lengths, h0, c0 of a case: CUDA variants get the case moved to the GPU, but lengths stay a
-// host tensor by the op's contract.
-Tensor host_lengths(const TestCase& c) {
-  const Tensor& l = c.in("lengths");
-  return l.defined() ? l.to(kCPU) : l;
-}
-
-}  // namespace
 
 RnnFwdArgs bind_fwd(const TestCase& c) {
-  RnnFwdArgs a;
-  a.cell = RnnCell(int(c.param("cell")));
-  a.reverse = c.param("reverse") != 0;
-  a.linear_before_reset = c.param("linear_before_reset") != 0;
-  a.x = c.in("x");
-  a.lengths = host_lengths(c);
-  a.h0 = c.in("h0");
-  a.c0 = c.in("c0");
-  a.w_ih = c.in("w_ih");
-  a.w_hh = c.in("w_hh");
-  a.b_ih = c.in("b_ih");
-  a.b_hh = c.in("b_hh");
-  a.att = c.in("att");
-  a.y = c.out("y");
-  a.hn = c.out("hn");
-  a.cn = c.out("cn");
-  a.workspace = c.out("workspace");
+  RnnFwdArgs a = bind_case<RnnFwdArgs>(c, "rnn_fwd");
+  a.lengths = host(a.lengths);
   return a;
 }
 
@@ -131,64 +118,46 @@ TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
   const CaseSpec p = spec_of(s);
   const bool lstm = p.cell == RnnCell::LSTM;
   const int64_t GH = rnn_gates(p.cell) * p.H;
-  TestCase f;
-  add_fwd_inputs(f, p, t, seed);
-  f.add_out("y", Tensor::empty({p.T, p.B, p.H}, t));
-  f.add_out("hn", Tensor());
-  f.add_out("cn", Tensor());
-  f.add_out("workspace", Tensor::empty({p.T, p.B, rnn_workspace_width(p.cell) * p.H}, t));
-  rnn_fwd_cpu_ref(bind_fwd(f));
+  RnnFwdArgs f = fwd_inputs(p, t, seed);
+  f.y = Tensor::empty({p.T, p.B, p.H}, t);
+  f.workspace = Tensor::empty({p.T, p.B, rnn_workspace_width(p.cell) * p.H}, t);
+  rnn_fwd_cpu_ref(f);
 
-  TestCase c;
-  for (const char* n : {"x", "lengths", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh", "att"})
-    c.add_in(n, f.in(n));
-  c.add_in("y", f.out("y"));
-  c.add_in("workspace", f.out("workspace"));
-  c.add_in("dy", maybe(p.full, random_tensor({p.T, p.B, p.H}, t, seed + 10, -1.0, 1.0)));
+  RnnBwdArgs a;
+  a.cell = f.cell;
+  a.reverse = f.reverse;
+  a.linear_before_reset = f.linear_before_reset;
+  a.x = f.x;
+  a.lengths = f.lengths;
+  a.h0 = f.h0;
+  a.c0 = f.c0;
+  a.w_ih = f.w_ih;
+  a.w_hh = f.w_hh;
+  a.b_ih = f.b_ih;
+  a.b_hh = f.b_hh;
+  a.att = f.att;
+  a.y = f.y;
+  a.workspace = f.workspace;
+  a.dy = maybe(p.full, random_tensor({p.T, p.B, p.H}, t, seed + 10, -1.0, 1.0));
   // Partial cases without h0 leave dhn/dcn undefined too (zeros).
   const bool dstate = p.full || p.h0;
-  c.add_in("dhn", maybe(dstate, random_tensor({p.B, p.H}, t, seed + 11, -1.0, 1.0)));
-  c.add_in("dcn", maybe(dstate && lstm, random_tensor({p.B, p.H}, t, seed + 12, -1.0, 1.0)));
-  c.params = f.params;
-  c.add_out("dx", maybe(p.full, poison_tensor({p.T, p.B, p.I}, t)));
-  c.add_out("dh0", poison_tensor({p.B, p.H}, t));
-  c.add_out("dc0", maybe(lstm, poison_tensor({p.B, p.H}, t)));
+  a.dhn = maybe(dstate, random_tensor({p.B, p.H}, t, seed + 11, -1.0, 1.0));
+  a.dcn = maybe(dstate && lstm, random_tensor({p.B, p.H}, t, seed + 12, -1.0, 1.0));
+  a.dx = maybe(p.full, poison_tensor({p.T, p.B, p.I}, t));
+  a.dh0 = poison_tensor({p.B, p.H}, t);
+  a.dc0 = maybe(lstm, poison_tensor({p.B, p.H}, t));
   // Accumulated outputs start from random values: a variant that writes instead of adding fails.
-  c.add_out("dw_ih", random_tensor({GH, p.I}, t, seed + 13, -1.0, 1.0));
-  c.add_out("dw_hh", random_tensor({GH, p.H}, t, seed + 14, -1.0, 1.0));
-  c.add_out("db_ih", maybe(p.full, random_tensor({GH}, t, seed + 15, -1.0, 1.0)));
-  c.add_out("db_hh", maybe(p.full, random_tensor({GH}, t, seed + 16, -1.0, 1.0)));
-  c.add_out("datt", maybe(p.cell == RnnCell::AUGRU, poison_tensor({p.T, p.B}, t)));
-  return c;
+  a.dw_ih = random_tensor({GH, p.I}, t, seed + 13, -1.0, 1.0);
+  a.dw_hh = random_tensor({GH, p.H}, t, seed + 14, -1.0, 1.0);
+  a.db_ih = maybe(p.full, random_tensor({GH}, t, seed + 15, -1.0, 1.0));
+  a.db_hh = maybe(p.full, random_tensor({GH}, t, seed + 16, -1.0, 1.0));
+  a.datt = maybe(p.cell == RnnCell::AUGRU, poison_tensor({p.T, p.B}, t));
+  return to_case(a);
 }
 
 RnnBwdArgs bind_bwd(const TestCase& c) {
-  RnnBwdArgs a;
-  a.cell = RnnCell(int(c.param("cell")));
-  a.reverse = c.param("reverse") != 0;
-  a.linear_before_reset = c.param("linear_before_reset") != 0;
-  a.x = c.in("x");
-  a.lengths = host_lengths(c);
-  a.h0 = c.in("h0");
-  a.c0 = c.in("c0");
-  a.w_ih = c.in("w_ih");
-  a.w_hh = c.in("w_hh");
-  a.b_ih = c.in("b_ih");
-  a.b_hh = c.in("b_hh");
-  a.att = c.in("att");
-  a.y = c.in("y");
-  a.workspace = c.in("workspace");
-  a.dy = c.in("dy");
-  a.dhn = c.in("dhn");
-  a.dcn = c.in("dcn");
-  a.dx = c.out("dx");
-  a.dh0 = c.out("dh0");
-  a.dc0 = c.out("dc0");
-  a.dw_ih = c.out("dw_ih");
-  a.dw_hh = c.out("dw_hh");
-  a.db_ih = c.out("db_ih");
-  a.db_hh = c.out("db_hh");
-  a.datt = c.out("datt");
+  RnnBwdArgs a = bind_case<RnnBwdArgs>(c, "rnn_bwd");
+  a.lengths = host(a.lengths);
   return a;
 }
 

@@ -459,6 +459,7 @@ void register_rnn_cpu(Registry& r) {
   f.set_cost(rnn_fwd_cost);
   f.set_bind(rnn_cpu::bind_fwd);
   f.make_case = rnn_cpu::make_fwd_case;
+  f.set_shape_fields(rnn_cpu::shape_fields());
   f.add_test_shapes(shapes);
   f.tolerance = rnn_cpu::rnn_tolerance;
   f.small_enough_for_simt = rnn_cpu::rnn_simt_small;
@@ -476,6 +477,7 @@ void register_rnn_cpu(Registry& r) {
   b.set_cost(rnn_bwd_cost);
   b.set_bind(rnn_cpu::bind_bwd);
   b.make_case = rnn_cpu::make_bwd_case;
+  b.set_shape_fields(rnn_cpu::shape_fields());
   b.add_test_shapes(shapes);
   b.tolerance = rnn_cpu::rnn_tolerance;
   b.small_enough_for_simt = rnn_cpu::rnn_simt_small;
