@@ -13,6 +13,10 @@ struct CopyArgs {
   Tensor src, dst;
   Device device() const { return dst.device(); }
   DType dtype() const { return src.dtype(); }  // variants list the source dtypes they take
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("src", s.src), f.out("dst", s.dst);
+  }
 };
 
 struct FillArgs {
@@ -20,6 +24,10 @@ struct FillArgs {
   double value = 0;
   Device device() const { return dst.device(); }
   DType dtype() const { return dst.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.out("dst", s.dst), f.param("value", s.value);
+  }
 };
 
 inline Cost copy_cost(const CopyArgs& a) {

@@ -1,12 +1,14 @@
 // cpu.ref: one generic loop over the linear index with N-d offsets. Obviously right.
 // cpu.fast: memcpy or bulk conversion when both sides are contiguous; otherwise OpenMP over the
 // rows of the last dimension, with the inner loop on the two inner strides.
+// Test cases: copy_cases.cpp.
+#include "kernels/copy/copy_cpu.h"
+
 #include <cstring>
 
 #include "kernels/copy/copy.h"
 #include "kernels/registry.h"
 #include "kernels/strided.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 namespace {
@@ -114,28 +116,6 @@ void fill_cpu_fast(const FillArgs& a) {
   });
 }
 
-// Test shapes: {dst dtype, layout, d0, d1, d2}. layout 0: contiguous; 1: src transposed
-// (dims 0 and 2); 2: src sliced with step 2 in the middle dim; 3: src broadcast along dim 1.
-TestCase make_copy_case(const TestShape& s, DType t, uint64_t seed) {
-  const DType dst_t = DType(s[0]);
-  const int layout = int(s[1]);
-  const Shape shape{s[2], s[3], s[4]};
-  TestCase c;
-  Tensor src;
-  if (layout == 0) {
-    src = random_tensor(shape, t, seed, 0, 120);
-  } else if (layout == 1) {
-    src = random_tensor({s[4], s[3], s[2]}, t, seed, 0, 120).transpose(0, 2);
-  } else if (layout == 2) {
-    src = random_tensor({s[2], 2 * s[3], s[4]}, t, seed, 0, 120).slice(1, 0, 2 * s[3], 2);
-  } else {
-    src = random_tensor({s[2], 1, s[4]}, t, seed, 0, 120).expand(shape);
-  }
-  c.add_in("src", src);
-  c.add_out("dst", poison_tensor(shape, dst_t));
-  return c;
-}
-
 std::vector<DType> all_dtypes() { return {std::begin(kAllDTypes), std::end(kAllDTypes)}; }
 
 }  // namespace
@@ -150,13 +130,10 @@ void register_copy_cpu(Registry& r) {
   c.add({"cpu.fast", Backend::CPU, Provider::Own, copy_cpu_fast, all_dtypes()});
   c.set_default(Backend::CPU, "cpu.fast");
   c.set_cost(copy_cost);
-  c.set_bind([](const TestCase& tc) { return CopyArgs{tc.in("src"), tc.out("dst")}; });
-  c.make_case = make_copy_case;
+  c.make_case = copy_cpu::make_copy_case;
   c.ref_uses_case_dtype = true;
-  for (DType dst : {DType::f32, DType::f16, DType::bf16, DType::i64, DType::boolean, DType::u8})
-    for (int layout = 0; layout < 4; ++layout)
-      c.add_test_shapes({{int64_t(dst), layout, 3, 5, 7}, {int64_t(dst), layout, 1, 33, 31}});
-  c.add_test_shapes({{int64_t(DType::f32), 0, 64, 129, 65}, {int64_t(DType::f32), 1, 17, 64, 67}});
+  c.set_shape_fields(copy_cpu::copy_shape_fields());
+  c.add_test_shapes(copy_cpu::copy_test_shapes());
 
   auto& f = r.op<FillArgs>("fill");
   f.description = "fill with a scalar";
@@ -164,15 +141,10 @@ void register_copy_cpu(Registry& r) {
   f.add({"cpu.fast", Backend::CPU, Provider::Own, fill_cpu_fast, all_dtypes()});
   f.set_default(Backend::CPU, "cpu.fast");
   f.set_cost(fill_cost);
-  f.set_bind([](const TestCase& tc) { return FillArgs{tc.out("dst"), tc.param("value")}; });
-  f.make_case = [](const TestShape& s, DType t, uint64_t) {
-    TestCase c;
-    c.add_out("dst", poison_tensor({s[0], s[1]}, t));
-    c.params["value"] = 3.0;
-    return c;
-  };
+  f.make_case = copy_cpu::make_fill_case;
   f.ref_uses_case_dtype = true;
-  f.add_test_shapes({{1, 1}, {3, 31}, {17, 33}, {257, 129}});
+  f.set_shape_fields(copy_cpu::fill_shape_fields());
+  f.add_test_shapes(copy_cpu::fill_test_shapes());
 }
 
 }  // namespace aim::kernels

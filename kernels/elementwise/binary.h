@@ -39,6 +39,11 @@ struct BinaryArgs {
   float alpha = 1;  // add / sub only; must be integral for integer dtypes
   Device device() const { return y.device(); }
   DType dtype() const { return a.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("a", s.a), f.in("b", s.b), f.out("y", s.y);
+    f.param("kind", s.kind), f.param("alpha", s.alpha);
+  }
 };
 
 // y = cond ? a : b, broadcasting all three to y's sizes.
@@ -48,6 +53,10 @@ struct WhereArgs {
   Tensor y;     // a's dtype, the broadcast shape of cond, a and b
   Device device() const { return y.device(); }
   DType dtype() const { return a.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("cond", s.cond), f.in("a", s.a), f.in("b", s.b), f.out("y", s.y);
+  }
 };
 
 inline Cost binary_cost(const BinaryArgs& a) {

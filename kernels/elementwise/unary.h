@@ -53,6 +53,11 @@ struct UnaryArgs {
   float alpha = 0, beta = 0;  // leaky_relu: slope alpha; clamp: [alpha, beta]
   Device device() const { return y.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("y", s.y);
+    f.param("kind", s.kind), f.param("alpha", s.alpha), f.param("beta", s.beta);
+  }
 };
 
 // dx = dy * f'(x). Which of x and y a kind reads is given by unary_bwd_reads_x/_y below; the
@@ -66,6 +71,11 @@ struct UnaryBwdArgs {
   float alpha = 0, beta = 0;
   Device device() const { return dx.device(); }
   DType dtype() const { return dy.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.in_opt("x", s.x), f.in_opt("y", s.y), f.out("dx", s.dx);
+    f.param("kind", s.kind), f.param("alpha", s.alpha), f.param("beta", s.beta);
+  }
 };
 
 // The gradient of these kinds is computed from y (cheaper, or what PyTorch does).

@@ -3,6 +3,9 @@
 // cpu.omp: the elementwise loop engine (loops_cpu.h): dims merged, OpenMP over chunks of the
 // flat index, the kind a template parameter so that the contiguous inner loop is a plain loop g++
 // vectorises (AVX2) where the function allows; compute in f32 for f32/f16/bf16, f64 for f64.
+// Test cases: unary_cases.cpp.
+#include "kernels/elementwise/unary_cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,7 +14,6 @@
 #include "kernels/elementwise/unary.h"
 #include "kernels/fast_math.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -226,113 +228,11 @@ void unary_bwd_cpu_omp(const UnaryBwdArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { unary_bwd_omp_typed<T>(a); });
 }
 
-// ---- test cases ----------------------------------------------------------------------------
-
-// Inputs inside each kind's domain, away from its kinks where the test would be ill-posed.
-std::pair<double, double> unary_domain(UnaryKind k) {
-  switch (k) {
-    case UnaryKind::log:
-    case UnaryKind::sqrt:
-    case UnaryKind::rsqrt:
-    case UnaryKind::reciprocal:
-      return {0.1, 4.0};
-    case UnaryKind::log1p:
-      return {-0.5, 3.0};
-    case UnaryKind::exp:
-    case UnaryKind::expm1:
-      return {-3.0, 3.0};
-    case UnaryKind::gelu_erf:
-    case UnaryKind::gelu_tanh:
-    case UnaryKind::sigmoid:
-    case UnaryKind::tanh:
-    case UnaryKind::sin:
-    case UnaryKind::cos:
-      return {-4.0, 4.0};
-    default:
-      return {-2.0, 2.0};
-  }
-}
-
-double unary_alpha(UnaryKind k) {
-  return k == UnaryKind::leaky_relu ? 0.1 : k == UnaryKind::clamp ? -0.5 : 0.0;
-}
-double unary_beta(UnaryKind k) { return k == UnaryKind::clamp ? 0.7 : 0.0; }
-
-// Layouts: 0 contiguous; 1 transposed view; 2 broadcast along dim 0; 3 contiguous, one element
-// past an aligned start (misaligned for vector loads).
-Tensor unary_input(int layout, int64_t d0, int64_t d1, DType t, uint64_t seed, double lo,
-                   double hi) {
-  switch (layout) {
-    case 1:
-      return random_tensor({d1, d0}, t, seed, lo, hi).transpose(0, 1);
-    case 2:
-      return random_tensor({1, d1}, t, seed, lo, hi).expand({d0, d1});
-    case 3:
-      return random_tensor({d0 * d1 + 1}, t, seed, lo, hi).slice(0, 1, d0 * d1 + 1).view({d0, d1});
-    default:
-      return random_tensor({d0, d1}, t, seed, lo, hi);
-  }
-}
-
-// Test shape: {kind, layout, d0, d1}.
-TestCase make_unary_case(const TestShape& s, DType t, uint64_t seed) {
-  const UnaryKind k = UnaryKind(s[0]);
-  const auto [lo, hi] = unary_domain(k);
-  TestCase c;
-  c.add_in("x", unary_input(int(s[1]), s[2], s[3], t, seed, lo, hi));
-  c.add_out("y", poison_tensor({s[2], s[3]}, t));
-  c.params["kind"] = double(s[0]);
-  c.params["alpha"] = unary_alpha(k);
-  c.params["beta"] = unary_beta(k);
-  return c;
-}
-
-// y is f(x) computed here in f64 from the rounded x, so x and y agree as a forward pass left them.
-TestCase make_unary_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const UnaryKind k = UnaryKind(s[0]);
-  const auto [lo, hi] = unary_domain(k);
-  const int layout = int(s[1]);
-  const Tensor x = unary_input(layout, s[2], s[3], t, seed, lo, hi);
-  const Tensor y64 = Tensor::empty({s[2], s[3]}, DType::f64);
-  unary_ref_typed<double>(
-      UnaryArgs{x.to(DType::f64), y64, k, float(unary_alpha(k)), float(unary_beta(k))});
-  TestCase c;
-  c.add_in("dy", unary_input(layout, s[2], s[3], t, seed + 7919, -1.0, 1.0));
-  c.add_in("x", x);
-  c.add_in("y", y64.to(t));
-  c.add_out("dx", poison_tensor({s[2], s[3]}, t));
-  c.params["kind"] = double(s[0]);
-  c.params["alpha"] = unary_alpha(k);
-  c.params["beta"] = unary_beta(k);
-  return c;
-}
-
-std::vector<TestShape> unary_test_shapes() {
-  std::vector<TestShape> shapes;
-  for (int k = 0; k < kNumUnaryKinds; ++k) {
-    shapes.push_back({k, 0, 1, 1});
-    shapes.push_back({k, 0, 1, 33});
-    shapes.push_back({k, 0, 4, 32});
-    shapes.push_back({k, 1, 5, 31});
-    shapes.push_back({k, 2, 3, 97});
-    shapes.push_back({k, 3, 1, 97});
-  }
-  for (UnaryKind k : {UnaryKind::relu, UnaryKind::gelu_tanh, UnaryKind::exp, UnaryKind::sigmoid})
-    shapes.push_back({int64_t(k), 0, 331, 313});  // ~100k elements: OpenMP path
-  shapes.push_back({int64_t(UnaryKind::gelu_erf), 1, 257, 401});
-  return shapes;
-}
-
-bool unary_small_enough_for_simt(const TestShape& s) { return s[2] * s[3] <= 4096; }
-
-// Transcendentals in f32 against the f64 reference: a few ulps more than the default.
-Tolerance unary_tolerance(DType t, const TestShape&) {
-  return t == DType::f32 ? Tolerance{2e-5, 2e-5} : default_tolerance(t);
-}
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
 }  // namespace
+
+void unary_cpu::unary_ref(const UnaryArgs& a) { unary_cpu_ref(a); }
 
 void unary(const UnaryArgs& a) { AIM_DISPATCH_OP(UnaryArgs, "unary", a); }
 void unary_bwd(const UnaryBwdArgs& a) { AIM_DISPATCH_OP(UnaryBwdArgs, "unary_bwd", a); }
@@ -344,14 +244,11 @@ void register_unary_cpu(Registry& r) {
   u.add({"cpu.omp", Backend::CPU, Provider::Own, unary_cpu_omp, float_dtypes()});
   u.set_default(Backend::CPU, "cpu.omp");
   u.set_cost(unary_cost);
-  u.set_bind([](const TestCase& tc) {
-    return UnaryArgs{tc.in("x"), tc.out("y"), UnaryKind(int(tc.param("kind"))),
-                     float(tc.param("alpha")), float(tc.param("beta"))};
-  });
-  u.make_case = make_unary_case;
-  u.add_test_shapes(unary_test_shapes());
-  u.small_enough_for_simt = unary_small_enough_for_simt;
-  u.tolerance = unary_tolerance;
+  u.make_case = unary_cpu::make_unary_case;
+  u.set_shape_fields(unary_cpu::unary_shape_fields());
+  u.add_test_shapes(unary_cpu::unary_test_shapes());
+  u.small_enough_for_simt = unary_cpu::unary_small_enough_for_simt;
+  u.tolerance = unary_cpu::unary_tolerance;
 
   auto& b = r.op<UnaryBwdArgs>("unary_bwd");
   b.description = "gradient of unary: dx = dy * f'(x)";
@@ -359,19 +256,11 @@ void register_unary_cpu(Registry& r) {
   b.add({"cpu.omp", Backend::CPU, Provider::Own, unary_bwd_cpu_omp, float_dtypes()});
   b.set_default(Backend::CPU, "cpu.omp");
   b.set_cost(unary_bwd_cost);
-  b.set_bind([](const TestCase& tc) {
-    return UnaryBwdArgs{tc.in("dy"),
-                        tc.in("x"),
-                        tc.in("y"),
-                        tc.out("dx"),
-                        UnaryKind(int(tc.param("kind"))),
-                        float(tc.param("alpha")),
-                        float(tc.param("beta"))};
-  });
-  b.make_case = make_unary_bwd_case;
-  b.add_test_shapes(unary_test_shapes());
-  b.small_enough_for_simt = unary_small_enough_for_simt;
-  b.tolerance = unary_tolerance;
+  b.make_case = unary_cpu::make_unary_bwd_case;
+  b.set_shape_fields(unary_cpu::unary_shape_fields());
+  b.add_test_shapes(unary_cpu::unary_test_shapes());
+  b.small_enough_for_simt = unary_cpu::unary_small_enough_for_simt;
+  b.tolerance = unary_cpu::unary_tolerance;
 }
 
 }  // namespace aim::kernels

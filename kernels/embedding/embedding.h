@@ -15,6 +15,11 @@ struct EmbeddingFwdArgs {
   int64_t padding_idx = -1;
   Device device() const { return weight.device(); }
   DType dtype() const { return weight.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("weight", s.weight), f.in("indices", s.indices), f.out("out", s.out);
+    f.param("padding_idx", s.padding_idx);
+  }
 };
 
 struct EmbeddingBwdArgs {
@@ -23,6 +28,11 @@ struct EmbeddingBwdArgs {
   int64_t padding_idx = -1;
   Device device() const { return dweight.device(); }
   DType dtype() const { return dweight.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dout", s.dout), f.in("indices", s.indices), f.out("dweight", s.dweight);
+    f.param("padding_idx", s.padding_idx);
+  }
 };
 
 inline Cost embedding_fwd_cost(const EmbeddingFwdArgs& a) {

@@ -4,13 +4,15 @@
 // by index (so equal indices stay in position order), then OpenMP over the unique indices: each
 // row is summed by one thread in position order (float, double for f64) and added once:
 // deterministic, no atomics, result independent of the thread count.
+// Test cases: embedding_cases.cpp.
+#include "kernels/embedding/embedding_cpu.h"
+
 #include <algorithm>
 #include <numeric>
 #include <vector>
 
 #include "kernels/embedding/embedding.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -189,37 +191,6 @@ void embedding_bwd_cpu_omp(const EmbeddingBwdArgs& a) {
   });
 }
 
-// ---- test cases -----------------------------------------------------------------------------
-// Shapes: {N, V, C, index dtype (0: i32, 1: i64), padding_idx (-1: none)}. N >> V gives many
-// duplicates (stresses the scatter-add).
-
-DType index_dtype(int64_t code) { return code ? DType::i64 : DType::i32; }
-
-TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("weight", random_tensor({s[1], s[2]}, t, seed, -1.0, 1.0));
-  c.add_in("indices", random_indices({s[0]}, s[1], index_dtype(s[3]), seed + 1));
-  c.add_out("out", poison_tensor({s[0], s[2]}, t));
-  c.params["padding_idx"] = double(s[4]);
-  return c;
-}
-
-TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("dout", random_tensor({s[0], s[2]}, t, seed, -1.0, 1.0));
-  c.add_in("indices", random_indices({s[0]}, s[1], index_dtype(s[3]), seed + 1));
-  c.add_out("dweight", random_tensor({s[1], s[2]}, t, seed + 2, -1.0, 1.0));
-  c.params["padding_idx"] = double(s[4]);
-  return c;
-}
-
-// dweight rows sum up to ~N/V gradients: 16-bit outputs get a wider absolute tolerance.
-Tolerance embedding_tolerance(DType t, const TestShape&) {
-  if (t == DType::f16) return {8e-3, 4e-3};
-  if (t == DType::bf16) return {6e-2, 1.6e-2};
-  return default_tolerance(t);
-}
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
 }  // namespace
@@ -232,11 +203,7 @@ void embedding_bwd(const EmbeddingBwdArgs& a) {
 }
 
 void register_embedding_cpu(Registry& r) {
-  const std::vector<TestShape> shapes = {
-      {1, 1, 1, 1, -1},     {31, 17, 31, 0, -1},     {32, 5, 32, 1, 2},  {33, 40, 33, 1, 0},
-      {97, 3, 97, 0, 1},    {200, 7, 33, 1, 3},      {256, 1, 8, 0, -1}, {64, 1000, 37, 1, 999},
-      {4096, 50, 65, 0, 7}, {1031, 20011, 128, 1, 5}};
-  auto simt_small = [](const TestShape& s) { return s[0] * s[2] <= 8192 && s[1] * s[2] <= 65536; };
+  const std::vector<TestShape> shapes = embedding_cpu::test_shapes();
 
   auto& f = r.op<EmbeddingFwdArgs>("embedding_fwd");
   f.description = "row gather (F.embedding)";
@@ -244,13 +211,10 @@ void register_embedding_cpu(Registry& r) {
   f.add({"cpu.omp", Backend::CPU, Provider::Own, embedding_fwd_cpu_omp, float_dtypes()});
   f.set_default(Backend::CPU, "cpu.omp");
   f.set_cost(embedding_fwd_cost);
-  f.set_bind([](const TestCase& c) {
-    return EmbeddingFwdArgs{c.in("weight"), c.in("indices"), c.out("out"),
-                            int64_t(c.param("padding_idx"))};
-  });
-  f.make_case = make_fwd_case;
+  f.make_case = embedding_cpu::make_fwd_case;
+  f.set_shape_fields(embedding_cpu::shape_fields());
   f.add_test_shapes(shapes);
-  f.small_enough_for_simt = simt_small;
+  f.small_enough_for_simt = embedding_cpu::simt_small;
 
   auto& b = r.op<EmbeddingBwdArgs>("embedding_bwd");
   b.description = "row scatter-add of the output gradient, padding row excluded";
@@ -258,14 +222,11 @@ void register_embedding_cpu(Registry& r) {
   b.add({"cpu.omp", Backend::CPU, Provider::Own, embedding_bwd_cpu_omp, float_dtypes()});
   b.set_default(Backend::CPU, "cpu.omp");
   b.set_cost(embedding_bwd_cost);
-  b.set_bind([](const TestCase& c) {
-    return EmbeddingBwdArgs{c.in("dout"), c.in("indices"), c.out("dweight"),
-                            int64_t(c.param("padding_idx"))};
-  });
-  b.make_case = make_bwd_case;
+  b.make_case = embedding_cpu::make_bwd_case;
+  b.set_shape_fields(embedding_cpu::shape_fields());
   b.add_test_shapes(shapes);
-  b.tolerance = embedding_tolerance;
-  b.small_enough_for_simt = simt_small;
+  b.tolerance = embedding_cpu::bwd_tolerance;
+  b.small_enough_for_simt = embedding_cpu::simt_small;
 }
 
 }  // namespace aim::kernels

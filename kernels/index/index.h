@@ -27,6 +27,10 @@ struct ConcatArgs {
   int64_t dim = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.ins("x", s.xs), f.out("y", s.y), f.param("dim", s.dim);
+  }
 };
 
 // y = x.index_select(dim, index). x: [..., N, ...]; index: [K] (i32/i64, values in [0, N));
@@ -36,6 +40,10 @@ struct IndexSelectArgs {
   int64_t dim = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in("index", s.index), f.out("y", s.y), f.param("dim", s.dim);
+  }
 };
 
 // y.index_add_(dim, index, src): y[..., index[k], ...] += src[..., k, ...]. The backward of
@@ -45,6 +53,10 @@ struct IndexAddArgs {
   int64_t dim = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("src", s.src), f.in("index", s.index), f.out("y", s.y), f.param("dim", s.dim);
+  }
 };
 
 // y = torch.gather(x, dim, index): y[p] = x[p with p[dim] := index[p]]. index and y have the
@@ -54,6 +66,10 @@ struct GatherArgs {
   int64_t dim = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.in("index", s.index), f.out("y", s.y), f.param("dim", s.dim);
+  }
 };
 
 // y.scatter_add_(dim, index, src): y[p with p[dim] := index[p]] += src[p] for every position p
@@ -64,6 +80,10 @@ struct ScatterAddArgs {
   int64_t dim = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("src", s.src), f.in("index", s.index), f.out("y", s.y), f.param("dim", s.dim);
+  }
 };
 
 // y = F.one_hot(indices, C) in y's dtype. indices: [N...] (i32/i64, values in [0, C));
@@ -72,6 +92,10 @@ struct OneHotArgs {
   Tensor indices, y;
   Device device() const { return y.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("indices", s.indices), f.out("y", s.y);
+  }
 };
 
 // y = F.pad(x, pads, mode="constant", value). pads in PyTorch order: (before, after) pairs for
@@ -83,6 +107,10 @@ struct PadArgs {
   double value = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("y", s.y), f.list("pads", s.pads), f.param("value", s.value);
+  }
 };
 
 // The gradient of pad: dx[i] = dy[i + before] where that lies inside dy, else 0 (cropped
@@ -92,6 +120,10 @@ struct PadBwdArgs {
   std::vector<int64_t> pads;
   Device device() const { return dx.device(); }
   DType dtype() const { return dx.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.out("dx", s.dx), f.list("pads", s.pads);
+  }
 };
 
 inline Cost concat_cost(const ConcatArgs& a) {

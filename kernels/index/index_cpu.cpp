@@ -5,13 +5,15 @@
 // over independent rows when the work is large. The accumulating ops (index_add, scatter_add)
 // parallelise only over positions whose targets cannot collide and keep the order of the
 // additions of cpu.ref, so they are deterministic and bitwise equal to it.
+// Test cases: index_cases.cpp.
+#include "kernels/index/index_cpu.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "kernels/index/index.h"
 #include "kernels/registry.h"
 #include "kernels/strided.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -19,10 +21,9 @@ namespace aim::kernels {
 
 namespace {
 
-void check_index_tensor(const char* op, const Tensor& index, const char* name,
-                        const Tensor& data) {
-  AIM_CHECK(index.device() == data.device(), "[", op, "] ", name, " is on ",
-            index.device().str(), " but the data is on ", data.device().str());
+void check_index_tensor(const char* op, const Tensor& index, const char* name, const Tensor& data) {
+  AIM_CHECK(index.device() == data.device(), "[", op, "] ", name, " is on ", index.device().str(),
+            " but the data is on ", data.device().str());
   AIM_CHECK(index.dtype() == DType::i32 || index.dtype() == DType::i64, "[", op, "] ", name,
             " must be i32 or i64, got ", dtype_name(index.dtype()));
   AIM_CHECK(index.is_contiguous(), "[", op, "] ", name, " must be contiguous, got sizes ",
@@ -621,166 +622,6 @@ void pad_bwd_cpu_omp(const PadBwdArgs& a) {
                          { shift_copy_omp<T>(a.dy, a.dx, negated(before), cast_value<T>(0)); });
 }
 
-// ---- test cases ------------------------------------------------------------------------------
-
-DType index_dtype(int64_t code) { return code ? DType::i64 : DType::i32; }
-
-Tensor random_data(const Shape& s, DType t, uint64_t seed) {
-  return is_floating(t) ? random_tensor(s, t, seed) : random_tensor(s, t, seed, -100, 100);
-}
-
-// A tensor of `shape` in one of three layouts: 0 contiguous, 1 a transpose of dims 0 and 2,
-// 2 a step-2 slice of the last dim.
-Tensor layout_tensor(const Shape& shape, int64_t layout, DType t, uint64_t seed) {
-  if (layout == 1) return random_data({shape[2], shape[1], shape[0]}, t, seed).transpose(0, 2);
-  if (layout == 2)
-    return random_data({shape[0], shape[1], 2 * shape[2]}, t, seed).slice(2, 0, 2 * shape[2], 2);
-  return random_data(shape, t, seed);
-}
-
-// concat: {count, dim, a, b, c, layout}: input k is [a, b, c] with size(dim) + k at dim; odd
-// inputs take the layout.
-TestCase make_concat_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t count = s[0], dim = s[1];
-  TestCase c;
-  Shape ys{s[2], s[3], s[4]};
-  ys[size_t(dim)] = 0;
-  for (int64_t k = 0; k < count; ++k) {
-    Shape xs{s[2], s[3], s[4]};
-    xs[size_t(dim)] += k;
-    ys[size_t(dim)] += xs[size_t(dim)];
-    c.add_in("x" + std::to_string(k), layout_tensor(xs, k % 2 ? s[5] : 0, t, seed + 7 * k));
-  }
-  c.add_out("y", poison_tensor(ys, t));
-  c.params["dim"] = double(dim);
-  return c;
-}
-
-// index_select: {dim, a, b, c, K, index dtype (0 i32, 1 i64), layout of x}.
-TestCase make_index_select_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t dim = s[0];
-  const Shape xs{s[1], s[2], s[3]};
-  Shape ys = xs;
-  ys[size_t(dim)] = s[4];
-  TestCase c;
-  c.add_in("x", layout_tensor(xs, s[6], t, seed));
-  c.add_in("index", random_indices({s[4]}, xs[size_t(dim)], index_dtype(s[5]), seed + 1));
-  c.add_out("y", poison_tensor(ys, t));
-  c.params["dim"] = double(dim);
-  return c;
-}
-
-// index_add: {dim, a, b, c, K, index dtype}: y [a, b, c] (initial values kept), src with K at
-// dim; K > size(dim) repeats indices.
-TestCase make_index_add_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t dim = s[0];
-  const Shape ys{s[1], s[2], s[3]};
-  Shape ss = ys;
-  ss[size_t(dim)] = s[4];
-  TestCase c;
-  c.add_in("src", random_tensor(ss, t, seed));
-  c.add_in("index", random_indices({s[4]}, ys[size_t(dim)], index_dtype(s[5]), seed + 1));
-  c.add_out("y", random_tensor(ys, t, seed + 2));
-  c.params["dim"] = double(dim);
-  return c;
-}
-
-// gather / scatter_add: {dim, a, b, c, K, index dtype, shrink, layout of x (gather)}: the
-// index is [a, b, c] with K at dim, every other dim reduced by `shrink` (at least 1).
-Shape gather_index_shape(const TestShape& s) {
-  Shape is{s[1], s[2], s[3]};
-  for (size_t d = 0; d < 3; ++d) is[d] = std::max<int64_t>(1, is[d] - s[6]);
-  is[size_t(s[0])] = s[4];
-  return is;
-}
-
-TestCase make_gather_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t dim = s[0];
-  const Shape xs{s[1], s[2], s[3]};
-  const Shape is = gather_index_shape(s);
-  TestCase c;
-  c.add_in("x", layout_tensor(xs, s[7], t, seed));
-  c.add_in("index", random_indices(is, xs[size_t(dim)], index_dtype(s[5]), seed + 1));
-  c.add_out("y", poison_tensor(is, t));
-  c.params["dim"] = double(dim);
-  return c;
-}
-
-TestCase make_scatter_add_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t dim = s[0];
-  const Shape ys{s[1], s[2], s[3]};
-  Shape is = gather_index_shape(s);
-  Shape ss = is;
-  for (auto& e : ss) e += s[6];  // src at least as large as index in every dim
-  TestCase c;
-  c.add_in("src", random_tensor(ss, t, seed));
-  c.add_in("index", random_indices(is, ys[size_t(dim)], index_dtype(s[5]), seed + 1));
-  c.add_out("y", random_tensor(ys, t, seed + 2));
-  c.params["dim"] = double(dim);
-  return c;
-}
-
-// one_hot: {a, b, C, index dtype}.
-TestCase make_one_hot_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("indices", random_indices({s[0], s[1]}, s[2], index_dtype(s[3]), seed));
-  c.add_out("y", poison_tensor({s[0], s[1], s[2]}, t));
-  return c;
-}
-
-// pad / pad_bwd: {a, b, c, layout of the input, pairs, p0, p1, ...}.
-std::vector<int64_t> case_pads(const TestShape& s) {
-  return std::vector<int64_t>(s.begin() + 5, s.begin() + 5 + 2 * s[4]);
-}
-Shape padded_shape(const TestShape& s) {
-  Shape y{s[0], s[1], s[2]};
-  const auto p = case_pads(s);
-  for (size_t i = 0; i < p.size() / 2; ++i) y[2 - i] += p[2 * i] + p[2 * i + 1];
-  return y;
-}
-void set_pads(TestCase& c, const TestShape& s) {
-  const auto p = case_pads(s);
-  c.params["pairs"] = double(p.size() / 2);
-  for (size_t i = 0; i < p.size(); ++i) c.params["p" + std::to_string(i)] = double(p[i]);
-}
-std::vector<int64_t> get_pads(const TestCase& c) {
-  std::vector<int64_t> p(size_t(2 * c.param("pairs")));
-  for (size_t i = 0; i < p.size(); ++i) p[i] = int64_t(c.param("p" + std::to_string(i)));
-  return p;
-}
-
-TestCase make_pad_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("x", layout_tensor({s[0], s[1], s[2]}, s[3], t, seed));
-  c.add_out("y", poison_tensor(padded_shape(s), t));
-  set_pads(c, s);
-  c.params["value"] = 1.5;
-  return c;
-}
-
-TestCase make_pad_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("dy", layout_tensor(padded_shape(s), s[3], t, seed));
-  c.add_out("dx", poison_tensor({s[0], s[1], s[2]}, t));
-  set_pads(c, s);
-  return c;
-}
-
-// 16-bit accumulations round at every addition (cpu.omp keeps cpu.ref's order in the case's
-// dtype; CUDA atomics add in any order) while the reference adds in f32.
-Tolerance accumulate_tolerance(DType t, const TestShape&) {
-  if (t == DType::f16) return {1e-2, 1e-2};
-  if (t == DType::bf16) return {6e-2, 3e-2};
-  return default_tolerance(t);
-}
-
-// Large shapes (the last of each list) are skipped under the emulator.
-bool small_case(const TestShape& s, int64_t first, int64_t last, int64_t limit) {
-  int64_t n = 1;
-  for (int64_t i = first; i <= last; ++i) n *= std::max<int64_t>(1, s[size_t(i)]);
-  return n <= limit;
-}
-
 std::vector<DType> all_dtypes() { return {std::begin(kAllDTypes), std::end(kAllDTypes)}; }
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
@@ -796,7 +637,6 @@ void pad(const PadArgs& a) { AIM_DISPATCH_OP(PadArgs, "pad", a); }
 void pad_bwd(const PadBwdArgs& a) { AIM_DISPATCH_OP(PadBwdArgs, "pad_bwd", a); }
 
 void register_index_cpu(Registry& r) {
-  constexpr int64_t kSimtLimit = 4096;  // elements per case under the emulator
   {
     auto& op = r.op<ConcatArgs>("concat");
     op.description = "torch.cat: concatenate along a dim (inputs any strides)";
@@ -804,23 +644,10 @@ void register_index_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, concat_cpu_omp, all_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(concat_cost);
-    op.set_bind([](const TestCase& tc) {
-      ConcatArgs a;
-      for (const auto& in : tc.inputs) a.xs.push_back(in.tensor);  // x0, x1, ... in order
-      a.y = tc.out("y");
-      a.dim = int64_t(tc.param("dim"));
-      return a;
-    });
-    op.make_case = make_concat_case;
-    op.add_test_shapes({{1, 0, 3, 5, 7, 0},
-                        {2, 0, 1, 1, 1, 0},
-                        {2, 1, 3, 31, 5, 1},
-                        {3, 2, 4, 5, 32, 2},
-                        {5, 1, 2, 33, 3, 1},
-                        {3, 0, 97, 3, 2, 2},
-                        {2, 2, 1, 7, 97, 1},
-                        {3, 1, 64, 128, 65, 1}});
-    op.small_enough_for_simt = [=](const TestShape& s) { return small_case(s, 2, 4, 1024); };
+    op.make_case = index_cpu::make_concat_case;
+    op.set_shape_fields(index_cpu::concat_shape_fields());
+    op.add_test_shapes(index_cpu::concat_test_shapes());
+    op.small_enough_for_simt = index_cpu::concat_small_enough_for_simt;
   }
   {
     auto& op = r.op<IndexSelectArgs>("index_select");
@@ -829,18 +656,10 @@ void register_index_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, index_select_cpu_omp, all_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(index_select_cost);
-    op.set_bind([](const TestCase& tc) {
-      return IndexSelectArgs{tc.in("x"), tc.in("index"), tc.out("y"), int64_t(tc.param("dim"))};
-    });
-    op.make_case = make_index_select_case;
-    op.add_test_shapes({{0, 1, 1, 1, 1, 1, 0},
-                        {0, 31, 3, 5, 40, 0, 0},
-                        {1, 3, 32, 5, 17, 1, 1},
-                        {2, 4, 5, 33, 33, 0, 2},
-                        {1, 2, 97, 3, 200, 1, 0},
-                        {2, 3, 7, 97, 31, 1, 1},
-                        {0, 512, 4, 65, 700, 1, 1}});
-    op.small_enough_for_simt = [=](const TestShape& s) { return small_case(s, 1, 3, kSimtLimit); };
+    op.make_case = index_cpu::make_index_select_case;
+    op.set_shape_fields(index_cpu::index_select_shape_fields());
+    op.add_test_shapes(index_cpu::index_select_test_shapes());
+    op.small_enough_for_simt = index_cpu::abc_small_enough_for_simt;
   }
   {
     auto& op = r.op<IndexAddArgs>("index_add");
@@ -849,19 +668,11 @@ void register_index_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, index_add_cpu_omp, float_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(index_add_cost);
-    op.set_bind([](const TestCase& tc) {
-      return IndexAddArgs{tc.in("src"), tc.in("index"), tc.out("y"), int64_t(tc.param("dim"))};
-    });
-    op.make_case = make_index_add_case;
-    op.tolerance = accumulate_tolerance;
-    op.add_test_shapes({{0, 1, 1, 1, 1, 0},
-                        {0, 31, 3, 5, 40, 1},
-                        {1, 3, 32, 5, 70, 0},
-                        {2, 4, 5, 33, 33, 1},
-                        {1, 2, 97, 3, 200, 0},
-                        {2, 3, 2, 7, 97, 1},
-                        {0, 300, 1, 600, 1000, 1}});
-    op.small_enough_for_simt = [=](const TestShape& s) { return small_case(s, 1, 3, kSimtLimit); };
+    op.make_case = index_cpu::make_index_add_case;
+    op.tolerance = index_cpu::accumulate_tolerance;
+    op.set_shape_fields(index_cpu::index_add_shape_fields());
+    op.add_test_shapes(index_cpu::index_add_test_shapes());
+    op.small_enough_for_simt = index_cpu::abc_small_enough_for_simt;
   }
   {
     auto& op = r.op<GatherArgs>("gather");
@@ -870,18 +681,10 @@ void register_index_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, gather_cpu_omp, all_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(gather_cost);
-    op.set_bind([](const TestCase& tc) {
-      return GatherArgs{tc.in("x"), tc.in("index"), tc.out("y"), int64_t(tc.param("dim"))};
-    });
-    op.make_case = make_gather_case;
-    op.add_test_shapes({{0, 1, 1, 1, 1, 0, 0, 0},
-                        {0, 31, 3, 5, 40, 1, 0, 0},
-                        {1, 3, 32, 5, 33, 0, 1, 1},
-                        {2, 4, 5, 33, 31, 1, 0, 2},
-                        {2, 3, 2, 97, 97, 0, 1, 0},
-                        {1, 2, 97, 3, 5, 1, 1, 1},
-                        {1, 64, 256, 65, 300, 1, 1, 1}});
-    op.small_enough_for_simt = [=](const TestShape& s) { return small_case(s, 1, 3, kSimtLimit); };
+    op.make_case = index_cpu::make_gather_case;
+    op.set_shape_fields(index_cpu::gather_shape_fields());
+    op.add_test_shapes(index_cpu::gather_test_shapes());
+    op.small_enough_for_simt = index_cpu::abc_small_enough_for_simt;
   }
   {
     auto& op = r.op<ScatterAddArgs>("scatter_add");
@@ -890,19 +693,11 @@ void register_index_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, scatter_add_cpu_omp, float_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(scatter_add_cost);
-    op.set_bind([](const TestCase& tc) {
-      return ScatterAddArgs{tc.in("src"), tc.in("index"), tc.out("y"), int64_t(tc.param("dim"))};
-    });
-    op.make_case = make_scatter_add_case;
-    op.tolerance = accumulate_tolerance;
-    op.add_test_shapes({{0, 1, 1, 1, 1, 0, 0},
-                        {0, 31, 3, 5, 40, 1, 0},
-                        {1, 3, 32, 5, 33, 0, 1},
-                        {2, 4, 5, 33, 70, 1, 0},
-                        {2, 3, 2, 97, 97, 0, 1},
-                        {1, 2, 97, 3, 31, 1, 1},
-                        {1, 64, 256, 65, 300, 1, 1}});
-    op.small_enough_for_simt = [=](const TestShape& s) { return small_case(s, 1, 3, kSimtLimit); };
+    op.make_case = index_cpu::make_scatter_add_case;
+    op.tolerance = index_cpu::accumulate_tolerance;
+    op.set_shape_fields(index_cpu::scatter_add_shape_fields());
+    op.add_test_shapes(index_cpu::scatter_add_test_shapes());
+    op.small_enough_for_simt = index_cpu::abc_small_enough_for_simt;
   }
   {
     auto& op = r.op<OneHotArgs>("one_hot");
@@ -911,21 +706,11 @@ void register_index_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, one_hot_cpu_omp, all_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(one_hot_cost);
-    op.set_bind([](const TestCase& tc) { return OneHotArgs{tc.in("indices"), tc.out("y")}; });
-    op.make_case = make_one_hot_case;
-    op.add_test_shapes({{1, 1, 1, 0},
-                        {3, 31, 5, 1},
-                        {2, 32, 32, 0},
-                        {1, 33, 33, 1},
-                        {5, 7, 97, 0},
-                        {64, 128, 301, 1}});
-    op.small_enough_for_simt = [=](const TestShape& s) { return small_case(s, 0, 2, kSimtLimit); };
+    op.make_case = index_cpu::make_one_hot_case;
+    op.set_shape_fields(index_cpu::one_hot_shape_fields());
+    op.add_test_shapes(index_cpu::one_hot_test_shapes());
+    op.small_enough_for_simt = index_cpu::leading_small_enough_for_simt;
   }
-  const std::vector<TestShape> pad_shapes = {
-      {1, 1, 1, 0, 1, 1, 1},          {3, 5, 31, 0, 1, 2, 0},
-      {2, 32, 33, 1, 2, 1, 2, 3, 0},  {4, 33, 5, 2, 3, 0, 1, -1, 2, 1, 1},
-      {2, 3, 97, 0, 2, -3, 5, 2, -1}, {3, 7, 5, 1, 2, -2, -2, 0, -6},
-      {8, 130, 257, 0, 2, 3, 4, 5, 6}};
   {
     auto& op = r.op<PadArgs>("pad");
     op.description = "F.pad, constant mode (negative pads crop; x any strides)";
@@ -933,12 +718,10 @@ void register_index_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, pad_cpu_omp, all_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(pad_cost);
-    op.set_bind([](const TestCase& tc) {
-      return PadArgs{tc.in("x"), tc.out("y"), get_pads(tc), tc.param("value")};
-    });
-    op.make_case = make_pad_case;
-    op.add_test_shapes(pad_shapes);
-    op.small_enough_for_simt = [=](const TestShape& s) { return small_case(s, 0, 2, kSimtLimit); };
+    op.make_case = index_cpu::make_pad_case;
+    op.set_shape_fields(index_cpu::pad_shape_fields());
+    op.add_test_shapes(index_cpu::pad_test_shapes());
+    op.small_enough_for_simt = index_cpu::leading_small_enough_for_simt;
   }
   {
     auto& op = r.op<PadBwdArgs>("pad_bwd");
@@ -947,12 +730,10 @@ void register_index_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, pad_bwd_cpu_omp, all_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(pad_bwd_cost);
-    op.set_bind([](const TestCase& tc) {
-      return PadBwdArgs{tc.in("dy"), tc.out("dx"), get_pads(tc)};
-    });
-    op.make_case = make_pad_bwd_case;
-    op.add_test_shapes(pad_shapes);
-    op.small_enough_for_simt = [=](const TestShape& s) { return small_case(s, 0, 2, kSimtLimit); };
+    op.make_case = index_cpu::make_pad_bwd_case;
+    op.set_shape_fields(index_cpu::pad_shape_fields());
+    op.add_test_shapes(index_cpu::pad_test_shapes());
+    op.small_enough_for_simt = index_cpu::leading_small_enough_for_simt;
   }
 }
 

@@ -23,6 +23,14 @@ struct MatmulArgs {
   Tensor bias;  // optional [N], added to every row of every batch element
   Device device() const { return c.device(); }
   DType dtype() const { return c.dtype(); }
+  // a and b first and side by side: the trace's "a=[M, K] f32 b=[K, N] f32 ..." (the CLI test
+  // looks for it).
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("a", s.a), f.in("b", s.b), f.in_opt("bias", s.bias), f.out("c", s.c);
+    f.param("trans_a", s.trans_a), f.param("trans_b", s.trans_b);
+    f.param("alpha", s.alpha), f.param("beta", s.beta);
+  }
 };
 
 // Sizes of a validated call. a_batched / b_batched: the operand has its own matrix per batch

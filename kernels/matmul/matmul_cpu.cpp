@@ -7,6 +7,9 @@
 // cpu.widen: f16/bf16 widened to f32 for cpu.avx512 (or cpu.blas), one rounding of C.
 // Both fast variants add the bias by pre-filling C (C = beta*C + bias, or bias when beta == 0)
 // and running the GEMM with beta = 1: one extra pass over C, only when there is a bias.
+// Test cases: matmul_cases.cpp.
+#include "kernels/matmul/matmul_cpu.h"
+
 #include <cblas.h>
 #include <omp.h>
 
@@ -16,7 +19,6 @@
 #include "kernels/matmul/gemm_avx512.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -252,66 +254,6 @@ void matmul_cpu_widen(const MatmulArgs& a) {
   a.c.copy_(w.c);
 }
 
-// Tests -----------------------------------------------------------------------------------------
-
-// TestShape: {Bt, M, N, K, trans_a, trans_b, with_beta, with_bias, shared}.
-// Bt == 0: plain 2-D call; Bt >= 1: c is [Bt,M,N]. shared: 0 both operands batched, 1 a is a
-// shared 2-D matrix, 2 b is. with_beta: alpha 0.5, beta 0.75 and c filled with values (else
-// alpha 1, beta 0 and c poisoned with NaN, which must not leak).
-enum ShapeField { kBt, kM, kN, kK, kTransA, kTransB, kWithBeta, kWithBias, kShared };
-
-TestCase make_matmul_case(const TestShape& s, DType t, uint64_t seed) {
-  const int64_t Bt = s[kBt], M = s[kM], N = s[kN], K = s[kK];
-  const bool ta = s[kTransA] != 0, tb = s[kTransB] != 0;
-  auto with_batch = [&](Shape m, bool batched) {
-    if (Bt > 0 && batched) m.insert(m.begin(), Bt);
-    return m;
-  };
-  TestCase c;
-  c.add_in("a",
-           random_tensor(with_batch(ta ? Shape{K, M} : Shape{M, K}, s[kShared] != 1), t, seed));
-  c.add_in("b",
-           random_tensor(with_batch(tb ? Shape{N, K} : Shape{K, N}, s[kShared] != 2), t, seed + 1));
-  c.add_in("bias", s[kWithBias] ? random_tensor({N}, t, seed + 3) : Tensor());
-  const Shape cs = with_batch({M, N}, true);
-  c.add_out("c", s[kWithBeta] ? random_tensor(cs, t, seed + 2) : poison_tensor(cs, t));
-  c.params["trans_a"] = ta;
-  c.params["trans_b"] = tb;
-  c.params["alpha"] = s[kWithBeta] ? 0.5 : 1.0;
-  c.params["beta"] = s[kWithBeta] ? 0.75 : 0.0;
-  return c;
-}
-
-MatmulArgs bind_matmul_case(const TestCase& tc) {
-  MatmulArgs a;
-  a.a = tc.in("a");
-  a.b = tc.in("b");
-  a.c = tc.out("c");
-  a.bias = tc.in("bias");
-  a.trans_a = tc.param("trans_a") != 0;
-  a.trans_b = tc.param("trans_b") != 0;
-  a.alpha = float(tc.param("alpha"));
-  a.beta = float(tc.param("beta"));
-  return a;
-}
-
-// Inputs are uniform in [-1, 1): the accumulation error grows like sqrt(K).
-Tolerance matmul_tolerance(DType t, const TestShape& s) {
-  const double r = std::sqrt(double(std::max<int64_t>(s[kK], 1)));
-  switch (t) {
-    case DType::f64:
-      return {1e-12 * r, 1e-10};
-    case DType::f32:
-      return {1e-5 * r, 1e-5 * r};
-    case DType::f16:
-      return {1e-3 * r, 2e-3};
-    case DType::bf16:
-      return {8e-3 * r, 1.6e-2};
-    default:
-      return {0, 0};
-  }
-}
-
 }  // namespace
 
 void matmul(const MatmulArgs& a) { AIM_DISPATCH_OP(MatmulArgs, "matmul", a); }
@@ -355,33 +297,11 @@ void register_matmul_cpu(Registry& r) {
   op.set_default(Backend::CPU, widen_supports_any() ? "cpu.widen" : "cpu.ref",
                  {DType::f16, DType::bf16});
   op.set_cost(matmul_cost);
-  op.set_bind(bind_matmul_case);
-  op.make_case = make_matmul_case;
-  op.tolerance = matmul_tolerance;
-  // {Bt, M, N, K, trans_a, trans_b, with_beta, with_bias, shared}
-  op.add_test_shapes({
-      {0, 1, 1, 1, 0, 0, 0, 0, 0},
-      {0, 31, 32, 33, 0, 0, 0, 0, 0},
-      {0, 33, 31, 32, 1, 0, 0, 0, 0},
-      {0, 32, 33, 31, 0, 1, 0, 0, 0},
-      {0, 31, 33, 32, 1, 1, 1, 0, 0},
-      {0, 97, 61, 89, 0, 0, 0, 1, 0},
-      {0, 61, 89, 97, 0, 1, 1, 1, 0},
-      {0, 64, 64, 64, 0, 0, 0, 0, 0},
-      {3, 17, 19, 23, 0, 0, 0, 0, 0},
-      {3, 17, 19, 23, 1, 0, 1, 0, 1},
-      {3, 17, 19, 23, 0, 1, 1, 1, 2},
-      {2, 5, 1, 37, 1, 1, 0, 1, 0},
-      // Multiples of 4 (float4 paths of cuda.tiled in every layout) and several block tiles.
-      {0, 64, 32, 40, 1, 0, 1, 1, 0},
-      {2, 36, 44, 20, 1, 1, 0, 1, 0},
-      {0, 130, 136, 24, 0, 0, 1, 1, 0},
-      {0, 256, 384, 320, 0, 1, 0, 1, 0},
-  });
-  // The emulator runs every CUDA thread as a fiber: keep its GEMMs to ~64^3 work.
-  op.small_enough_for_simt = [](const TestShape& s) {
-    return std::max<int64_t>(s[kBt], 1) * s[kM] * s[kN] * s[kK] <= 600000;
-  };
+  op.make_case = matmul_cpu::make_matmul_case;
+  op.tolerance = matmul_cpu::matmul_tolerance;
+  op.set_shape_fields(matmul_cpu::matmul_shape_fields());
+  op.add_test_shapes(matmul_cpu::matmul_test_shapes());
+  op.small_enough_for_simt = matmul_cpu::matmul_small_enough_for_simt;
 }
 
 }  // namespace aim::kernels

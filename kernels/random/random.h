@@ -19,6 +19,11 @@ struct UniformArgs {
   uint64_t seed = 0, offset = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.out("y", s.y);
+    f.param("lo", s.lo), f.param("hi", s.hi), f.param("seed", s.seed), f.param("offset", s.offset);
+  }
 };
 
 // y[i] = mean + std * z(i), z standard normal by Box-Muller (torch.Tensor.normal_).
@@ -28,6 +33,12 @@ struct NormalArgs {
   uint64_t seed = 0, offset = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.out("y", s.y);
+    f.param("mean", s.mean), f.param("std", s.std), f.param("seed", s.seed);
+    f.param("offset", s.offset);
+  }
 };
 
 // y[i] = u(i) < p ? 1 : 0 in y's dtype (torch.Tensor.bernoulli_(p)).
@@ -37,6 +48,11 @@ struct BernoulliArgs {
   uint64_t seed = 0, offset = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return y.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.out("y", s.y);
+    f.param("p", s.p), f.param("seed", s.seed), f.param("offset", s.offset);
+  }
 };
 
 // Inverted dropout (F.dropout in training mode): mask[i] = u(i) >= p (1 = kept),
@@ -48,6 +64,11 @@ struct DropoutFwdArgs {
   uint64_t seed = 0, offset = 0;
   Device device() const { return y.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("y", s.y), f.out("mask", s.mask);
+    f.param("p", s.p), f.param("seed", s.seed), f.param("offset", s.offset);
+  }
 };
 
 // dx[i] = mask[i] ? dy[i] / (1 - p) : 0.
@@ -56,6 +77,11 @@ struct DropoutBwdArgs {
   float p = 0.5f;
   Device device() const { return dx.device(); }
   DType dtype() const { return dy.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("dy", s.dy), f.in("mask", s.mask), f.out("dx", s.dx);
+    f.param("p", s.p);
+  }
 };
 
 inline Cost uniform_cost(const UniformArgs& a) {

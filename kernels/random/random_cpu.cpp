@@ -3,10 +3,12 @@
 // definition of the streams. Obviously right.
 // cpu.omp: one Philox block (4 elements) per iteration, OpenMP over blocks when large; the same
 // numbers bitwise.
+// Test cases: random_cases.cpp.
+#include "kernels/random/random_cpu.h"
+
 #include "kernels/copy/copy.h"
 #include "kernels/random/random.h"
 #include "kernels/registry.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -205,64 +207,8 @@ void dropout_bwd_cpu_omp(const DropoutBwdArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { dropout_bwd_omp<T>(a); });
 }
 
-// ---- test cases ------------------------------------------------------------------------------
-// Shapes {a, b, stream}: y [a, b]; stream picks (seed, offset) so that the high words of both
-// the key and the counter are exercised: 0: (seed, 0), 1: (seed + 2^40, 5), 2: (seed, 2^33 + 3).
-void set_stream(TestCase& c, int64_t stream, uint64_t seed) {
-  c.params["seed"] = double(seed + (stream == 1 ? uint64_t(1) << 40 : 0));
-  c.params["offset"] = double(stream == 1 ? 5 : stream == 2 ? (uint64_t(1) << 33) + 3 : 0);
-}
-uint64_t seed_of(const TestCase& c) { return uint64_t(c.param("seed")); }
-uint64_t offset_of(const TestCase& c) { return uint64_t(c.param("offset")); }
-
-TestCase make_fill_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_out("y", poison_tensor({s[0], s[1]}, t));
-  set_stream(c, s[2], seed);
-  return c;
-}
-
-// Dropout: {a, b, stream, p in percent}.
-TestCase make_dropout_fwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("x", random_tensor({s[0], s[1]}, t, seed + 1));
-  c.add_out("y", poison_tensor({s[0], s[1]}, t));
-  c.add_out("mask", poison_tensor({s[0], s[1]}, DType::u8));
-  set_stream(c, s[2], seed);
-  c.params["p"] = double(s[3]) / 100.0;
-  return c;
-}
-
-TestCase make_dropout_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  TestCase c;
-  c.add_in("dy", random_tensor({s[0], s[1]}, t, seed + 1));
-  c.add_in("mask", random_tensor({s[0], s[1]}, DType::u8, seed + 2, 0, 2));
-  c.add_out("dx", poison_tensor({s[0], s[1]}, t));
-  c.params["p"] = double(s[3]) / 100.0;
-  return c;
-}
-
-Tolerance exact(DType, const TestShape&) { return {0, 0}; }
-// normal: the GPU's double log/sin/cos may differ from the host libm in the last double bits,
-// which moves the f32 result by at most one f32 ulp (then one ulp of a 16-bit output).
-Tolerance normal_tolerance(DType t, const TestShape&) {
-  if (t == DType::f16) return {1e-6, 1e-3};
-  if (t == DType::bf16) return {1e-6, 8e-3};
-  return {1e-6, 1e-6};
-}
-
-bool small_fill(const TestShape& s) { return s[0] * s[1] <= 2048; }
-
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 std::vector<DType> all_dtypes() { return {std::begin(kAllDTypes), std::end(kAllDTypes)}; }
-
-std::vector<TestShape> fill_shapes() {
-  return {{1, 1, 0}, {1, 31, 1}, {4, 8, 2}, {3, 11, 0}, {1, 97, 2}, {5, 33, 1}, {257, 515, 2}};
-}
-std::vector<TestShape> dropout_shapes() {
-  return {{1, 1, 0, 30},  {1, 31, 1, 50}, {4, 8, 2, 0},     {3, 11, 0, 100},
-          {1, 97, 2, 10}, {5, 33, 1, 90}, {257, 515, 2, 30}};
-}
 
 }  // namespace
 
@@ -280,14 +226,12 @@ void register_random_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, uniform_cpu_omp, float_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(uniform_cost);
-    op.set_bind([](const TestCase& tc) {
-      return UniformArgs{tc.out("y"), -2.0f, 3.0f, seed_of(tc), offset_of(tc)};
-    });
-    op.make_case = make_fill_case;
+    op.make_case = random_cpu::make_uniform_case;
     op.ref_uses_case_dtype = true;  // bitwise comparison in the output dtype
-    op.tolerance = exact;
-    op.add_test_shapes(fill_shapes());
-    op.small_enough_for_simt = small_fill;
+    op.tolerance = random_cpu::exact;
+    op.set_shape_fields(random_cpu::fill_shape_fields());
+    op.add_test_shapes(random_cpu::fill_shapes());
+    op.small_enough_for_simt = random_cpu::small_fill;
   }
   {
     auto& op = r.op<NormalArgs>("normal");
@@ -296,14 +240,12 @@ void register_random_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, normal_cpu_omp, float_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(normal_cost);
-    op.set_bind([](const TestCase& tc) {
-      return NormalArgs{tc.out("y"), 0.5f, 2.0f, seed_of(tc), offset_of(tc)};
-    });
-    op.make_case = make_fill_case;
+    op.make_case = random_cpu::make_normal_case;
     op.ref_uses_case_dtype = true;
-    op.tolerance = normal_tolerance;
-    op.add_test_shapes(fill_shapes());
-    op.small_enough_for_simt = small_fill;
+    op.tolerance = random_cpu::normal_tolerance;
+    op.set_shape_fields(random_cpu::fill_shape_fields());
+    op.add_test_shapes(random_cpu::fill_shapes());
+    op.small_enough_for_simt = random_cpu::small_fill;
   }
   {
     auto& op = r.op<BernoulliArgs>("bernoulli");
@@ -312,14 +254,12 @@ void register_random_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, bernoulli_cpu_omp, all_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(bernoulli_cost);
-    op.set_bind([](const TestCase& tc) {
-      return BernoulliArgs{tc.out("y"), 0.3f, seed_of(tc), offset_of(tc)};
-    });
-    op.make_case = make_fill_case;
+    op.make_case = random_cpu::make_bernoulli_case;
     op.ref_uses_case_dtype = true;
-    op.tolerance = exact;
-    op.add_test_shapes(fill_shapes());
-    op.small_enough_for_simt = small_fill;
+    op.tolerance = random_cpu::exact;
+    op.set_shape_fields(random_cpu::fill_shape_fields());
+    op.add_test_shapes(random_cpu::fill_shapes());
+    op.small_enough_for_simt = random_cpu::small_fill;
   }
   {
     auto& op = r.op<DropoutFwdArgs>("dropout_fwd");
@@ -328,15 +268,12 @@ void register_random_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, dropout_fwd_cpu_omp, float_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(dropout_fwd_cost);
-    op.set_bind([](const TestCase& tc) {
-      return DropoutFwdArgs{tc.in("x"),           tc.out("y"), tc.out("mask"),
-                            float(tc.param("p")), seed_of(tc), offset_of(tc)};
-    });
-    op.make_case = make_dropout_fwd_case;
+    op.make_case = random_cpu::make_dropout_fwd_case;
     op.ref_uses_case_dtype = true;  // y and mask compared bitwise in the case's dtype
-    op.tolerance = exact;
-    op.add_test_shapes(dropout_shapes());
-    op.small_enough_for_simt = small_fill;
+    op.tolerance = random_cpu::exact;
+    op.set_shape_fields(random_cpu::dropout_shape_fields());
+    op.add_test_shapes(random_cpu::dropout_shapes());
+    op.small_enough_for_simt = random_cpu::small_fill;
   }
   {
     auto& op = r.op<DropoutBwdArgs>("dropout_bwd");
@@ -345,14 +282,12 @@ void register_random_cpu(Registry& r) {
     op.add({"cpu.omp", Backend::CPU, Provider::Own, dropout_bwd_cpu_omp, float_dtypes()});
     op.set_default(Backend::CPU, "cpu.omp");
     op.set_cost(dropout_bwd_cost);
-    op.set_bind([](const TestCase& tc) {
-      return DropoutBwdArgs{tc.in("dy"), tc.in("mask"), tc.out("dx"), float(tc.param("p"))};
-    });
-    op.make_case = make_dropout_bwd_case;
+    op.make_case = random_cpu::make_dropout_bwd_case;
     op.ref_uses_case_dtype = true;
-    op.tolerance = exact;
-    op.add_test_shapes(dropout_shapes());
-    op.small_enough_for_simt = small_fill;
+    op.tolerance = random_cpu::exact;
+    op.set_shape_fields(random_cpu::dropout_shape_fields());
+    op.add_test_shapes(random_cpu::dropout_shapes());
+    op.small_enough_for_simt = random_cpu::small_fill;
   }
 }
 

@@ -32,6 +32,12 @@ struct ReduceArgs {
   Tensor indices;             // optional output (i64, y's shape): max/min over exactly one dim
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("x", s.x), f.out("y", s.y), f.out_opt("indices", s.indices);
+    f.param("kind", s.kind), f.list("dims", s.dims), f.param("correction", s.correction);
+    f.param("p", s.p);
+  }
 };
 
 // The reduced dims of a tensor of shape s, wrapped to [0, rank) and sorted; all dims when `dims`

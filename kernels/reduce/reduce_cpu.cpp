@@ -7,6 +7,9 @@
 // [C]): the inner dim is the vector dim. f32 accumulates in f32 (many short partial sums), f64 in
 // f64; f16/bf16 inputs are converted to f32 once (bulk F16C/BF16 conversion) and rounded at the
 // output. var/std: two passes (mean, then squared deviations).
+// Test cases: reduce_cases.cpp.
+#include "kernels/reduce/reduce_cpu.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -16,7 +19,6 @@
 #include "kernels/reduce/reduce.h"
 #include "kernels/registry.h"
 #include "kernels/strided.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 
@@ -497,77 +499,9 @@ void reduce_cpu_omp(const ReduceArgs& a) {
   a.y.copy_(yf);
 }
 
-// ---- tests
-// ----------------------------------------------------------------------------------------
-
-// Test shape: {kind code, dims code, d0, d1, d2}.
-struct KindCode {
-  ReduceKind kind;
-  double p, correction;
-};
-const KindCode kKindCodes[] = {
-    {ReduceKind::sum, 2, 1},  {ReduceKind::mean, 2, 1},
-    {ReduceKind::max, 2, 1},  {ReduceKind::min, 2, 1},
-    {ReduceKind::prod, 2, 1}, {ReduceKind::var, 2, 1},
-    {ReduceKind::std, 2, 1},  {ReduceKind::norm, 2, 1},
-    {ReduceKind::norm, 1, 1}, {ReduceKind::norm, std::numeric_limits<double>::infinity(), 1},
-    {ReduceKind::norm, 3, 1}, {ReduceKind::var, 2, 0},
-    {ReduceKind::std, 2, 0}};
-constexpr int kNumKindCodes = int(sizeof(kKindCodes) / sizeof(kKindCodes[0]));
-const std::vector<int64_t> kDimCodes[] = {{-1}, {0}, {1}, {0, 2}, {}, {-1, -3}, {2, 1}};
-constexpr int kNumDimCodes = int(sizeof(kDimCodes) / sizeof(kDimCodes[0]));
-
-int64_t case_R(const TestShape& s) {
-  const Shape x{s[2], s[3], s[4]};
-  int64_t R = 1;
-  for (int64_t d : normalize_reduce_dims(x, kDimCodes[s[1]])) R *= x[size_t(d)];
-  return R;
-}
-
-TestCase make_reduce_case(const TestShape& s, DType t, uint64_t seed) {
-  const KindCode k = kKindCodes[s[0]];
-  const std::vector<int64_t>& dims = kDimCodes[s[1]];
-  const Shape x{s[2], s[3], s[4]};
-  TestCase c;
-  // prod: values near 1 so that products of many values neither vanish nor overflow too fast.
-  if (k.kind == ReduceKind::prod)
-    c.add_in("x", random_tensor(x, t, seed, 0.5, 1.5));
-  else
-    c.add_in("x", random_tensor(x, t, seed, -1, 1));
-  c.add_out("y", poison_tensor(reduced_shape(x, dims), t));
-  if ((k.kind == ReduceKind::max || k.kind == ReduceKind::min) &&
-      normalize_reduce_dims(x, dims).size() == 1)
-    c.add_out("indices", poison_tensor(reduced_shape(x, dims), DType::i64));
-  c.params["kind_code"] = double(s[0]);
-  c.params["dims_code"] = double(s[1]);
-  return c;
-}
-
-ReduceArgs bind_reduce_case(const TestCase& c) {
-  const KindCode k = kKindCodes[int(c.param("kind_code"))];
-  ReduceArgs a;
-  a.x = c.in("x");
-  a.y = c.out("y");
-  a.kind = k.kind;
-  a.p = k.p;
-  a.correction = k.correction;
-  a.dims = kDimCodes[int(c.param("dims_code"))];
-  for (const auto& o : c.outputs)
-    if (o.name == "indices") a.indices = o.tensor;
-  return a;
-}
-
 }  // namespace
 
 void reduce(const ReduceArgs& a) { AIM_DISPATCH_OP(ReduceArgs, "reduce", a); }
-
-// Accumulated rounding grows like sqrt(n) for sums of n terms (brief: rtol ~1e-5 sqrt(n) in f32).
-static Tolerance reduce_tolerance(DType t, int64_t n) {
-  const double g = std::sqrt(double(std::max<int64_t>(n, 1)));
-  const Tolerance d = default_tolerance(t);
-  if (t == DType::f32 || t == DType::f64) return {d.atol * g, d.rtol * g};
-  return {d.atol + 1e-5 * g, d.rtol};
-}
 
 void register_reduce_cpu(Registry& r) {
   auto& op = r.op<ReduceArgs>("reduce");
@@ -577,20 +511,11 @@ void register_reduce_cpu(Registry& r) {
   op.add({"cpu.omp", Backend::CPU, Provider::Own, reduce_cpu_omp, floats});
   op.set_default(Backend::CPU, "cpu.omp");
   op.set_cost(reduce_cost);
-  op.set_bind(bind_reduce_case);
-  op.make_case = make_reduce_case;
-  op.tolerance = [](DType t, const TestShape& s) { return reduce_tolerance(t, case_R(s)); };
-  for (int k = 0; k < kNumKindCodes; ++k) {
-    for (int d = 0; d < kNumDimCodes; ++d) op.add_test_shapes({{k, d, 2, 31, 33}});
-    op.add_test_shapes(
-        {{k, 0, 1, 1, 1}, {k, 4, 1, 1, 1}, {k, 2, 5, 97, 32}, {k, 1, 33, 3, 7}, {k, 0, 4, 3, 32}});
-  }
-  // Columns with many streams along R (few blocks, R >= 256).
-  for (int k : {0, 2, 5}) op.add_test_shapes({{k, 2, 3, 300, 40}});
-  // One larger shape per path (rows, columns, middle, permuted, all), skipped under SIMT.
-  for (int k : {0, 1, 2, 5, 7})
-    for (int d : {0, 1, 2, 3, 4}) op.add_test_shapes({{k, d, 3, 257, 515}});
-  op.small_enough_for_simt = [](const TestShape& s) { return s[2] * s[3] * s[4] <= 40000; };
+  op.make_case = reduce_cpu::make_reduce_case;
+  op.tolerance = reduce_cpu::reduce_tolerance;
+  op.set_shape_fields(reduce_cpu::reduce_shape_fields());
+  op.add_test_shapes(reduce_cpu::reduce_test_shapes());
+  op.small_enough_for_simt = reduce_cpu::reduce_small_enough_for_simt;
 }
 
 }  // namespace aim::kernels
