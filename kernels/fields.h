@@ -14,17 +14,19 @@
 //     }
 //   };
 //
-// Roles: in (read; must be defined), in_opt (read; may be undefined), out (written or accumulated
-// into; must be defined), out_opt; ins (a list of inputs, named <name>0, <name>1, ...); param (a
-// number, bool or enum); list (std::vector<int64_t>); group (a nested parameter struct with its own
-// `fields`, e.g. Conv2dParams, flattened into the parent's names). `S` is Args or const Args.
+// Roles: in (read; must be defined), in_opt (read; may be undefined), host_in / host_in_opt (read
+// on the host even when the variant runs on a GPU, e.g. sequence lengths that plan the launch: the
+// test keeps them on the CPU), out (written or accumulated into; must be defined), out_opt; ins (a
+// list of inputs, named <name>0, <name>1, ...); param (a number, bool or enum); list
+// (std::vector<int64_t>); group (a nested parameter struct with its own `fields`, e.g.
+// Conv2dParams, flattened into the parent's names). `S` is Args or const Args.
 #pragma once
+#include <cmath>
 #include <string>
 #include <type_traits>
 #include <typeinfo>
 #include <vector>
 
-#include "kernels/describe.h"
 #include "kernels/test_case.h"
 
 namespace aim::kernels {
@@ -71,6 +73,8 @@ struct Describer {
   }
   void in(const char* n, const Tensor& t) { tensor(n, t); }
   void in_opt(const char* n, const Tensor& t) { tensor(n, t); }
+  void host_in(const char* n, const Tensor& t) { tensor(n, t); }
+  void host_in_opt(const char* n, const Tensor& t) { tensor(n, t); }
   void out(const char* n, const Tensor& t) { tensor(n, t); }
   void out_opt(const char* n, const Tensor& t) { tensor(n, t); }
   void ins(const char* n, const std::vector<Tensor>& ts) {
@@ -82,7 +86,8 @@ struct Describer {
     s += n;
     s += '=';
     const double d = param_to_double(v);
-    s += d == double(int64_t(d)) ? std::to_string(int64_t(d)) : std::to_string(d);
+    const bool integral = std::isfinite(d) && std::fabs(d) < 9e18 && d == std::trunc(d);
+    s += integral ? std::to_string(int64_t(d)) : std::to_string(d);
   }
   void list(const char* n, const std::vector<int64_t>& v) {
     sep();
@@ -120,6 +125,8 @@ struct Binder {
   void in_opt(const char* n, Tensor& t) {
     if (const Tensor* p = find(c.inputs, n)) t = *p;
   }
+  void host_in(const char* n, Tensor& t) { in(n, t); }
+  void host_in_opt(const char* n, Tensor& t) { in_opt(n, t); }
   void out(const char* n, Tensor& t) {
     const Tensor* p = find(c.outputs, n);
     AIM_CHECK(p, "[", op, "] test case has no output '", n, "'");
@@ -163,6 +170,13 @@ struct CaseWriter {
   void in_opt(const char* n, const Tensor& t) {
     if (t.defined()) c.add_in(n, t);
   }
+  void host_in(const char* n, const Tensor& t) {
+    AIM_CHECK(t.defined(), "test case for ", args_type, ": input '", n, "' left undefined");
+    c.add_in(n, t, true);
+  }
+  void host_in_opt(const char* n, const Tensor& t) {
+    if (t.defined()) c.add_in(n, t, true);
+  }
   void out(const char* n, const Tensor& t) {
     AIM_CHECK(t.defined(), "test case for ", args_type, ": output '", n, "' left undefined");
     c.add_out(n, t);
@@ -202,13 +216,9 @@ constexpr bool declares_fields = fields_detail::has_fields<Args>::value;
 // The trace's description of a call: every declared field, in order.
 template <class Args>
 std::string describe_args(const Args& a) {
-  if constexpr (declares_fields<Args>) {
-    fields_detail::Describer d;
-    visit_fields(a, d);
-    return d.s;
-  } else {
-    return describe_args_by_common_names(a);
-  }
+  fields_detail::Describer d;
+  visit_fields(a, d);
+  return d.s;
 }
 
 // The op's test binder, derived from the declaration.

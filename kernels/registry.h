@@ -9,10 +9,11 @@
 // (--kernels-fallback / AIM_KERNELS_FALLBACK=1): then the substitution is logged once and
 // recorded (substitutions()) for the results file.
 //
-// Each op also carries what the registry-driven test needs: test shapes, a case maker that
-// builds named inputs/outputs from a shape, and a binder from a case to the op's Args. Args
-// structs provide `Device device() const` and `DType dtype() const` (the dtype that variants'
-// dtype lists refer to).
+// Each op also carries what the registry-driven test needs: test shapes (with the names of their
+// numbers, shape_fields), a case maker that fills the op's Args from a shape and returns
+// to_case(args), and a tolerance. Args structs provide `Device device() const`, `DType dtype()
+// const` (the dtype that variants' dtype lists refer to) and their field declaration
+// (kernels/fields.h), from which the test binder and the trace's description are derived.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -150,6 +151,9 @@ void dispatch_end(Backend b);
 
 template <class Args>
 class Op final : public OpBase {
+  static_assert(declares_fields<Args>,
+                "an op's Args declare their fields: static fields(S&, F&) (kernels/fields.h)");
+
  public:
   explicit Op(std::string name) : OpBase(std::move(name)) {}
 
@@ -172,7 +176,6 @@ class Op final : public OpBase {
   void set_default_rule(Backend b, std::function<std::string(const Args&)> rule) {
     default_rules_[b] = std::move(rule);
   }
-  void set_bind(std::function<Args(const TestCase&)> f) { bind_ = std::move(f); }
   void set_cost(std::function<Cost(const Args&)> f) { cost_ = std::move(f); }
   void add_test_shapes(std::vector<TestShape> shapes) {
     for (auto& s : shapes) {
@@ -256,15 +259,8 @@ class Op final : public OpBase {
   const std::vector<Variant<Args>>& variants() const { return variants_; }
 
  private:
-  // The test binder: derived from the Args' field declaration (kernels/fields.h), unless set.
-  Args bind(const TestCase& c) const {
-    if (bind_) return bind_(c);
-    if constexpr (declares_fields<Args>) {
-      return bind_case<Args>(c, name_);
-    } else {
-      AIM_FAIL("[", name_, "] has no test binder");
-    }
-  }
+  // The test binder, derived from the Args' field declaration (kernels/fields.h).
+  Args bind(const TestCase& c) const { return bind_case<Args>(c, name_); }
   static bool backend_fits(Backend b, bool on_cuda) {
     return on_cuda ? b == Backend::CUDA : (b == Backend::CPU || b == Backend::SIMT);
   }
@@ -305,7 +301,6 @@ class Op final : public OpBase {
 
   std::vector<Variant<Args>> variants_;
   std::map<Backend, std::function<std::string(const Args&)>> default_rules_;
-  std::function<Args(const TestCase&)> bind_;
   std::function<Cost(const Args&)> cost_;
 };
 

@@ -16,6 +16,7 @@ std::string shape_str(const TestShape& s, const char* sep = ",");
 struct NamedTensor {
   std::string name;
   Tensor tensor;
+  bool host = false;  // an input the op reads on the host: stays on the CPU for every variant
 };
 
 // One test case: inputs (read) and outputs (written or accumulated) with their initial content,
@@ -28,7 +29,9 @@ struct TestCase {
   const Tensor& in(const std::string& name) const;
   const Tensor& out(const std::string& name) const;
   double param(const std::string& name) const;
-  void add_in(const std::string& name, Tensor t) { inputs.push_back({name, std::move(t)}); }
+  void add_in(const std::string& name, Tensor t, bool host = false) {
+    inputs.push_back({name, std::move(t), host});
+  }
   void add_out(const std::string& name, Tensor t) { outputs.push_back({name, std::move(t)}); }
 };
 

@@ -65,15 +65,16 @@ TestCase transfer_case(const TestCase& c, Device d, bool cast_floats, DType floa
   auto target = [&](const Tensor& t) {
     return cast_floats && is_floating(t.dtype()) ? float_dtype : t.dtype();
   };
-  for (const auto& [name, t] : c.inputs)
-    r.add_in(name, t.defined() ? transfer_view(t, d, target(t)) : t);
-  for (const auto& [name, t] : c.outputs) {
+  for (const auto& [name, t, host] : c.inputs)
+    r.add_in(name, t.defined() && !host ? transfer_view(t, d, target(t)) : t, host);
+  for (const NamedTensor& o : c.outputs) {
+    const Tensor& t = o.tensor;
     if (!t.defined()) {
-      r.add_out(name, t);
+      r.add_out(o.name, t);
     } else if (guard_outputs) {
-      r.add_out(name, guarded_copy(t, d, target(t)));
+      r.add_out(o.name, guarded_copy(t, d, target(t)));
     } else {
-      r.add_out(name, t.to(target(t)).clone().to(d));
+      r.add_out(o.name, t.to(target(t)).clone().to(d));
     }
   }
   return r;

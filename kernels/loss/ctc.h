@@ -39,7 +39,8 @@ struct CtcFwdArgs {
   template <class S, class F>
   static void fields(S& s, F& f) {
     f.in("log_probs", s.log_probs), f.in("targets", s.targets);
-    f.in("input_lengths", s.input_lengths), f.in("target_lengths", s.target_lengths);
+    f.host_in("input_lengths", s.input_lengths);
+    f.host_in("target_lengths", s.target_lengths);
     f.out("loss", s.loss), f.out("log_alpha", s.log_alpha);
     f.param("blank", s.blank), f.param("reduction", s.reduction);
     f.param("zero_infinity", s.zero_infinity);
@@ -59,7 +60,8 @@ struct CtcBwdArgs {
   template <class S, class F>
   static void fields(S& s, F& f) {
     f.in("dloss", s.dloss), f.in("log_probs", s.log_probs), f.in("targets", s.targets);
-    f.in("input_lengths", s.input_lengths), f.in("target_lengths", s.target_lengths);
+    f.host_in("input_lengths", s.input_lengths);
+    f.host_in("target_lengths", s.target_lengths);
     f.in("log_alpha", s.log_alpha), f.out("dlog_probs", s.dlog_probs);
     f.param("blank", s.blank), f.param("reduction", s.reduction);
     f.param("zero_infinity", s.zero_infinity);
@@ -79,7 +81,7 @@ struct CtcGreedyDecodeArgs {
   DType dtype() const { return log_probs.dtype(); }
   template <class S, class F>
   static void fields(S& s, F& f) {
-    f.in("log_probs", s.log_probs), f.in_opt("input_lengths", s.input_lengths);
+    f.in("log_probs", s.log_probs), f.host_in_opt("input_lengths", s.input_lengths);
     f.out("labels", s.labels), f.out("lengths", s.lengths), f.out_opt("log_prob", s.log_prob);
     f.param("blank", s.blank), f.param("merge_repeated", s.merge_repeated);
   }
@@ -102,7 +104,7 @@ struct CtcBeamDecodeArgs {
   DType dtype() const { return log_probs.dtype(); }
   template <class S, class F>
   static void fields(S& s, F& f) {
-    f.in("log_probs", s.log_probs), f.in_opt("input_lengths", s.input_lengths);
+    f.in("log_probs", s.log_probs), f.host_in_opt("input_lengths", s.input_lengths);
     f.out("labels", s.labels), f.out("lengths", s.lengths), f.out("log_prob", s.log_prob);
     f.param("blank", s.blank), f.param("beam_width", s.beam_width);
     f.param("merge_repeated", s.merge_repeated);

@@ -1,5 +1,5 @@
-// The test cases of the CTC ops (ctc_cpu.h): shapes and their field names, case makers, binders,
-// tolerance.
+// The test cases of the CTC ops (ctc_cpu.h): shapes and their field names, case makers,
+// tolerance. Lengths are host inputs (kernels/fields.h host_in): they stay on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -105,9 +105,6 @@ CtcFwdArgs loss_inputs(const LossSpec& p, DType t, uint64_t seed) {
 
 Shape loss_shape(const LossSpec& p) { return p.r == Reduction::none ? Shape{p.B} : Shape{}; }
 
-// Lengths are host tensors by the op's contract: CUDA cases get them moved back.
-Tensor host(const Tensor& t) { return t.defined() ? t.to(kCPU) : t; }
-
 }  // namespace
 
 TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
@@ -185,29 +182,6 @@ TestCase make_greedy_case(const TestShape& s, DType t, uint64_t seed) {
 }
 TestCase make_beam_case(const TestShape& s, DType t, uint64_t seed) {
   return make_decode_case<CtcBeamDecodeArgs>(s, t, seed);
-}
-
-CtcFwdArgs bind_fwd(const TestCase& c) {
-  CtcFwdArgs a = bind_case<CtcFwdArgs>(c, "ctc_fwd");
-  a.input_lengths = host(a.input_lengths);
-  a.target_lengths = host(a.target_lengths);
-  return a;
-}
-CtcBwdArgs bind_bwd(const TestCase& c) {
-  CtcBwdArgs a = bind_case<CtcBwdArgs>(c, "ctc_bwd");
-  a.input_lengths = host(a.input_lengths);
-  a.target_lengths = host(a.target_lengths);
-  return a;
-}
-CtcGreedyDecodeArgs bind_greedy(const TestCase& c) {
-  CtcGreedyDecodeArgs a = bind_case<CtcGreedyDecodeArgs>(c, "ctc_greedy_decode");
-  a.input_lengths = host(a.input_lengths);
-  return a;
-}
-CtcBeamDecodeArgs bind_beam(const TestCase& c) {
-  CtcBeamDecodeArgs a = bind_case<CtcBeamDecodeArgs>(c, "ctc_beam_decode");
-  a.input_lengths = host(a.input_lengths);
-  return a;
 }
 
 // Alpha and beta chain T log-sum-exps; float variants use polynomial exp/log (cpu.omp).

@@ -708,7 +708,6 @@ void register_ctc_cpu(Registry& r) {
   f.add({"cpu.omp", Backend::CPU, Provider::Own, ctc_fwd_cpu_omp, float_dtypes()});
   f.set_default(Backend::CPU, "cpu.omp");
   f.set_cost(ctc_fwd_cost);
-  f.set_bind(bind_fwd);
   f.make_case = make_fwd_case;
   f.set_shape_fields(loss_shape_fields());
   f.add_test_shapes(loss_shapes());
@@ -721,7 +720,6 @@ void register_ctc_cpu(Registry& r) {
   b.add({"cpu.omp", Backend::CPU, Provider::Own, ctc_bwd_cpu_omp, float_dtypes()});
   b.set_default(Backend::CPU, "cpu.omp");
   b.set_cost(ctc_bwd_cost);
-  b.set_bind(bind_bwd);
   b.make_case = make_bwd_case;
   b.set_shape_fields(loss_shape_fields());
   b.add_test_shapes(loss_shapes());
@@ -733,7 +731,6 @@ void register_ctc_cpu(Registry& r) {
   g.add({"cpu.ref", Backend::CPU, Provider::Own, ctc_greedy_cpu_ref, float_dtypes()});
   g.set_default(Backend::CPU, "cpu.ref");
   g.set_cost(ctc_greedy_decode_cost);
-  g.set_bind(bind_greedy);
   g.make_case = make_greedy_case;
   g.set_shape_fields(decode_shape_fields(false));
   g.add_test_shapes(greedy_shapes());
@@ -745,7 +742,6 @@ void register_ctc_cpu(Registry& r) {
   m.add({"cpu.ref", Backend::CPU, Provider::Own, ctc_beam_cpu_ref, float_dtypes()});
   m.set_default(Backend::CPU, "cpu.ref");
   m.set_cost(ctc_beam_decode_cost);
-  m.set_bind(bind_beam);
   m.make_case = make_beam_case;
   m.set_shape_fields(decode_shape_fields(true));
   m.add_test_shapes(beam_shapes());

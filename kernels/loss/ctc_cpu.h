@@ -18,7 +18,7 @@ void ctc_bwd_cpu_omp(const CtcBwdArgs& a);
 void ctc_greedy_cpu_ref(const CtcGreedyDecodeArgs& a);
 void ctc_beam_cpu_ref(const CtcBeamDecodeArgs& a);
 
-// Test cases (ctc_cases.cpp): shapes and their field names, case makers, binders, tolerance.
+// Test cases (ctc_cases.cpp): shapes and their field names, case makers, tolerance.
 std::vector<TestShape> loss_shapes();  // ctc_fwd and ctc_bwd
 std::vector<std::string> loss_shape_fields();
 TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed);
@@ -28,13 +28,6 @@ std::vector<TestShape> beam_shapes();
 std::vector<std::string> decode_shape_fields(bool beam);
 TestCase make_greedy_case(const TestShape& s, DType t, uint64_t seed);
 TestCase make_beam_case(const TestShape& s, DType t, uint64_t seed);
-// The binders derived from the Args' fields (kernels/fields.h), then input_lengths and
-// target_lengths moved back to the CPU: the op's contract keeps them there, but the registry's
-// test moves every input of a case to the variant's device (CUDA).
-CtcFwdArgs bind_fwd(const TestCase& c);
-CtcBwdArgs bind_bwd(const TestCase& c);
-CtcGreedyDecodeArgs bind_greedy(const TestCase& c);
-CtcBeamDecodeArgs bind_beam(const TestCase& c);
 Tolerance ctc_tolerance(DType t, const TestShape& s);
 bool ctc_simt_small(const TestShape& s);
 

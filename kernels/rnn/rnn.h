@@ -45,7 +45,7 @@ struct RnnFwdArgs {
   DType dtype() const { return x.dtype(); }
   template <class S, class F>
   static void fields(S& s, F& f) {
-    f.in("x", s.x), f.in_opt("lengths", s.lengths), f.in_opt("h0", s.h0), f.in_opt("c0", s.c0);
+    f.in("x", s.x), f.host_in_opt("lengths", s.lengths), f.in_opt("h0", s.h0), f.in_opt("c0", s.c0);
     f.in("w_ih", s.w_ih), f.in("w_hh", s.w_hh), f.in_opt("b_ih", s.b_ih), f.in_opt("b_hh", s.b_hh);
     f.in_opt("att", s.att);
     f.out("y", s.y), f.out_opt("hn", s.hn), f.out_opt("cn", s.cn);
@@ -74,7 +74,7 @@ struct RnnBwdArgs {
   DType dtype() const { return x.dtype(); }
   template <class S, class F>
   static void fields(S& s, F& f) {
-    f.in("x", s.x), f.in_opt("lengths", s.lengths), f.in_opt("h0", s.h0), f.in_opt("c0", s.c0);
+    f.in("x", s.x), f.host_in_opt("lengths", s.lengths), f.in_opt("h0", s.h0), f.in_opt("c0", s.c0);
     f.in("w_ih", s.w_ih), f.in("w_hh", s.w_hh), f.in_opt("b_ih", s.b_ih), f.in_opt("b_hh", s.b_hh);
     f.in_opt("att", s.att), f.in("y", s.y), f.in("workspace", s.workspace);
     f.in_opt("dy", s.dy), f.in_opt("dhn", s.dhn), f.in_opt("dcn", s.dcn);

@@ -1,5 +1,5 @@
 // The test cases of rnn_fwd / rnn_bwd (rnn_cpu.h): shapes and their field names, case makers,
-// binders, tolerances.
+// tolerances. Lengths are a host input (kernels/fields.h host_in_opt): it stays on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -90,10 +90,6 @@ RnnFwdArgs fwd_inputs(const CaseSpec& p, DType t, uint64_t seed) {
 
 Tensor maybe(bool want, const Tensor& t) { return want ? t : Tensor(); }
 
-// Lengths are a host tensor by the op's contract: CUDA variants get the case moved to the GPU,
-// lengths are moved back.
-Tensor host(const Tensor& t) { return t.defined() ? t.to(kCPU) : t; }
-
 }  // namespace
 
 TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
@@ -105,12 +101,6 @@ TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
   a.cn = maybe(lstm, poison_tensor({p.B, p.H}, t));
   a.workspace = maybe(p.full, poison_tensor({p.T, p.B, rnn_workspace_width(p.cell) * p.H}, t));
   return to_case(a);
-}
-
-RnnFwdArgs bind_fwd(const TestCase& c) {
-  RnnFwdArgs a = bind_case<RnnFwdArgs>(c, "rnn_fwd");
-  a.lengths = host(a.lengths);
-  return a;
 }
 
 // The backward's case: the forward's outputs come from cpu.ref in the case dtype.
@@ -153,12 +143,6 @@ TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
   a.db_hh = maybe(p.full, random_tensor({GH}, t, seed + 16, -1.0, 1.0));
   a.datt = maybe(p.cell == RnnCell::AUGRU, poison_tensor({p.T, p.B}, t));
   return to_case(a);
-}
-
-RnnBwdArgs bind_bwd(const TestCase& c) {
-  RnnBwdArgs a = bind_case<RnnBwdArgs>(c, "rnn_bwd");
-  a.lengths = host(a.lengths);
-  return a;
 }
 
 // Recurrences carry rounding through T steps and the weight gradients sum T*B products.

@@ -457,7 +457,6 @@ void register_rnn_cpu(Registry& r) {
   f.set_default(Backend::CPU, "cpu.ref");
   f.set_default(Backend::CPU, "cpu.fast", {DType::f32, DType::f64});
   f.set_cost(rnn_fwd_cost);
-  f.set_bind(rnn_cpu::bind_fwd);
   f.make_case = rnn_cpu::make_fwd_case;
   f.set_shape_fields(rnn_cpu::shape_fields());
   f.add_test_shapes(shapes);
@@ -475,7 +474,6 @@ void register_rnn_cpu(Registry& r) {
   b.set_default(Backend::CPU, "cpu.ref");
   b.set_default(Backend::CPU, "cpu.fast", {DType::f32, DType::f64});
   b.set_cost(rnn_bwd_cost);
-  b.set_bind(rnn_cpu::bind_bwd);
   b.make_case = rnn_cpu::make_bwd_case;
   b.set_shape_fields(rnn_cpu::shape_fields());
   b.add_test_shapes(shapes);

@@ -32,16 +32,12 @@ void rnn_fwd_cpu_ref(const RnnFwdArgs& a);
 void rnn_fwd_cpu_fast(const RnnFwdArgs& a);
 void rnn_bwd_cpu_fast(const RnnBwdArgs& a);
 
-// Test cases (rnn_cases.cpp): the shapes and their field names, case makers and binders of
-// rnn_fwd / rnn_bwd. The binders are the ones derived from the Args' fields (kernels/fields.h),
-// then lengths moved back to the CPU: the op's contract keeps it there, but the registry's test
-// moves every input of a case to the variant's device (CUDA).
+// Test cases (rnn_cases.cpp): the shapes and their field names, case makers and tolerances of
+// rnn_fwd / rnn_bwd (their binders are derived from the Args' fields, kernels/fields.h).
 std::vector<TestShape> test_shapes();
 std::vector<std::string> shape_fields();
 TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed);
-RnnFwdArgs bind_fwd(const TestCase& c);
 TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed);
-RnnBwdArgs bind_bwd(const TestCase& c);
 Tolerance rnn_tolerance(DType t, const TestShape& s);
 bool rnn_simt_small(const TestShape& s);
 

@@ -3,7 +3,9 @@
 // cpu.omp: OpenMP over rows (consecutive rows on one thread, so rows of a strided dim share
 // cache lines), f32 math for f32/f16/bf16 (f64 for f64). Contiguous rows (dim = last) keep exp
 // values in y and rescale in place; 16-bit outputs recompute exp instead so that the output is
-// rounded once.
+// rounded once. Test cases: softmax_cases.cpp.
+#include "kernels/softmax/softmax_cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,7 +13,6 @@
 
 #include "kernels/registry.h"
 #include "kernels/softmax/softmax.h"
-#include "kernels/testing.h"
 
 namespace aim::kernels {
 namespace {
@@ -290,97 +291,6 @@ void softmax_bwd_cpu_omp(const SoftmaxBwdArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, softmax_bwd_omp_typed<T>(a, g, mask_data(m)));
 }
 
-// ---- tests
-// ----------------------------------------------------------------------------------------
-
-// Test shape: {log, mask code, dim, d0, d1, d2}. Mask codes: 0 none; 1 x's shape, random;
-// 2 [d0, 1, d2] broadcast over dim 1; 3 [d2] (leading dims missing); 4 x's shape with every
-// third row along `dim` fully masked.
-Tensor make_mask(const TestShape& s, uint64_t seed) {
-  const Shape x{s[3], s[4], s[5]};
-  const uint64_t ms = seed ^ 0x5bd1e995u;
-  switch (s[1]) {
-    case 1:
-      return random_tensor(x, DType::boolean, ms);
-    case 2:
-      return random_tensor({s[3], 1, s[5]}, DType::boolean, ms);
-    case 3:
-      return random_tensor({s[5]}, DType::boolean, ms);
-    case 4: {
-      Tensor m = random_tensor(x, DType::boolean, ms);
-      const int64_t d = s[2] < 0 ? s[2] + 3 : s[2];
-      int64_t outer = 1, inner = 1;
-      for (int64_t k = 0; k < d; ++k) outer *= x[size_t(k)];
-      for (int64_t k = d + 1; k < 3; ++k) inner *= x[size_t(k)];
-      const int64_t C = x[size_t(d)];
-      bool* p = m.data<bool>();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i)
-          if ((o * inner + i) % 3 == 0)
-            for (int64_t c = 0; c < C; ++c) p[(o * C + c) * inner + i] = false;
-      return m;
-    }
-    default:
-      return Tensor();
-  }
-}
-
-TestCase make_softmax_case(const TestShape& s, DType t, uint64_t seed) {
-  const Shape x{s[3], s[4], s[5]};
-  SoftmaxArgs a;
-  a.x = random_tensor(x, t, seed, -4, 4);
-  a.mask = make_mask(s, seed);
-  a.y = poison_tensor(x, t);
-  a.log = s[0] != 0;
-  a.dim = s[2];
-  return to_case(a);
-}
-
-TestCase make_softmax_bwd_case(const TestShape& s, DType t, uint64_t seed) {
-  const Shape x{s[3], s[4], s[5]};
-  SoftmaxBwdArgs a;
-  a.dy = random_tensor(x, t, seed, -1, 1);
-  // y: probabilities summing to about 1 along dim (softmax) or log-probabilities (log-softmax).
-  const int64_t C = x[size_t(s[2] < 0 ? s[2] + 3 : s[2])];
-  a.y = s[0] ? random_tensor(x, t, seed + 7, -6, 0)
-             : random_tensor(x, t, seed + 7, 0, 2.0 / double(C));
-  a.mask = make_mask(s, seed);
-  a.dx = poison_tensor(x, t);
-  a.log = s[0] != 0;
-  a.dim = s[2];
-  return to_case(a);
-}
-
-// Test shape fields: mask codes as make_mask.
-std::vector<std::string> softmax_shape_fields() { return {"log", "mask", "dim", "d0", "d1", "d2"}; }
-
-std::vector<TestShape> softmax_test_shapes() {
-  std::vector<TestShape> v;
-  for (int64_t log : {0, 1})
-    for (int64_t mask = 0; mask <= 4; ++mask) {
-      for (int64_t dim : {-1, 1, 0}) {
-        v.push_back({log, mask, dim, 2, 31, 33});
-        v.push_back({log, mask, dim, 3, 5, 97});
-      }
-      v.push_back({log, mask, -1, 1, 1, 1});
-      v.push_back({log, mask, 1, 3, 32, 32});
-      if (mask == 0 || mask == 4) {
-        v.push_back({log, mask, -1, 4, 7, 1000});  // the largest warp_row row
-        v.push_back({log, mask, -1, 2, 3, 1500});  // block_row, row in registers
-      }
-    }
-  for (int64_t log : {0, 1})
-    for (int64_t mask : {0, 4}) {
-      v.push_back({log, mask, -1, 1, 2, 200});     // block_row: 256 threads, 1 per thread
-      v.push_back({log, mask, -1, 1, 1, 3000});    // block_row: 16 per thread
-      v.push_back({log, mask, -1, 1, 1, 5000});    // block_row: 32 per thread
-      v.push_back({log, mask, -1, 1, 2, 9001});    // block_row, streamed row (C > 8192)
-      v.push_back({log, mask, -1, 1, 256, 4096});  // larger: skipped under SIMT
-      v.push_back({log, mask, 1, 4, 2049, 33});    // larger, strided dim
-    }
-  return v;
-}
-
 }  // namespace
 
 void softmax(const SoftmaxArgs& a) { AIM_DISPATCH_OP(SoftmaxArgs, "softmax", a); }
@@ -396,9 +306,9 @@ void register_softmax_cpu(Registry& r) {
   f.add({"cpu.omp", Backend::CPU, Provider::Own, softmax_cpu_omp, floats});
   f.set_default(Backend::CPU, "cpu.omp");
   f.set_cost(softmax_cost);
-  f.make_case = make_softmax_case;
-  f.set_shape_fields(softmax_shape_fields());
-  f.add_test_shapes(softmax_test_shapes());
+  f.make_case = softmax_cpu::make_softmax_case;
+  f.set_shape_fields(softmax_cpu::softmax_shape_fields());
+  f.add_test_shapes(softmax_cpu::softmax_test_shapes());
   f.small_enough_for_simt = simt_ok;
 
   auto& b = r.op<SoftmaxBwdArgs>("softmax_bwd");
@@ -407,8 +317,8 @@ void register_softmax_cpu(Registry& r) {
   b.add({"cpu.omp", Backend::CPU, Provider::Own, softmax_bwd_cpu_omp, floats});
   b.set_default(Backend::CPU, "cpu.omp");
   b.set_cost(softmax_bwd_cost);
-  b.make_case = make_softmax_bwd_case;
-  b.set_shape_fields(softmax_shape_fields());
+  b.make_case = softmax_cpu::make_softmax_bwd_case;
+  b.set_shape_fields(softmax_cpu::softmax_shape_fields());
   // Row sums of C terms: rounding grows like sqrt(C).
   b.tolerance = [](DType t, const TestShape& s) {
     const int64_t C = s[size_t(3 + (s[2] < 0 ? s[2] + 3 : s[2]))];
@@ -416,7 +326,7 @@ void register_softmax_cpu(Registry& r) {
     const Tolerance d = default_tolerance(t);
     return Tolerance{d.atol * g, d.rtol * g};
   };
-  b.add_test_shapes(softmax_test_shapes());
+  b.add_test_shapes(softmax_cpu::softmax_test_shapes());
   b.small_enough_for_simt = simt_ok;
 }
 

@@ -6,6 +6,7 @@
 #include "kernels/matmul/gemm_avx512.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/registry.h"
+#include "kernels/softmax/softmax.h"
 #include "kernels/testing.h"
 
 namespace aim::kernels {
@@ -108,7 +109,34 @@ TEST(Registry, EveryOpHasAReferenceAndTestShapes) {
     EXPECT_TRUE(has_ref) << op->name();
     EXPECT_FALSE(op->test_shapes.empty()) << op->name();
     EXPECT_TRUE(bool(op->make_case)) << op->name();
+    // Every test shape's numbers are named (checked against each shape when registered).
+    EXPECT_FALSE(op->shape_fields.empty()) << op->name() << " declares no shape fields";
   }
+}
+
+// The case makers' names are the declaration's: a case the declaration does not know is an error.
+TEST(Registry, ACaseNameOutsideTheDeclarationIsAnError) {
+  OpBase* op = registry().find("softmax");
+  ASSERT_NE(op, nullptr);
+  TestCase c = op->make_case(op->test_shapes.front(), DType::f32, 1);
+  c.add_in("not_a_field", c.inputs.front().tensor);
+  try {
+    op->run_case("cpu.ref", Backend::CPU, c);
+    FAIL() << "no error for an undeclared input";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'not_a_field' is not a field"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The trace's description lists every declared field in order (tensors and parameters).
+TEST(Registry, DescribeArgsListsEveryDeclaredField) {
+  SoftmaxArgs a;
+  a.x = Tensor::zeros({2, 3}, DType::f32);
+  a.y = Tensor::zeros({2, 3}, DType::f32);
+  a.dim = 1;
+  a.log = true;
+  EXPECT_EQ(describe_args(a), "x=[2, 3] f32 y=[2, 3] f32 dim=1 log=1");
 }
 
 }  // namespace
