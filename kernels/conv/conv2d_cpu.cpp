@@ -751,119 +751,79 @@ std::string winograd_rule(const Tensor& t, const Tensor& w, const Conv2dParams& 
   return conv2d_winograd_preferred(w, p, out.size(2), out.size(3)) ? "cpu.winograd" : "";
 }
 
-void register_conv2d_cpu(Registry& r) {
-  auto configure = [](auto& op) {
-    op.set_shape_fields(conv_cpu::conv2d_shape_fields());
-    op.add_test_shapes(conv_cpu::conv2d_test_shapes());
-    op.tolerance = conv_cpu::conv2d_tolerance;
-    op.small_enough_for_simt = conv_cpu::conv2d_simt_small;
-  };
+namespace {
+
+// The three conv ops register the same CPU variants, defaults and tests; what differs per op is
+// below: its functions, its argument check (dims) and the tensors Winograd's rule and supports
+// look at.
+template <class Args>
+struct ConvCpuOp {
+  const char* name;
+  const char* description;
+  void (*ref)(const Args&);
+  void (*im2col)(const Args&);
+  void (*widen)(const Args&);
+  void (*winograd)(const Args&);
+  Dims (*dims)(const Args&);
+  const Tensor& (*weight)(const Args&);  // w, or dw for the filter gradient
+  std::string (*rule)(const Args&);      // cpu.winograd for the shapes where it wins
+  Cost (*cost)(const Args&);
+  TestCase (*make_case)(const TestShape&, DType, uint64_t);
+};
+
+template <class Args>
+void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
   const bool fast = have_fast_gemm();
-  auto im2col_supports = [](const auto& dims) { return im2col_supports_dims(dims); };
-
-  auto& f = r.op<Conv2dFwdArgs>("conv2d_fwd");
-  f.description = "2-D convolution, NCHW, groups/stride/dilation/asymmetric pads (F.conv2d)";
-  f.add({"cpu.ref", Backend::CPU, Provider::Own, conv2d_fwd_cpu_ref, float_dtypes()});
-  f.add({"cpu.im2col",
-         Backend::CPU,
-         Provider::Own,
-         conv2d_fwd_cpu_im2col,
-         {DType::f32},
-         [=](const Conv2dFwdArgs& a) { return im2col_supports(dims_fwd(a)); }});
-  f.add({"cpu.widen",
-         Backend::CPU,
-         Provider::Own,
-         conv2d_fwd_cpu_widen,
-         {DType::f16, DType::bf16},
-         [=](const Conv2dFwdArgs& a) { return im2col_supports(dims_fwd(a)); }});
-  f.add({"cpu.winograd",
-         Backend::CPU,
-         Provider::Own,
-         conv2d_fwd_cpu_winograd,
-         {DType::f32},
-         [](const Conv2dFwdArgs& a) {
-           dims_fwd(a);
-           return conv2d_winograd_supports(a.w, a.p);
-         }});
-  f.set_default(Backend::CPU, "cpu.ref");
-  if (fast) f.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
-  if (cpu_has_avx512())
-    f.set_default_rule(Backend::CPU,
-                       [](const Conv2dFwdArgs& a) { return winograd_rule(a.x, a.w, a.p, a.y); });
-  if (fast) f.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
-  f.set_cost(conv2d_fwd_cost);
-  f.make_case = conv_cpu::make_conv2d_fwd_case;
-  configure(f);
-
-  auto& bd = r.op<Conv2dBwdDataArgs>("conv2d_bwd_data");
-  bd.description = "conv2d input gradient dx (=); also conv_transpose2d forward";
-  bd.add({"cpu.ref", Backend::CPU, Provider::Own, conv2d_bwd_data_cpu_ref, float_dtypes()});
-  bd.add({"cpu.im2col",
+  auto& op = r.op<Args>(o.name);
+  op.description = o.description;
+  auto im2col_ok = [dims = o.dims](const Args& a) { return im2col_supports_dims(dims(a)); };
+  op.add({"cpu.ref", Backend::CPU, Provider::Own, o.ref, float_dtypes()});
+  op.add({"cpu.im2col", Backend::CPU, Provider::Own, o.im2col, {DType::f32}, im2col_ok});
+  op.add({"cpu.widen", Backend::CPU, Provider::Own, o.widen, {DType::f16, DType::bf16}, im2col_ok});
+  op.add({"cpu.winograd",
           Backend::CPU,
           Provider::Own,
-          conv2d_bwd_data_cpu_im2col,
+          o.winograd,
           {DType::f32},
-          [=](const Conv2dBwdDataArgs& a) { return im2col_supports(dims_bwd_data(a)); }});
-  bd.add({"cpu.widen",
-          Backend::CPU,
-          Provider::Own,
-          conv2d_bwd_data_cpu_widen,
-          {DType::f16, DType::bf16},
-          [=](const Conv2dBwdDataArgs& a) { return im2col_supports(dims_bwd_data(a)); }});
-  bd.add({"cpu.winograd",
-          Backend::CPU,
-          Provider::Own,
-          conv2d_bwd_data_cpu_winograd,
-          {DType::f32},
-          [](const Conv2dBwdDataArgs& a) {
-            dims_bwd_data(a);
-            return conv2d_winograd_supports(a.w, a.p);
+          [dims = o.dims, weight = o.weight](const Args& a) {
+            dims(a);
+            return conv2d_winograd_supports(weight(a), a.p);
           }});
-  bd.set_default(Backend::CPU, "cpu.ref");
-  if (fast) bd.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
-  if (cpu_has_avx512())
-    bd.set_default_rule(Backend::CPU, [](const Conv2dBwdDataArgs& a) {
-      return winograd_rule(a.dy, a.w, a.p, a.dy);
-    });
-  if (fast) bd.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
-  bd.set_cost(conv2d_bwd_data_cost);
-  bd.make_case = conv_cpu::make_conv2d_bwd_data_case;
-  configure(bd);
+  op.set_default(Backend::CPU, "cpu.ref");
+  if (fast) op.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
+  if (cpu_has_avx512()) op.set_default_rule(Backend::CPU, o.rule);
+  if (fast) op.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
+  op.set_cost(o.cost);
+  op.make_case = o.make_case;
+  op.set_shape_fields(conv_cpu::conv2d_shape_fields());
+  op.add_test_shapes(conv_cpu::conv2d_test_shapes());
+  op.tolerance = conv_cpu::conv2d_tolerance;
+  op.small_enough_for_simt = conv_cpu::conv2d_simt_small;
+}
 
-  auto& bf = r.op<Conv2dBwdFilterArgs>("conv2d_bwd_filter");
-  bf.description = "conv2d weight gradient dw and dbias (+=)";
-  bf.add({"cpu.ref", Backend::CPU, Provider::Own, conv2d_bwd_filter_cpu_ref, float_dtypes()});
-  bf.add({"cpu.im2col",
-          Backend::CPU,
-          Provider::Own,
-          conv2d_bwd_filter_cpu_im2col,
-          {DType::f32},
-          [=](const Conv2dBwdFilterArgs& a) { return im2col_supports(dims_bwd_filter(a)); }});
-  bf.add({"cpu.widen",
-          Backend::CPU,
-          Provider::Own,
-          conv2d_bwd_filter_cpu_widen,
-          {DType::f16, DType::bf16},
-          [=](const Conv2dBwdFilterArgs& a) { return im2col_supports(dims_bwd_filter(a)); }});
-  bf.add({"cpu.winograd",
-          Backend::CPU,
-          Provider::Own,
-          conv2d_bwd_filter_cpu_winograd,
-          {DType::f32},
-          [](const Conv2dBwdFilterArgs& a) {
-            dims_bwd_filter(a);
-            return conv2d_winograd_supports(a.dw, a.p);
-          }});
-  bf.set_default(Backend::CPU, "cpu.ref");
-  if (fast) bf.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
-  if (cpu_has_avx512())
-    bf.set_default_rule(Backend::CPU, [](const Conv2dBwdFilterArgs& a) {
-      return winograd_rule(a.x, a.dw, a.p, a.dy);
-    });
-  if (fast) bf.set_default(Backend::CPU, "cpu.widen", {DType::f16, DType::bf16});
-  bf.set_cost(conv2d_bwd_filter_cost);
-  bf.make_case = conv_cpu::make_conv2d_bwd_filter_case;
-  configure(bf);
+}  // namespace
+
+void register_conv2d_cpu(Registry& r) {
+  register_conv_cpu_op<Conv2dFwdArgs>(
+      r, {"conv2d_fwd", "2-D convolution, NCHW, groups/stride/dilation/asymmetric pads (F.conv2d)",
+          conv2d_fwd_cpu_ref, conv2d_fwd_cpu_im2col, conv2d_fwd_cpu_widen, conv2d_fwd_cpu_winograd,
+          dims_fwd, [](const Conv2dFwdArgs& a) -> const Tensor& { return a.w; },
+          [](const Conv2dFwdArgs& a) { return winograd_rule(a.x, a.w, a.p, a.y); }, conv2d_fwd_cost,
+          conv_cpu::make_conv2d_fwd_case});
+  register_conv_cpu_op<Conv2dBwdDataArgs>(
+      r, {"conv2d_bwd_data", "conv2d input gradient dx (=); also conv_transpose2d forward",
+          conv2d_bwd_data_cpu_ref, conv2d_bwd_data_cpu_im2col, conv2d_bwd_data_cpu_widen,
+          conv2d_bwd_data_cpu_winograd, dims_bwd_data,
+          [](const Conv2dBwdDataArgs& a) -> const Tensor& { return a.w; },
+          [](const Conv2dBwdDataArgs& a) { return winograd_rule(a.dy, a.w, a.p, a.dy); },
+          conv2d_bwd_data_cost, conv_cpu::make_conv2d_bwd_data_case});
+  register_conv_cpu_op<Conv2dBwdFilterArgs>(
+      r,
+      {"conv2d_bwd_filter", "conv2d weight gradient dw and dbias (+=)", conv2d_bwd_filter_cpu_ref,
+       conv2d_bwd_filter_cpu_im2col, conv2d_bwd_filter_cpu_widen, conv2d_bwd_filter_cpu_winograd,
+       dims_bwd_filter, [](const Conv2dBwdFilterArgs& a) -> const Tensor& { return a.dw; },
+       [](const Conv2dBwdFilterArgs& a) { return winograd_rule(a.x, a.dw, a.p, a.dy); },
+       conv2d_bwd_filter_cost, conv_cpu::make_conv2d_bwd_filter_case});
 }
 
 }  // namespace aim::kernels
