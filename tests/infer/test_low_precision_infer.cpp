@@ -59,9 +59,11 @@ TEST(LowPrecisionInfer, SixteenBitTracksF32) {
       o.precision = t;
       const InferResult r = infer(model, o);
       ASSERT_FALSE(r.diffs.empty());
-      for (const OutputDiff& d : r.diffs)
-        if (d.agreement < 0)
+      for (const OutputDiff& d : r.diffs) {
+        if (d.agreement < 0) {
           EXPECT_GT(d.cosine, 0.999) << model << " " << dtype_name(t) << " " << d.output;
+        }
+      }
       const double m = r.metrics_f32.at(headline(model)), ml = r.metrics_lowp.at(headline(model));
       EXPECT_NEAR(ml, m, 0.01) << model << " " << dtype_name(t);
     }

@@ -53,7 +53,9 @@ TEST(AmpTraining, MixedPrecisionMatchesF32Metric) {
       std::cout << model << " " << metric << " fp32 " << m32 << ", " << dtype_name(t) << " " << m
                 << " (skipped steps " << r.skipped_steps << ")\n";
       EXPECT_LE(std::abs(m - m32), 0.01 * m32) << model << " " << dtype_name(t);
-      if (t == DType::bf16) EXPECT_EQ(r.loss_scale, 0.0);  // no scaler for bf16
+      if (t == DType::bf16) {
+        EXPECT_EQ(r.loss_scale, 0.0);  // no scaler for bf16
+      }
     }
   }
 }
