@@ -1,0 +1,76 @@
+// BertPretrainSynthetic: BERT pre-training data (masked LM + next sentence) from a small generative
+// grammar, so that masked tokens and the next-sentence label are predictable and the metrics must
+// rise (MODELS.md "Defaults every model follows").
+//
+// The language: `topics` topics, each with its own nouns (2 genders), adjectives and verbs; the
+// function words are shared. A sentence is
+//     DET(g1) ADJ(g1) NOUN(g1) VERB DET(g2) NOUN(g2) .
+// where the determiner and the adjective's form agree with the noun's gender (a masked determiner
+// or adjective form is predictable from its noun), the verb is one of its topic's, and the object
+// is one of the two nouns its verb takes (a masked object is one of two). A document is sentences
+// of one topic. Sample i (a pure function of (seed, i) through Philox) is
+//     [CLS] A [SEP] B [SEP] [PAD]...
+// A: one or more consecutive sentences of a document, B: the sentences that follow (label 0,
+// IsNext, half of the samples) or sentences of a document of another topic (label 1), packed to
+// seq_len and truncated at a sentence boundary where possible. Masking as BERT: 15% of the
+// tokens that are not [CLS]/[SEP]/[PAD] are predicted (at least one); of those 80% become
+// [MASK], 10% a random word, 10% stay.
+// Batches (Hugging Face's names): "input_ids", "token_type_ids" (0 for [CLS] A [SEP], 1 after),
+// "attention_mask" (1 real, 0 padding), "labels" (the original id where predicted, -100
+// elsewhere), all i64 [B, seq_len]; "next_sentence_label" i64 [B].
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/source.h"
+
+namespace aim::data {
+
+class PhiloxDraw;
+
+struct BertSyntheticConfig {
+  int64_t seq_len = 128;
+  int64_t topics = 16;
+  int64_t nouns_per_topic = 12, adjectives_per_topic = 6, verbs_per_topic = 6;
+  double mask_prob = 0.15;
+  uint64_t seed = 1;
+  int64_t epoch_size = 1000000;
+  int64_t eval_size = 2000;
+};
+
+class BertPretrainSynthetic : public BatchSource {
+ public:
+  explicit BertPretrainSynthetic(BertSyntheticConfig c);
+  std::string describe() const override;
+  std::string fingerprint() const override;
+  TensorMap next(int64_t batch_size) override;
+  int64_t position() const override { return position_; }
+  void seek(int64_t position) override;
+  int64_t epoch_size() const override { return c_.epoch_size; }
+  int64_t eval_size() const override { return c_.eval_size; }
+  TensorMap eval_batch(int64_t start, int64_t count) const override;
+
+  // The vocabulary: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4, ".", the determiners, then each
+  // topic's words (as vocab.txt would list them).
+  const std::vector<std::string>& vocabulary() const { return vocab_; }
+  static constexpr int64_t kPad = 0, kUnk = 1, kCls = 2, kSep = 3, kMask = 4;
+  static constexpr int64_t kIgnore = -100;  // labels of positions not predicted
+
+  struct Sample {
+    std::vector<int64_t> input_ids, token_type_ids, attention_mask, labels;
+    int64_t next_sentence_label = 0;
+  };
+  Sample sample(int64_t index) const;  // a pure function of (seed, index)
+
+ private:
+  TensorMap batch(int64_t first, int64_t count) const;
+  std::vector<int64_t> sentence(int64_t topic, PhiloxDraw& d) const;
+
+  BertSyntheticConfig c_;
+  std::vector<std::string> vocab_;
+  int64_t period_ = 0, det_ = 0, first_topic_word_ = 0, words_per_topic_ = 0;
+  int64_t position_ = 0;
+};
+
+}  // namespace aim::data
