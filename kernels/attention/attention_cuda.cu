@@ -47,6 +47,16 @@ constexpr int kTile = 32;    // keys (fwd, dq) or queries (dk/dv) per tile: one 
 constexpr int kMaxHS = 128;  // 4 head dimensions per lane
 constexpr size_t kSmemLimit = 48 * 1024;  // without opting in to more
 
+// Loop unrolling of the loops over HS (2x) and over a tile's rows (none): nvcc's default 4x
+// hoisted four iterations of loads and made a few instantiations spill.
+#ifdef AIM_SIMT
+#define AIM_ATTN_UNROLL_HS
+#define AIM_ATTN_ROLLED
+#else
+#define AIM_ATTN_UNROLL_HS _Pragma("unroll 2")
+#define AIM_ATTN_ROLLED _Pragma("unroll 1")
+#endif
+
 template <class A>
 __device__ __forceinline__ A exp_a(A v) {
   if constexpr (std::is_same_v<A, float>) {
@@ -134,38 +144,35 @@ __global__ void __launch_bounds__(kThreads)
     AIM_UNROLL
     for (int r = 0; r < kRW; ++r) dot[r] = A(0);
     const T* kl = kv + lane * ld;
+    AIM_ATTN_UNROLL_HS
     for (int64_t d = 0; d < HS; ++d) {
       const A kd = to_acc<A>(kl[d]);
       AIM_UNROLL
       for (int r = 0; r < kRW; ++r) dot[r] += to_acc<A>(qr[min(i0 + r, Tq - 1) * HS + d]) * kd;
     }
     const int64_t j = j0 + lane;
-    A alpha[kRW];
     AIM_UNROLL
     for (int r = 0; r < kRW; ++r) {
       const int64_t i = i0 + r;
       const bool ok = i < Tq && j < Tk && g.visible(i, j);
       const A s = ok ? dot[r] * scale + mask_value<A>(mask32, maskt, g, b, h, i, j) : neg_inf<A>();
       const A mnew = max(m[r], warp_max(s));  // the same on every lane
-      A p = A(0);
-      alpha[r] = A(1);
+      A p = A(0), alpha = A(1);
       if (mnew != neg_inf<A>()) {
         p = s == neg_inf<A>() ? A(0) : exp_a(s - mnew);
-        alpha[r] = exp_a(m[r] - mnew);  // 0 while nothing was visible (m = -inf)
+        alpha = exp_a(m[r] - mnew);  // 0 while nothing was visible (m = -inf)
       }
-      l[r] = l[r] * alpha[r] + warp_sum(p);
+      l[r] = l[r] * alpha + warp_sum(p);
       m[r] = mnew;
+      AIM_UNROLL
+      for (int c = 0; c < kDC; ++c) acc[r][c] *= alpha;
       if (g.dropout() && p != A(0)) p *= g.kept(bh, i, j) ? kept : A(0);
       ps[(warp * kRW + r) * kTile + lane] = p;
     }
     __syncthreads();  // every warp is done with K
     stage_tile(kv, v + (bh * Tk + j0) * HS, nk, HS);
     __syncthreads();
-    AIM_UNROLL
-    for (int r = 0; r < kRW; ++r) {
-      AIM_UNROLL
-      for (int c = 0; c < kDC; ++c) acc[r][c] *= alpha[r];
-    }
+    AIM_ATTN_ROLLED
     for (int jj = 0; jj < nk; ++jj) {
       A vd[kDC];
       AIM_UNROLL
@@ -265,6 +272,7 @@ __global__ void __launch_bounds__(kThreads)
     AIM_UNROLL
     for (int r = 0; r < kRW; ++r) dot[r] = A(0);
     const T* ql = xs + lane * ld;
+    AIM_ATTN_UNROLL_HS
     for (int64_t d = 0; d < HS; ++d) {
       const A qd = to_acc<A>(ql[d]);
       AIM_UNROLL
@@ -272,7 +280,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     const A Li = i < Tq ? load_lse<A>(p.lse32, p.lse64, bh * Tq + i) : neg_inf<A>();
     const A Di = i < Tq ? D[bh * Tq + i] : A(0);
-    A pr[kRW], zr[kRW];
+    A pr[kRW];  // p; z p goes to shared memory at once (read back by the same lane)
     AIM_UNROLL
     for (int r = 0; r < kRW; ++r) {
       const int64_t j = j0 + r;
@@ -280,7 +288,8 @@ __global__ void __launch_bounds__(kThreads)
       A s = neg_inf<A>();
       if (ok) s = dot[r] * scale + mask_value<A>(p.mask32, maskt, g, b, h, i, j);
       pr[r] = s == neg_inf<A>() ? A(0) : exp_a(s - Li);
-      zr[r] = g.dropout() && pr[r] != A(0) ? (g.kept(bh, i, j) ? kept : A(0)) : A(1);
+      const A z = g.dropout() && pr[r] != A(0) ? (g.kept(bh, i, j) ? kept : A(0)) : A(1);
+      pz[(warp * kRW + r) * kTile + lane] = pr[r] * z;
     }
     if (!two_tiles) {
       __syncthreads();  // every warp is done with Q
@@ -290,17 +299,19 @@ __global__ void __launch_bounds__(kThreads)
     AIM_UNROLL
     for (int r = 0; r < kRW; ++r) dot[r] = A(0);
     const T* dl = ys + lane * ld;
+    AIM_ATTN_UNROLL_HS
     for (int64_t d = 0; d < HS; ++d) {
       const A dd = to_acc<A>(dl[d]);
       AIM_UNROLL
       for (int r = 0; r < kRW; ++r) dot[r] += to_acc<A>(vr[min(j0 + r, Tk - 1) * HS + d]) * dd;
     }
     AIM_UNROLL
-    for (int r = 0; r < kRW; ++r) {
-      pz[(warp * kRW + r) * kTile + lane] = pr[r] * zr[r];
-      dss[(warp * kRW + r) * kTile + lane] = pr[r] * (dot[r] * zr[r] - Di);
+    for (int r = 0; r < kRW; ++r) {  // ds = p (z dp - D) = (z p) dp - p D
+      const int e = (warp * kRW + r) * kTile + lane;
+      dss[e] = pz[e] * dot[r] - pr[r] * Di;
     }
     __syncthreads();
+    AIM_ATTN_ROLLED
     for (int ii = 0; ii < nq; ++ii) {  // dv += (z p)^T do
       A od[kDC];
       AIM_UNROLL
@@ -320,6 +331,7 @@ __global__ void __launch_bounds__(kThreads)
       stage_tile(xs, q + (bh * Tq + q0) * HS, nq, HS);
       __syncthreads();
     }
+    AIM_ATTN_ROLLED
     for (int ii = 0; ii < nq; ++ii) {  // dk += ds^T q
       A qd[kDC];
       AIM_UNROLL
@@ -386,6 +398,7 @@ __global__ void __launch_bounds__(kThreads)
     AIM_UNROLL
     for (int r = 0; r < kRW; ++r) dp[r] = dot[r] = A(0);
     const T* ll = kv + lane * ld;
+    AIM_ATTN_UNROLL_HS
     for (int64_t d = 0; d < HS; ++d) {  // dp = do.v
       const A vd = to_acc<A>(ll[d]);
       AIM_UNROLL
@@ -394,6 +407,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // every warp is done with V
     stage_tile(kv, k + (bh * Tk + j0) * HS, nk, HS);
     __syncthreads();
+    AIM_ATTN_UNROLL_HS
     for (int64_t d = 0; d < HS; ++d) {  // s = q.k
       const A kd = to_acc<A>(ll[d]);
       AIM_UNROLL
@@ -410,6 +424,7 @@ __global__ void __launch_bounds__(kThreads)
       dss[(warp * kRW + r) * kTile + lane] = pv * (dp[r] * z - Di[r]);
     }
     __syncthreads();
+    AIM_ATTN_ROLLED
     for (int jj = 0; jj < nk; ++jj) {  // dq += ds k
       A kd[kDC];
       AIM_UNROLL

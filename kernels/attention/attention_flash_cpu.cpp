@@ -61,6 +61,10 @@ void tile_gemm_loops(int64_t M, int64_t N, int64_t K, const A* a, int64_t ars, i
   }
 }
 
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps() (`__m512 __Y = __Y;`), which
+// -W(maybe-)uninitialized reports at every use (masked loads, reductions): a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma")
 
@@ -180,6 +184,60 @@ void tile_gemm_avx512(int64_t M, int64_t N, int64_t K, const double* a, int64_t 
   tile_gemm_avx512_t<double>(M, N, K, a, ars, aks, b, ldb, c, ldc, accumulate);
 }
 
+// e^x for 16 floats: fast_expf's range reduction and polynomial (kernels/fast_math.h), 2^n by
+// scalef. Inputs are clamped to [-87, 88] as there.
+__m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(
+      _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+      _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// Lanes c0 + [0, 16) below n.
+__mmask16 lanes_below(int64_t c0, int64_t n) {
+  const int64_t k = n - c0;
+  return k >= 16 ? __mmask16(0xffff) : k <= 0 ? __mmask16(0) : __mmask16((1u << k) - 1u);
+}
+
+// softmax_row (below) for f32 with AVX-512.
+bool softmax_row_avx512(float* s, int64_t lim, float* m, float* l, float* alpha) {
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 vmx = ninf;
+  for (int64_t c = 0; c < lim; c += 16)
+    vmx = _mm512_max_ps(vmx, _mm512_mask_loadu_ps(ninf, lanes_below(c, lim), s + c));
+  const float mx = _mm512_reduce_max_ps(vmx);
+  const float mnew = *m > mx ? *m : mx;
+  if (mnew == -INFINITY) {
+    for (int64_t c = 0; c < kBk; c += 16) _mm512_storeu_ps(s + c, _mm512_setzero_ps());
+    *alpha = 1.0f;
+    return false;
+  }
+  *alpha = *m == -INFINITY ? 0.0f : _mm512_cvtss_f32(exp16(_mm512_set1_ps(*m - mnew)));
+  const __m512 vm = _mm512_set1_ps(mnew);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t c = 0; c < kBk; c += 16) {
+    const __mmask16 k = lanes_below(c, lim);
+    const __m512 x = _mm512_mask_loadu_ps(ninf, k, s + c);
+    const __mmask16 finite = _mm512_mask_cmp_ps_mask(k, x, ninf, _CMP_NEQ_OQ);
+    const __m512 p = _mm512_maskz_mov_ps(finite, exp16(_mm512_sub_ps(x, vm)));
+    _mm512_storeu_ps(s + c, p);
+    sum = _mm512_add_ps(sum, p);
+  }
+  *l = *l * *alpha + _mm512_reduce_add_ps(sum);
+  *m = mnew;
+  return true;
+}
+
 #pragma GCC pop_options
 
 bool use_avx512() {
@@ -275,6 +333,60 @@ A lse_at(const void* lse, bool f64, int64_t i) {
 
 // ---- forward ------------------------------------------------------------------------------------
 
+// The online-softmax step of one row of a key block: s[0, lim) are the row's visible scores
+// (-inf allowed). Updates the running max *m and sum *l, writes p = exp(s - m_new) over s[0, kBk)
+// (0 past lim) and *alpha = exp(m_old - m_new), the factor of the row's output so far. Returns
+// false (p = 0, alpha = 1) while the row has seen no visible key.
+template <class A>
+bool softmax_row(A* s, int64_t lim, A* m, A* l, A* alpha) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (use_avx512()) return softmax_row_avx512(s, lim, m, l, alpha);
+  }
+  const A inf = std::numeric_limits<A>::infinity();
+  A mx = -inf;
+#pragma omp simd reduction(max : mx)
+  for (int64_t e = 0; e < lim; ++e) mx = s[e] > mx ? s[e] : mx;
+  const A mnew = *m > mx ? *m : mx;
+  if (mnew == -inf) {
+    std::fill(s, s + kBk, A(0));
+    *alpha = A(1);
+    return false;
+  }
+  *alpha = *m == -inf ? A(0) : exp_a(*m - mnew);
+  A sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t e = 0; e < lim; ++e) {
+    const A p = s[e] == -inf ? A(0) : exp_a(s[e] - mnew);
+    s[e] = p;
+    sum += p;
+  }
+  std::fill(s + lim, s + kBk, A(0));
+  *l = *l * *alpha + sum;
+  *m = mnew;
+  return true;
+}
+
+// K^T of every head, [B NH, HSp, Tkp], zero outside [HS, Tk]: packed once per call rather than
+// once per query block. Blocks of kBk keys: contiguous writes, the block's rows stay in L1.
+template <class T>
+void pack_heads_transposed(AccT<T>* dst, const T* k, int64_t nbh, int64_t Tk, int64_t HS,
+                           int64_t HSp, int64_t Tkp, bool parallel) {
+  using A = AccT<T>;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t bh = 0; bh < nbh; ++bh) {
+    A* dh = dst + bh * HSp * Tkp;
+    const T* kh = k + bh * Tk * HS;
+    for (int64_t j0 = 0; j0 < Tkp; j0 += kBk) {
+      const int64_t nk = std::max<int64_t>(0, std::min(kBk, Tk - j0));
+      for (int64_t e = 0; e < HSp; ++e) {
+        A* d = dh + e * Tkp + j0;
+        for (int64_t c = 0; c < nk && e < HS; ++c) d[c] = to_a<A>(kh[(j0 + c) * HS + e]);
+        std::fill(d + (e < HS ? nk : 0), d + kBk, A(0));
+      }
+    }
+  }
+}
+
 template <class T>
 struct FwdCtx {
   AttentionGeometry g;
@@ -282,6 +394,8 @@ struct FwdCtx {
   const void* mask;
   T* o;
   void* lse;
+  const AccT<T>* kt;  // [B NH, HSp, Tkp]: every head's K^T (pack_heads_transposed)
+  int64_t Tkp;        // Tk rounded up to kBk
 };
 
 template <class T>
@@ -291,12 +405,14 @@ void fwd_block(const FwdCtx<T>& c, int64_t bh, int64_t i0, int64_t n) {
   const int64_t HS = g.HS, HSp = padded(HS), Tq = g.Tq, Tk = g.Tk;
   const int64_t b = bh / g.NH, h = bh % g.NH;
   const A inf = std::numeric_limits<A>::infinity();
+  // V is used in place when it already has the packed layout (f32/f64, HS a multiple of 16).
+  const bool v_direct = std::is_same_v<T, A> && HS == HSp;
   A* Qp = buffer<A>(0, kBq * HSp);
-  A* Kt = buffer<A>(1, HSp * kBk);
-  A* Vp = buffer<A>(2, kBk * HSp);
-  A* S = buffer<A>(3, kBq * kBk);
-  A* O = buffer<A>(4, kBq * HSp);
-  A* st = buffer<A>(5, 2 * kBq);
+  A* Vp = buffer<A>(1, kBk * HSp);
+  A* S = buffer<A>(2, kBq * kBk);
+  A* O = buffer<A>(3, kBq * HSp);
+  A* st = buffer<A>(4, 2 * kBq);
+  A* z = buffer<A>(5, kBk);
   A* m = st;
   A* l = st + kBq;
   const A kept = attention_dropout_scale<A>(g.dropout_p);
@@ -307,35 +423,20 @@ void fwd_block(const FwdCtx<T>& c, int64_t bh, int64_t i0, int64_t n) {
   const int64_t kend = g.visible_keys(i0 + n - 1);  // the keys the block's last query sees
   for (int64_t j0 = 0; j0 < kend; j0 += kBk) {
     const int64_t nk = std::min(kBk, kend - j0);
-    pack_transposed(Kt, HSp, c.k + (bh * Tk + j0) * HS, nk, HS);
-    pack_rows(Vp, HSp, c.v + (bh * Tk + j0) * HS, nk, HS, A(1));
-    tile_gemm(n, kBk, HSp, Qp, HSp, 1, Kt, kBk, S, kBk, false);
+    const A* V = Vp;
+    if (v_direct)
+      V = reinterpret_cast<const A*>(c.v + (bh * Tk + j0) * HS);
+    else
+      pack_rows(Vp, HSp, c.v + (bh * Tk + j0) * HS, nk, HS, A(1));
+    tile_gemm(n, kBk, HSp, Qp, HSp, 1, c.kt + bh * HSp * c.Tkp + j0, c.Tkp, S, kBk, false);
     for (int64_t r = 0; r < n; ++r) {
       const int64_t i = i0 + r;
       A* sr = S + r * kBk;
       const int64_t lim = std::max<int64_t>(0, std::min(nk, g.visible_keys(i) - j0));
       if (g.has_mask && lim > 0) add_mask<A, T>(sr, lim, g, c.mask, g.mask_row(b, h, i) + j0);
-      A mx = -inf;
-#pragma omp simd reduction(max : mx)
-      for (int64_t e = 0; e < lim; ++e) mx = sr[e] > mx ? sr[e] : mx;
-      const A mnew = m[r] > mx ? m[r] : mx;
-      if (mnew == -inf) {  // nothing visible yet: p = 0, state unchanged
-        std::fill(sr, sr + kBk, A(0));
-        continue;
-      }
-      const A alpha = m[r] == -inf ? A(0) : exp_a(m[r] - mnew);
-      A sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t e = 0; e < lim; ++e) {
-        const A p = sr[e] == -inf ? A(0) : exp_a(sr[e] - mnew);
-        sr[e] = p;
-        sum += p;
-      }
-      std::fill(sr + lim, sr + kBk, A(0));
-      l[r] = l[r] * alpha + sum;
-      m[r] = mnew;
+      A alpha;
+      if (!softmax_row(sr, lim, m + r, l + r, &alpha)) continue;
       if (g.dropout()) {
-        A* z = buffer<A>(6, kBk);
         dropout_factors(z, lim, g.dropout_index(bh, i, j0), g, kept);
         for (int64_t e = 0; e < lim; ++e) sr[e] *= z[e];
       }
@@ -345,7 +446,7 @@ void fwd_block(const FwdCtx<T>& c, int64_t bh, int64_t i0, int64_t n) {
         for (int64_t e = 0; e < HSp; ++e) orow[e] *= alpha;
       }
     }
-    tile_gemm(n, HSp, nk, S, kBk, 1, Vp, HSp, O, HSp, true);
+    tile_gemm(n, HSp, nk, S, kBk, 1, V, HSp, O, HSp, true);
   }
   for (int64_t r = 0; r < n; ++r) {
     const int64_t row = bh * Tq + i0 + r;
@@ -363,16 +464,23 @@ void fwd_block(const FwdCtx<T>& c, int64_t bh, int64_t i0, int64_t n) {
 
 template <class T>
 void fwd_flash_typed(const AttentionFwdArgs& a, const AttentionGeometry& g) {
+  using A = AccT<T>;
+  const int64_t nbh = g.B * g.NH, HSp = padded(g.HS), Tkp = (g.Tk + kBk - 1) / kBk * kBk;
+  const int64_t nqb = (g.Tq + kBq - 1) / kBq, items = nbh * nqb;
+  const double work = double(nbh) * double(g.Tq) * double(g.Tk) * double(g.HS + 1);
+  const bool parallel = work > 2e5;
+  const Tensor kt = Tensor::empty({nbh, HSp, Tkp}, dtype_of<A>());
+  pack_heads_transposed(kt.data<A>(), a.k.data<T>(), nbh, g.Tk, g.HS, HSp, Tkp, parallel);
   const FwdCtx<T> c{g,
                     a.q.data<T>(),
                     a.k.data<T>(),
                     a.v.data<T>(),
                     g.has_mask ? a.mask.raw_data() : nullptr,
                     a.o.data<T>(),
-                    a.lse.raw_data()};
-  const int64_t nqb = (g.Tq + kBq - 1) / kBq, items = g.B * g.NH * nqb;
-  const double work = double(g.B * g.NH) * double(g.Tq) * double(g.Tk) * double(g.HS + 1);
-#pragma omp parallel for schedule(dynamic, 1) if (work > 2e5)
+                    a.lse.raw_data(),
+                    kt.data<A>(),
+                    Tkp};
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t it = 0; it < items; ++it) {
     const int64_t bh = it / nqb, i0 = (it % nqb) * kBq;
     fwd_block(c, bh, i0, std::min(kBq, g.Tq - i0));
