@@ -1,13 +1,14 @@
 // cpu.flash: blocked attention with an online softmax; the [Tq, Tk] scores are never stored
 // (README.md, "cpu.flash", has the derivation and the measured numbers).
 //
-// Forward: work items (b, h, block of kBq = 64 queries) over OpenMP (dynamic: causal blocks
-// differ in length). An item packs its queries once (times scale, f32 or f64, the head dimension
-// padded to the vector width), then walks the key blocks of kBk = 64 keys it can see: packs K^T
-// and V, S = Q K^T (a 64 x 64 tile GEMM), adds the mask, updates the running row max m and sum l,
-// rescales its output accumulator by exp(m_old - m_new), applies the dropout factors and adds
-// P V. The end divides by l and writes o and lse = m + log l. Memory per thread: five tiles of
-// 64 x HS (~80 KiB at HS = 64 in f32), independent of T.
+// Forward: K^T of every head packed once per call (f32 or f64, the head dimension padded to 16).
+// Work items (b, h, block of kBq = 64 queries) over OpenMP (dynamic: causal blocks differ in
+// length). An item packs its queries once (times scale), then walks the key blocks of kBk = 64
+// keys it can see: S = Q K^T (a 64 x 64 tile GEMM), adds the mask, updates the running row max m
+// and sum l, rescales its output accumulator by exp(m_old - m_new), applies the dropout factors
+// and adds P V (V in place when it has the packed layout, else packed). The end divides by l and
+// writes o and lse = m + log l. Memory per thread: a few tiles of 64 x HS (~80 KiB at HS = 64 in
+// f32), independent of T; the packed K^T is the size of k.
 //
 // Backward: work items are heads (b, h), or (head, range of key blocks) when there are fewer
 // heads than threads. Per key block: K, K^T and V^T packed once; dK and dV accumulate in tiles;
@@ -18,7 +19,8 @@
 //
 // The tile GEMMs use an AVX-512 register-blocked micro-kernel (6 rows x up to 64 columns of f32,
 // 32 of f64, 24 accumulators) when the CPU has AVX-512 (cpu_has_avx512()); otherwise plain loops
-// the compiler vectorises. exp: fast_expf (kernels/fast_math.h, ~2 ulp) in f32, std::exp in f64.
+// the compiler vectorises; so does the f32 forward's softmax step (exp16: fast_expf's polynomial).
+// exp: fast_expf (kernels/fast_math.h, ~2 ulp) in f32, std::exp in f64.
 // 16-bit inputs are converted to f32 when packed; every output is rounded once.
 #include <immintrin.h>
 #include <omp.h>
