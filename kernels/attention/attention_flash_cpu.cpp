@@ -19,7 +19,8 @@
 //
 // The tile GEMMs use an AVX-512 register-blocked micro-kernel (6 rows x up to 64 columns of f32,
 // 32 of f64, 24 accumulators) when the CPU has AVX-512 (cpu_has_avx512()); otherwise plain loops
-// the compiler vectorises; so does the f32 forward's softmax step (exp16: fast_expf's polynomial).
+// the compiler vectorises; so do the f32 forward's softmax step (exp16: fast_expf's polynomial)
+// and the f32 dropout factors (Philox on 16 counter blocks at once: the same numbers).
 // exp: fast_expf (kernels/fast_math.h, ~2 ulp) in f32, std::exp in f64.
 // 16-bit inputs are converted to f32 when packed; every output is rounded once.
 #include <immintrin.h>
@@ -240,6 +241,60 @@ bool softmax_row_avx512(float* s, int64_t lim, float* m, float* l, float* alpha)
   return true;
 }
 
+// Philox-4x32-10 (tensor/philox.h's philox4x32) for 16 counter blocks at once: block t has the
+// counter (lo[t], hi[t], 0, 0); w[0..3] receive the words x, y, z, w of every block.
+__m512i mulhi_epu32(__m512i a, __m512i m) {
+  const __m512i even = _mm512_mul_epu32(a, m);  // lanes 0, 2, ...: 64-bit products
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  return _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+}
+void philox16(__m512i lo, __m512i hi, uint64_t seed, __m512i w[4]) {
+  const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)), m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  __m512i x = lo, y = hi, z = _mm512_setzero_si512(), v = _mm512_setzero_si512();
+  for (int round = 0; round < 10; ++round) {
+    const __m512i lo0 = _mm512_mullo_epi32(x, m0), hi0 = mulhi_epu32(x, m0);
+    const __m512i lo1 = _mm512_mullo_epi32(z, m1), hi1 = mulhi_epu32(z, m1);
+    x = _mm512_xor_si512(_mm512_xor_si512(hi1, y), _mm512_set1_epi32(int(k0)));
+    y = lo1;
+    z = _mm512_xor_si512(_mm512_xor_si512(hi0, v), _mm512_set1_epi32(int(k1)));
+    v = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  w[0] = x, w[1] = y, w[2] = z, w[3] = v;
+}
+
+// dropout_factors (below) in f32 with AVX-512: the same numbers, 16 Philox blocks at a time. The
+// test u >= p with u = (word >> 8) 2^-24 is done as float(word >> 8) >= p 2^24: both sides exact.
+void dropout_factors_avx512(float* z, int64_t n, uint64_t first, uint64_t seed, uint64_t offset,
+                            float p, float kept) {
+  const int64_t skip = int64_t(first % 4);  // elements of the first block before `first`
+  const int64_t nb = (skip + n + 3) / 4;
+  const __m512 thr = _mm512_set1_ps(p * 16777216.0f);
+  alignas(64) uint32_t lo[16], hi[16];
+  alignas(64) float f[4][16];
+  for (int64_t g0 = 0; g0 < nb; g0 += 16) {
+    for (int t = 0; t < 16; ++t) {
+      const uint64_t block = offset + first / 4 + uint64_t(g0 + t);
+      lo[t] = uint32_t(block);
+      hi[t] = uint32_t(block >> 32);
+    }
+    __m512i w[4];
+    philox16(_mm512_load_si512(lo), _mm512_load_si512(hi), seed, w);
+    for (int l = 0; l < 4; ++l) {
+      const __m512 u = _mm512_cvtepi32_ps(_mm512_srli_epi32(w[l], 8));
+      const __mmask16 keep = _mm512_cmp_ps_mask(u, thr, _CMP_GE_OQ);
+      _mm512_store_ps(f[l], _mm512_maskz_mov_ps(keep, _mm512_set1_ps(kept)));
+    }
+    for (int64_t t = 0; t < 16 && g0 + t < nb; ++t)
+      for (int l = 0; l < 4; ++l) {
+        const int64_t c = (g0 + t) * 4 + l - skip;
+        if (c >= 0 && c < n) z[c] = f[l][t];
+      }
+  }
+}
+
 #pragma GCC pop_options
 
 bool use_avx512() {
@@ -319,6 +374,10 @@ void add_mask(A* x, int64_t n, const AttentionGeometry& g, const void* mask, int
 // z[c] = dropout factor of stream element first + c (c < n): one Philox block per 4 elements.
 template <class A>
 void dropout_factors(A* z, int64_t n, uint64_t first, const AttentionGeometry& g, A kept) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (use_avx512())
+      return dropout_factors_avx512(z, n, first, g.seed, g.offset, g.dropout_p, kept);
+  }
   int64_t c = 0;
   while (c < n) {
     const uint64_t e = first + uint64_t(c);
