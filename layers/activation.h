@@ -1,4 +1,4 @@
-// Activation modules: ReLU, Sigmoid, PReLU (torch.nn.*) and Dice (DIN, Zhou et al. 2018).
+// Activation modules: ReLU, Sigmoid, PReLU, GELU (torch.nn.*) and Dice (DIN, Zhou et al. 2018).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -36,6 +36,19 @@ class PReLU : public Module {
   std::string type_name() const override { return "PReLU"; }
 
   Parameter weight;  // [num_parameters]
+};
+
+// GELU (torch.nn.GELU): exact x * Phi(x) by default, or the tanh approximation (approximate =
+// "tanh"; BERT's original TF code used it, Hugging Face's BERT uses the exact form).
+class GELU : public Module {
+ public:
+  explicit GELU(bool tanh_approximation = false) : tanh_(tanh_approximation) {}
+  Variable forward(const Variable& x) override { return autograd::gelu(x, tanh_); }
+  std::string type_name() const override { return "GELU"; }
+  bool tanh_approximation() const { return tanh_; }
+
+ private:
+  bool tanh_;
 };
 
 // Dice over x [..., C] (channels last, as DIN's Dice.py with axis = -1):

@@ -17,6 +17,7 @@
 #include "layers/batchnorm.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
+#include "layers/layer_norm.h"
 #include "layers/linear.h"
 #include "layers/sequential.h"
 
@@ -407,6 +408,36 @@ TEST(LayersDropout, EvalIsIdentityTrainDrops) {
   EXPECT_LT(zeros, 624);
   // The layer's generator advances: the next mask differs.
   EXPECT_NE(d.forward(x).data().to_vector<float>(), y);
+}
+
+TEST(LayersLayerNorm, AffineInitAndValues) {
+  LayerNorm ln(4, 1e-12);
+  EXPECT_EQ(keys(ln.state_dict()), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(ln.weight.data().to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));
+  const auto y = ln.forward(Variable(Tensor::from_vector<float>({1, 2, 3, 4}, {1, 4})))
+                     .data()
+                     .to_vector<float>();
+  const double sd = std::sqrt(1.25);
+  for (int c = 0; c < 4; ++c) EXPECT_NEAR(y[size_t(c)], (c + 1 - 2.5) / sd, 1e-6);
+  EXPECT_NE(error_of([&] {
+              ln.forward(Variable(Tensor::zeros({2, 3})));
+            }).find("[..., 4]"),
+            std::string::npos);
+  LayerNorm plain(3, 1e-5, false);
+  EXPECT_TRUE(plain.state_dict().empty());
+}
+
+TEST(LayersActivation, GeluExactAndTanh) {
+  const Variable x(Tensor::from_vector<double>({-1.5, 0, 0.7}, {3}));
+  const auto exact = GELU().forward(x).data().to_vector<double>();
+  const auto approx = GELU(true).forward(x).data().to_vector<double>();
+  const double xs[] = {-1.5, 0, 0.7};
+  for (int i = 0; i < 3; ++i) {
+    const double v = xs[i];
+    EXPECT_NEAR(exact[size_t(i)], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-12);
+    const double t = std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v));
+    EXPECT_NEAR(approx[size_t(i)], 0.5 * v * (1 + t), 1e-12);
+  }
 }
 
 TEST(LayersEmbedding, PaddingRowAndLookup) {
