@@ -93,6 +93,7 @@ class Launcher {
 #define AIM_UNROLL _Pragma("unroll")
 #endif
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -205,6 +206,28 @@ template <>
 struct Acc<double> {
   using type = double;
 };
+
+// exp, log and -inf in the accumulation type A (float: expf/logf; double: exp/log).
+template <class A>
+__device__ __forceinline__ A exp_a(A v) {
+  if constexpr (std::is_same_v<A, float>) {
+    return expf(v);
+  } else {
+    return exp(v);
+  }
+}
+template <class A>
+__device__ __forceinline__ A log_a(A v) {
+  if constexpr (std::is_same_v<A, float>) {
+    return logf(v);
+  } else {
+    return log(v);
+  }
+}
+template <class A>
+__device__ __forceinline__ A neg_inf() {
+  return -A(INFINITY);
+}
 
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {

@@ -57,27 +57,6 @@ constexpr size_t kSmemLimit = 48 * 1024;  // without opting in to more
 #define AIM_ATTN_ROLLED _Pragma("unroll 1")
 #endif
 
-template <class A>
-__device__ __forceinline__ A exp_a(A v) {
-  if constexpr (std::is_same_v<A, float>) {
-    return expf(v);
-  } else {
-    return exp(v);
-  }
-}
-template <class A>
-__device__ __forceinline__ A log_a(A v) {
-  if constexpr (std::is_same_v<A, float>) {
-    return logf(v);
-  } else {
-    return log(v);
-  }
-}
-template <class A>
-__device__ __forceinline__ A neg_inf() {
-  return -A(INFINITY);
-}
-
 // Rows per warp: 8 (f32 accumulators), 4 for f64.
 template <class T>
 constexpr int rows_per_warp() {

@@ -52,35 +52,17 @@ constexpr int kFinalThreads = 256;
 constexpr int64_t kSharedLimit = 48 * 1024;
 
 template <class A>
-__device__ __forceinline__ A neg_inf() {
-  return -A(INFINITY);
-}
-template <class A>
-__device__ __forceinline__ A exp_(A v) {
-  if constexpr (std::is_same_v<A, float>)
-    return expf(v);
-  else
-    return exp(v);
-}
-template <class A>
-__device__ __forceinline__ A log_(A v) {
-  if constexpr (std::is_same_v<A, float>)
-    return logf(v);
-  else
-    return log(v);
-}
-template <class A>
 __device__ __forceinline__ A lse2(A a, A b) {
   const A m = a > b ? a : b;
   if (m == neg_inf<A>()) return m;
-  return m + log_(exp_(a - m) + exp_(b - m));
+  return m + log_a(exp_a(a - m) + exp_a(b - m));
 }
 template <class A>
 __device__ __forceinline__ A lse3(A a, A b, A c) {
   A m = a > b ? a : b;
   m = m > c ? m : c;
   if (m == neg_inf<A>()) return m;
-  return m + log_(exp_(a - m) + exp_(b - m) + exp_(c - m));
+  return m + log_a(exp_a(a - m) + exp_a(b - m) + exp_a(c - m));
 }
 
 // Plan on the device: il [B], tl [B], off [B].
@@ -239,17 +221,17 @@ __global__ void bwd_kernel(const T* lp, const I* tg, const int64_t* plan, Geo g,
       }
       cur[s] = v;
       const A ab = arow[s] + v;
-      occ[s] = ab == neg_inf<A>() ? A(0) : exp_(ab - e + nll);
+      occ[s] = ab == neg_inf<A>() ? A(0) : exp_a(ab - e + nll);
     }
     for (int64_t c = threadIdx.x; c < g.C; c += blockDim.x)
-      gr[c] = from_acc<T>(exp_(to_acc<A>(x[c])) * scale);
+      gr[c] = from_acc<T>(exp_a(to_acc<A>(x[c])) * scale);
     __syncthreads();
     for (int64_t s = threadIdx.x; s < Lb; s += blockDim.x) {
       if (!head[s]) continue;
       A sum = 0;
       for (int r = int(s); r >= 0; r = nxt[r]) sum += occ[r];
       const int c = lab[s];
-      gr[c] = from_acc<T>((exp_(to_acc<A>(x[c])) - sum) * scale);
+      gr[c] = from_acc<T>((exp_a(to_acc<A>(x[c])) - sum) * scale);
     }
     __syncthreads();
     A* tmp = next;

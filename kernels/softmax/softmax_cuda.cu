@@ -25,27 +25,6 @@
 namespace aim::kernels::AIM_CUDA_NS {
 namespace {
 
-template <class A>
-__device__ __forceinline__ A exp_a(A v) {
-  if constexpr (std::is_same_v<A, float>) {
-    return expf(v);
-  } else {
-    return exp(v);
-  }
-}
-template <class A>
-__device__ __forceinline__ A log_a(A v) {
-  if constexpr (std::is_same_v<A, float>) {
-    return logf(v);
-  } else {
-    return log(v);
-  }
-}
-template <class A>
-__device__ __forceinline__ A neg_inf() {
-  return -A(INFINITY);
-}
-
 // Where the row starts in x and in the mask (null: no mask).
 struct RowPtrs {
   int64_t base;
