@@ -110,6 +110,7 @@ std::vector<ModelEntry> make_registry() {
   add_wide_deep_model(r);
   add_vision_models(r);
   add_crnn_model(r);
+  add_bert_model(r);
   return r;
 }
 

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -50,11 +51,33 @@ void require(bool ok, const std::string& flag, const std::string& what, const T&
   }
 }
 
+// --warmup N (steps) or P% (of the run's steps, resolved when the run's length is known).
+void parse_warmup(const std::string& w, aim::train::TrainOptions& to) {
+  const bool percent = !w.empty() && w.back() == '%';
+  const std::string num = percent ? w.substr(0, w.size() - 1) : w;
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(num, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const bool ok = used == num.size() && !num.empty() &&
+                  (percent ? v >= 0 && v < 100 : v >= 0 && v == std::floor(v));
+  if (!ok)
+    throw UsageError("--warmup '" + w +
+                     "': expected a step count (>= 0) or a percentage in [0, 100)");
+  if (percent)
+    to.warmup_fraction = v / 100, to.warmup_steps = 0;
+  else
+    to.warmup_steps = int64_t(v), to.warmup_fraction = 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
-      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32;
+      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, warmup;
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0, ranks = 0, gpus = 0;
@@ -97,8 +120,8 @@ int main(int argc, char** argv) {
      "L2 (sgd, adam, adagrad) or decoupled (adamw) decay; -1: PyTorch's default")
     ("schedule", po::value<std::string>(&to.schedule)->default_value("constant"),
      "constant | step | poly | warmup_linear | warmup_cosine")
-    ("warmup", po::value<int64_t>(&to.warmup_steps)->default_value(0),
-     "warmup steps of the warmup_* schedules")
+    ("warmup", po::value<std::string>(&warmup)->default_value("0"),
+     "warmup of the warmup_* schedules: N steps, or P% of the run's steps (BERT: 10%)")
     ("clip-norm", po::value<double>(&to.clip_norm)->default_value(0),
      "clip the global gradient L2 norm (0: off)")
     ("seed", po::value<uint64_t>(&to.seed)->default_value(1),
@@ -208,7 +231,7 @@ int main(int argc, char** argv) {
               ">= 0 (or -1)", to.optim.weight_decay);
       require(to.optim.lr_batch >= 0, "--lr-batch", ">= 0", to.optim.lr_batch);
       require(to.poly_power > 0, "--poly-power", "> 0", to.poly_power);
-      require(to.warmup_steps >= 0, "--warmup", ">= 0", to.warmup_steps);
+      parse_warmup(warmup, to);
       require(to.eval_every >= 0, "--eval-every", ">= 0", to.eval_every);
       require(to.eval_samples > 0, "--eval-samples", "> 0", to.eval_samples);
       require(to.log_every >= 0, "--log-every", ">= 0", to.log_every);

@@ -80,7 +80,10 @@ RankState::RankState(const models::ModelEntry& entry_, const models::ModelConfig
   log << "data: " << data_description << "; " << total_steps << " steps of " << opt.batch_size
       << (ranks > 1 ? str(" per rank x ", ranks, " ranks = ", global_batch) : std::string())
       << " (epoch = " << source->epoch_size() << " samples)\n";
-  sched = make_schedule(opt.schedule, oo.lr, opt.warmup_steps, total_steps, opt.poly_power);
+  const int64_t warmup = opt.warmup_fraction > 0
+                             ? std::llround(opt.warmup_fraction * double(total_steps))
+                             : opt.warmup_steps;
+  sched = make_schedule(opt.schedule, oo.lr, warmup, total_steps, opt.poly_power);
 
   // Mixed precision: the model's f32 parameters and their low-precision copies (one cast per step).
   amp_on = opt.precision != DType::f32;

@@ -115,6 +115,7 @@ struct TrainOptions {
   OptimizerOptions optim;
   std::string schedule = "constant";  // constant | step | poly | warmup_linear | warmup_cosine
   int64_t warmup_steps = 0;           // warmup_* schedules
+  double warmup_fraction = 0;         // > 0: warmup = round(fraction * total steps) instead
   double poly_power = 1;              // poly schedule: (1 - step / total)^power
   double clip_norm = 0;               // > 0: clip_grad_norm before each step
   uint64_t seed = 1;                  // model initialisation, data and shuffling

@@ -41,6 +41,7 @@ SETTINGS = {
     "ncf": dict(batch=16, eval=100),
     "wide_deep": dict(batch=16, eval=32),
     "crnn": dict(batch=2, eval=4),
+    "bert": dict(batch=2, eval=4),
 }
 CNN = dict(batch=2, eval=4)
 STEPS = 3

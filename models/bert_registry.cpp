@@ -1,0 +1,219 @@
+// The BERT registry entry (MODELS.md §3.1): Hugging Face's BertModel with the squad, pretrain or
+// classify head, on the synthetic tasks of data/bert_synthetic.h (docs/bert.md): masked-LM and
+// next-sentence accuracy, span exact match and F1 (the official SQuAD normalisation), class
+// accuracy.
+#include <algorithm>
+
+#include "autograd/variable.h"
+#include "data/bert_synthetic.h"
+#include "data/squad.h"
+#include "models/bert.h"
+#include "models/registry.h"
+#include "tensor/check.h"
+
+namespace aim::models {
+namespace {
+
+int64_t positive(const ModelConfig& c, const std::string& key) {
+  const std::string& w = c.at(key);
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(w, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  AIM_CHECK(used == w.size() && v > 0, "--config ", key, "='", w, "': expected a positive integer");
+  return v;
+}
+
+// seq_len=auto: the task's sequence (squad 384 as §3.1, else 128); 64 for the tiny model.
+int64_t seq_len(const ModelConfig& c) {
+  if (c.at("seq_len") != "auto") return positive(c, "seq_len");
+  if (c.at("size") == "tiny") return 64;
+  return c.at("task") == "squad" ? 384 : 128;
+}
+
+BertConfig bert_config(const ModelConfig& c, uint64_t seed) {
+  const std::string& size = c.at("size");
+  BertConfig m = size == "tiny"   ? BertConfig::tiny()
+                 : size == "base" ? BertConfig::base()
+                                  : BertConfig::large();
+  // The tiny model's vocabulary covers the synthetic language (~500 words) with room to spare.
+  if (size == "tiny") m.vocab_size = 1024;
+  m.task = c.at("task");
+  m.gelu_tanh = c.at("gelu") == "tanh";
+  m.num_labels = positive(c, "num_labels");
+  AIM_CHECK(seq_len(c) <= m.max_position, "--config seq_len=", seq_len(c), ": BERT has ",
+            m.max_position, " positions");
+  m.seed = seed;
+  return m;
+}
+
+data::BertSyntheticConfig synthetic_config(const ModelConfig& c, uint64_t seed) {
+  data::BertSyntheticConfig d;
+  d.seq_len = seq_len(c);
+  d.num_labels = positive(c, "num_labels");
+  d.seed = seed;
+  return d;
+}
+
+std::unique_ptr<data::BatchSource> bert_source(const ModelConfig& c, const std::string& data,
+                                               uint64_t seed) {
+  AIM_CHECK(data == "synthetic", "bert: --data '", data,
+            "': only 'synthetic' is a training source so far (docs/bert.md)");
+  const data::BertSyntheticConfig d = synthetic_config(c, seed);
+  const std::string& task = c.at("task");
+  if (task == "pretrain") return std::make_unique<data::BertPretrainSynthetic>(d);
+  if (task == "squad") return std::make_unique<data::BertSpanSynthetic>(d);
+  return std::make_unique<data::BertTopicSynthetic>(d);
+}
+
+// Batches of the evaluation set small enough that the pretrain logits [b, T, V] stay under ~256 MB.
+int64_t eval_chunk(const Bert& m, const data::BatchSource& src) {
+  const Tensor ids = src.eval_batch(0, 1).at("input_ids");
+  const int64_t per = ids.size(1) * (m.config().task == "pretrain" ? m.config().vocab_size : 1);
+  return std::clamp<int64_t>((64LL << 20) / std::max<int64_t>(per, 1), 1, 64);
+}
+
+std::vector<int64_t> host_i64(const Tensor& t) {
+  return t.to(kCPU).contiguous().to_vector<int64_t>();
+}
+std::vector<float> host_f32(const Tensor& t) {
+  return t.to(kCPU).to(DType::f32).contiguous().to_vector<float>();
+}
+
+// The best span of one window as BERT's SQuAD prediction: start <= end, at most 30 tokens, both
+// in the context (token type 1, not the final [SEP]); the highest start + end logit.
+std::pair<int64_t, int64_t> best_span(const float* start, const float* end, const int64_t* types,
+                                      const int64_t* ids, int64_t T) {
+  constexpr int64_t kMaxAnswer = 30;
+  std::pair<int64_t, int64_t> best{-1, -1};
+  float score = -std::numeric_limits<float>::infinity();
+  auto in_context = [&](int64_t i) {
+    return types[i] == 1 && ids[i] != data::BertSyntheticSource::kSep;
+  };
+  for (int64_t s = 0; s < T; ++s) {
+    if (!in_context(s)) continue;
+    for (int64_t e = s; e < std::min(T, s + kMaxAnswer); ++e)
+      if (in_context(e) && start[s] + end[e] > score) score = start[s] + end[e], best = {s, e};
+  }
+  return best;
+}
+
+Metrics bert_evaluate(Model& model, const data::BatchSource& src, int64_t n, Device dev) {
+  AIM_CHECK(n > 0 && n <= src.eval_size(), "bert evaluation: ", n,
+            " samples asked, the evaluation set has ", src.eval_size());
+  auto& m = dynamic_cast<Bert&>(model);
+  const auto* syn = dynamic_cast<const data::BertSyntheticSource*>(&src);
+  AIM_CHECK(syn != nullptr, "bert evaluation: needs the synthetic source");
+  autograd::NoGradGuard ng;
+  const bool was_training = m.is_training();
+  m.eval();
+  const std::string& task = m.config().task;
+  const int64_t chunk = eval_chunk(m, src);
+  double hits = 0, count = 0, nsp_hits = 0, em = 0, f1 = 0;
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t b = std::min(chunk, n - s);
+    const TensorMap batch = src.eval_batch(s, b);
+    const TensorMap out = m.infer(batch_to_device(m, batch, dev));
+    const std::vector<int64_t> ids = host_i64(batch.at("input_ids"));
+    const int64_t T = batch.at("input_ids").size(1);
+    if (task == "pretrain") {
+      const Tensor logits = out.at("prediction_logits").to(kCPU).to(DType::f32).contiguous();
+      const int64_t V = logits.size(2);
+      const float* p = logits.data<float>();
+      const std::vector<int64_t> labels = host_i64(batch.at("labels"));
+      for (size_t i = 0; i < labels.size(); ++i) {
+        if (labels[i] == data::BertSyntheticSource::kIgnore) continue;
+        const float* row = p + int64_t(i) * V;
+        hits += int64_t(std::max_element(row, row + V) - row) == labels[i];
+        ++count;
+      }
+      const std::vector<float> nsp = host_f32(out.at("seq_relationship_logits"));
+      const std::vector<int64_t> nl = host_i64(batch.at("next_sentence_label"));
+      for (int64_t i = 0; i < b; ++i)
+        nsp_hits += int64_t(nsp[size_t(2 * i + 1)] > nsp[size_t(2 * i)]) == nl[size_t(i)];
+    } else if (task == "squad") {
+      const std::vector<float> st = host_f32(out.at("start_logits")),
+                               en = host_f32(out.at("end_logits"));
+      const std::vector<int64_t> types = host_i64(batch.at("token_type_ids")),
+                                 s0 = host_i64(batch.at("start_positions")),
+                                 e0 = host_i64(batch.at("end_positions"));
+      for (int64_t i = 0; i < b; ++i) {
+        const int64_t o = i * T;
+        const auto [ps, pe] =
+            best_span(&st[size_t(o)], &en[size_t(o)], &types[size_t(o)], &ids[size_t(o)], T);
+        const std::string truth = syn->grammar().text(&ids[size_t(o + s0[size_t(i)])],
+                                                      &ids[size_t(o + e0[size_t(i)])] + 1);
+        const std::string pred =
+            ps < 0 ? "" : syn->grammar().text(&ids[size_t(o + ps)], &ids[size_t(o + pe)] + 1);
+        em += data::squad_exact_match(pred, truth);
+        f1 += data::squad_f1(pred, truth);
+      }
+    } else {
+      const Tensor logits = out.at("logits").to(kCPU).to(DType::f32).contiguous();
+      const int64_t L = logits.size(1);
+      const std::vector<int64_t> labels = host_i64(batch.at("labels"));
+      for (int64_t i = 0; i < b; ++i) {
+        const float* row = logits.data<float>() + i * L;
+        hits += int64_t(std::max_element(row, row + L) - row) == labels[size_t(i)];
+      }
+    }
+  }
+  m.train(was_training);
+  if (task == "pretrain")
+    return {{"mlm_accuracy", count > 0 ? hits / count : 0}, {"nsp_accuracy", nsp_hits / double(n)}};
+  if (task == "squad") return {{"f1", 100 * f1 / double(n)}, {"exact_match", 100 * em / double(n)}};
+  return {{"accuracy", hits / double(n)}};
+}
+
+}  // namespace
+
+void add_bert_model(std::vector<ModelEntry>& r) {
+  ModelEntry e;
+  e.name = "bert";
+  e.task = "nlp";
+  e.description =
+      "BERT as benchmarked by AI Matrix (MODELS.md \xC2\xA7"
+      "3.1): Hugging Face's BertModel layout (post-LN, GELU, fused attention) with the SQuAD "
+      "span head (default), masked LM + next sentence, or [CLS] classification";
+  e.config = {
+      {"size",
+       "large",
+       {"large", "base", "tiny"},
+       "large: 24 x 1024, 16 heads (the reference's SQuAD model); base: 12 x 768; tiny: 2 x 128, "
+       "vocabulary 1024"},
+      {"task",
+       "squad",
+       {"squad", "pretrain", "classify"},
+       "squad: span start/end logits; pretrain: masked LM (tied decoder) + next sentence; "
+       "classify: pooled [CLS] -> num_labels"},
+      {"seq_len",
+       "auto",
+       {},
+       "tokens per sequence; auto: squad 384, pretrain/classify 128, tiny 64"},
+      {"gelu",
+       "erf",
+       {"erf", "tanh"},
+       "erf: exact GELU (Hugging Face); tanh: the approximation "
+       "(the original TF code)"},
+      {"num_labels", "2", {}, "classify: classes (the synthetic topics are grouped into them)"}};
+  e.data_doc =
+      "'synthetic' only so far: the grammar's span task (squad), masked LM + next "
+      "sentence (pretrain), topic classes (classify) (docs/bert.md)";
+  // By task: squad f1, exact_match; pretrain mlm_accuracy, nsp_accuracy; classify accuracy.
+  e.metrics = {"f1", "exact_match", "mlm_accuracy", "nsp_accuracy", "accuracy"};
+  // MODELS.md §3.1: AdamW (wd 0.01, betas 0.9/0.999, eps 1e-6), 10% linear warmup then linear
+  // decay; NVIDIA's PyTorch fine-tuning: lr 3e-5, batch 4..16.
+  e.train_defaults = {"--optimizer=adamw",        "--weight-decay=0.01", "--lr=3e-5",
+                      "--schedule=warmup_linear", "--warmup=10%",        "--batch-size=8"};
+  e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
+    return std::make_unique<Bert>(bert_config(c, seed));
+  };
+  e.source = bert_source;
+  e.evaluate = bert_evaluate;
+  r.push_back(std::move(e));
+}
+
+}  // namespace aim::models

@@ -1,0 +1,292 @@
+// models/bert: Hugging Face's state-dict names and shapes, initialisation, forward shapes and
+// every parameter's gradient per task, input errors, parity with the PyTorch peer
+// (tests/peers/bert.py: eval outputs, training loss and every gradient of the squad, pretrain and
+// classify tasks, f64), and the synthetic span, topic and pre-training tasks (data).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "data/bert_synthetic.h"
+#include "models/bert.h"
+#include "models/registry.h"
+#include "tensor/safetensors.h"
+#include "tests/support/common.h"
+
+namespace aim::models {
+namespace {
+
+using ::aim::testing::source_root;
+using V = std::vector<int64_t>;
+
+BertConfig small(const std::string& task) {
+  BertConfig c = BertConfig::tiny();
+  c.hidden = 32, c.heads = 4, c.intermediate = 48, c.vocab_size = 50, c.max_position = 24;
+  c.task = task;
+  c.num_labels = 3;
+  return c;
+}
+
+// A batch of B x T with padding at the ends of some rows and the task's labels.
+TensorMap random_batch(const BertConfig& c, int64_t B, int64_t T, uint64_t seed) {
+  std::mt19937 rng{uint32_t(seed)};
+  std::uniform_int_distribution<int64_t> tok(5, c.vocab_size - 1), pos(0, T - 1), bit(0, 1);
+  V ids, types, mask, labels;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = T - (b % 3) * 3;  // rows of T, T-3, T-6 real tokens
+    for (int64_t t = 0; t < T; ++t) {
+      const bool real = t < len;
+      ids.push_back(real ? (t == 0 ? 2 : tok(rng)) : 0);
+      types.push_back(real && t >= len / 2 ? 1 : 0);
+      mask.push_back(real);
+      labels.push_back(real && t > 0 && bit(rng) && bit(rng) ? tok(rng) : -100);
+    }
+    labels[size_t(b * T + 1)] = tok(rng);  // at least one prediction per row
+  }
+  TensorMap m{{"input_ids", Tensor::from_vector(ids, {B, T})},
+              {"token_type_ids", Tensor::from_vector(types, {B, T})},
+              {"attention_mask", Tensor::from_vector(mask, {B, T})}};
+  V a, b2;
+  for (int64_t b = 0; b < B; ++b) a.push_back(pos(rng) / 2), b2.push_back(a.back() + bit(rng));
+  if (c.task == "squad") {
+    m["start_positions"] = Tensor::from_vector(a, {B});
+    m["end_positions"] = Tensor::from_vector(b2, {B});
+  } else if (c.task == "pretrain") {
+    m["labels"] = Tensor::from_vector(labels, {B, T});
+    V nsp;
+    for (int64_t b = 0; b < B; ++b) nsp.push_back(bit(rng));
+    m["next_sentence_label"] = Tensor::from_vector(nsp, {B});
+  } else {
+    V l;
+    for (int64_t b = 0; b < B; ++b) l.push_back(b % c.num_labels);
+    m["labels"] = Tensor::from_vector(l, {B});
+  }
+  return m;
+}
+
+std::map<std::string, V> shapes(const layers::StateDict& sd) {
+  std::map<std::string, V> m;
+  for (const auto& [k, t] : sd) m[k] = V(t.sizes().begin(), t.sizes().end());
+  return m;
+}
+
+TEST(BertModel, HuggingFaceNamesShapesAndInit) {
+  BertConfig c = BertConfig::base();
+  c.layers = 1;
+  auto s = shapes(Bert(c).state_dict());
+  EXPECT_EQ(s["bert.embeddings.word_embeddings.weight"], V({30522, 768}));
+  EXPECT_EQ(s["bert.embeddings.position_embeddings.weight"], V({512, 768}));
+  EXPECT_EQ(s["bert.embeddings.token_type_embeddings.weight"], V({2, 768}));
+  EXPECT_EQ(s["bert.embeddings.LayerNorm.weight"], V({768}));
+  EXPECT_EQ(s["bert.encoder.layer.0.attention.self.query.weight"], V({768, 768}));
+  EXPECT_EQ(s["bert.encoder.layer.0.attention.self.value.bias"], V({768}));
+  EXPECT_EQ(s["bert.encoder.layer.0.attention.output.dense.weight"], V({768, 768}));
+  EXPECT_EQ(s["bert.encoder.layer.0.attention.output.LayerNorm.bias"], V({768}));
+  EXPECT_EQ(s["bert.encoder.layer.0.intermediate.dense.weight"], V({3072, 768}));
+  EXPECT_EQ(s["bert.encoder.layer.0.output.dense.weight"], V({768, 3072}));
+  EXPECT_EQ(s["bert.encoder.layer.0.output.LayerNorm.weight"], V({768}));
+  EXPECT_EQ(s["qa_outputs.weight"], V({2, 768}));
+  EXPECT_EQ(s.count("bert.pooler.dense.weight"), 0u);  // no pooler for squad
+  EXPECT_EQ(s.size(), 5u + 16u + 2u);
+  // BERT-base with its pre-training heads: 110M parameters (+ the MLM transform and bias).
+  BertConfig p = BertConfig::base();
+  p.task = "pretrain";
+  Bert pre(p);
+  auto sp = shapes(pre.state_dict());
+  EXPECT_EQ(sp["cls.predictions.bias"], V({30522}));
+  EXPECT_EQ(sp["cls.predictions.transform.dense.weight"], V({768, 768}));
+  EXPECT_EQ(sp["cls.predictions.transform.LayerNorm.weight"], V({768}));
+  EXPECT_EQ(sp["cls.seq_relationship.weight"], V({2, 768}));
+  EXPECT_EQ(sp["bert.pooler.dense.weight"], V({768, 768}));
+  EXPECT_EQ(pre.num_parameters(), 110106428);  // HF BertForPreTraining (bert-base-uncased)
+  // Hugging Face's init: N(0, 0.02) weights, zero biases, LayerNorm 1/0, padding row 0.
+  const auto w = pre.layer[0]->query->weight.data().to_vector<float>();
+  double ss = 0;
+  for (float v : w) ss += double(v) * v;
+  EXPECT_NEAR(std::sqrt(ss / double(w.size())), 0.02, 0.0005);
+  for (float v : pre.layer[0]->query->bias.data().to_vector<float>()) ASSERT_EQ(v, 0.f);
+  for (float v :
+       pre.embeddings->word_embeddings->weight.data().select(0, 0).contiguous().to_vector<float>())
+    ASSERT_EQ(v, 0.f);
+  for (float v : pre.layer[0]->output_norm->weight.data().to_vector<float>()) ASSERT_EQ(v, 1.f);
+}
+
+TEST(BertModel, ForwardShapesAndEveryGradientPerTask) {
+  for (const std::string task : {"squad", "pretrain", "classify"}) {
+    SCOPED_TRACE(task);
+    const BertConfig c = small(task);
+    Bert m(c);
+    const TensorMap b = random_batch(c, 3, 11, 1);
+    m.eval();
+    const TensorMap out = m.infer(b);
+    if (task == "squad") {
+      EXPECT_EQ(out.at("start_logits").sizes(), (Shape{3, 11}));
+      EXPECT_EQ(out.at("end_logits").sizes(), (Shape{3, 11}));
+    } else if (task == "pretrain") {
+      EXPECT_EQ(out.at("prediction_logits").sizes(), (Shape{3, 11, 50}));
+      EXPECT_EQ(out.at("seq_relationship_logits").sizes(), (Shape{3, 2}));
+    } else {
+      EXPECT_EQ(out.at("logits").sizes(), (Shape{3, 3}));
+    }
+    m.train();
+    const Variable loss = m.training_loss(b);
+    const double l = loss.data().to(DType::f64).to_vector<double>()[0];
+    EXPECT_TRUE(std::isfinite(l) && l > 0) << l;
+    loss.backward();
+    for (const auto& [n, p] : m.named_parameters()) {
+      // Rows never looked up (token ids, positions past T) get no gradient; the tables do.
+      ASSERT_TRUE(p.grad().defined()) << n << " got no gradient";
+      double s = 0;
+      for (double g : p.grad().to(DType::f64).to_vector<double>()) {
+        ASSERT_TRUE(std::isfinite(g)) << n;
+        s += std::abs(g);
+      }
+      EXPECT_GT(s, 0.0) << n << " has an all-zero gradient";
+    }
+  }
+}
+
+TEST(BertModel, InputErrorsNameTheTensor) {
+  const BertConfig c = small("squad");
+  Bert m(c);
+  TensorMap b = random_batch(c, 2, 9, 3);
+  TensorMap bad = b;
+  bad["token_type_ids"] = Tensor::zeros({2, 8}, DType::i64);
+  AIM_EXPECT_ERROR(m.infer(bad), "token_type_ids");
+  TensorMap nolabel = b;
+  nolabel.erase("end_positions");
+  AIM_EXPECT_ERROR(m.training_loss(nolabel), "end_positions");
+  TensorMap longer = random_batch(c, 2, 25, 3);  // 25 > max_position 24
+  AIM_EXPECT_ERROR(m.infer(longer), "max_position");
+  BertConfig pre = small("pretrain");
+  Bert mp(pre);
+  TensorMap nomask = random_batch(pre, 2, 9, 3);
+  nomask["labels"] = Tensor::full({2, 9}, -100, DType::i64);
+  AIM_EXPECT_ERROR(mp.training_loss(nomask), "no masked-LM label");
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const auto x = a.to(DType::f64).contiguous().to_vector<double>(),
+             y = b.to(DType::f64).contiguous().to_vector<double>();
+  if (x.size() != y.size()) return INFINITY;
+  double d = 0;
+  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(x[i] - y[i]));
+  return d;
+}
+
+// f64 on both sides; dropout 0 (the peer's dropout modules are identities), so the training
+// loss is deterministic.
+TEST(BertModel, ParityTorch) {
+  AIM_REQUIRE_PYTHON_MODULE("torch");
+  for (const std::string task : {"squad", "pretrain", "classify"}) {
+    SCOPED_TRACE(task);
+    const std::string dir = testing::make_temp_dir("aim_bert_parity");
+    BertConfig c = small(task);
+    c.hidden_dropout = c.attention_dropout = 0;
+    c.gelu_tanh = task == "classify";  // both GELU forms
+    Bert m(c);
+    {  // LayerNorm affine parameters and biases away from their 1 / 0 init.
+      std::mt19937 rng(9);
+      std::uniform_real_distribution<float> u(-0.3f, 0.3f);
+      layers::StateDict sd;
+      for (const auto& [n, t] : m.state_dict()) {
+        if (n.find("bias") == std::string::npos && n.find("LayerNorm") == std::string::npos)
+          continue;
+        std::vector<float> x = t.to_vector<float>();
+        for (float& e : x) e += u(rng);
+        sd.emplace_back(n, Tensor::from_vector(x, t.sizes()));
+      }
+      m.load_state_dict(sd, /*strict=*/false);
+    }
+    m.to(DType::f64);
+    const TensorMap b = random_batch(c, 3, 13, 5);
+    save_safetensors(dir + "/w.safetensors", m.state_dict());
+    save_safetensors(dir + "/b.safetensors", layers::StateDict(b.begin(), b.end()));
+    const std::string cmd = std::string(testing::kPython) + " " + source_root() +
+                            "/tests/peers/bert.py --weights " + dir + "/w.safetensors --batch " +
+                            dir + "/b.safetensors --out " + dir + "/o.safetensors --task " + task +
+                            " --heads " + std::to_string(c.heads) +
+                            (c.gelu_tanh ? " --gelu tanh" : "");
+    ASSERT_EQ(testing::run_command(cmd), 0) << cmd;
+    const SafetensorsFile o = load_safetensors(dir + "/o.safetensors");
+    m.eval();
+    double dout = 0;
+    {
+      autograd::NoGradGuard ng;
+      for (const auto& [name, t] : m.infer(b)) {
+        ASSERT_TRUE(o.has(name)) << name;
+        dout = std::max(dout, max_abs_diff(t, o.at(name)));
+      }
+    }
+    m.train();
+    const Variable loss = m.training_loss(b);
+    const double dl = max_abs_diff(loss.data(), o.at("loss"));
+    loss.backward();
+    double dg = 0;
+    std::string worst;
+    for (const auto& [n, p] : m.named_parameters()) {
+      ASSERT_TRUE(o.has("grad." + n)) << n;
+      const double d = max_abs_diff(p.grad(), o.at("grad." + n));
+      if (d >= dg) worst = n;
+      dg = std::max(dg, d);
+    }
+    std::printf("[bert parity %s] max |doutput| %.3g, |dloss| %.3g, max |dgrad| %.3g (%s)\n",
+                task.c_str(), dout, dl, dg, worst.c_str());
+    EXPECT_LT(dout, 1e-10);
+    EXPECT_LT(dl, 1e-11);
+    EXPECT_LT(dg, 1e-10) << "worst: " << worst;
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// The synthetic span task: the answer is the object phrase of the sentence the question copies.
+TEST(BertSynthetic, SpanTaskAnswersAreTheAskedObject) {
+  data::BertSyntheticConfig c;
+  c.seq_len = 64;
+  data::BertSpanSynthetic src(c);
+  using S = data::BertSyntheticSource;
+  for (int64_t i = 0; i < 300; ++i) {
+    const auto s = src.sample(i);
+    ASSERT_EQ(s.input_ids.size(), 64u);
+    EXPECT_EQ(s.input_ids[0], S::kCls);
+    EXPECT_EQ(s.input_ids[5], S::kSep);
+    EXPECT_EQ(s.end_position, s.start_position + 1);
+    EXPECT_EQ(s.token_type_ids[size_t(s.start_position)], 1);
+    // The question's four tokens are the four before the answer, in the context.
+    for (int k = 0; k < 4; ++k)
+      EXPECT_EQ(s.input_ids[size_t(1 + k)], s.input_ids[size_t(s.start_position - 4 + k)]);
+    // (subject, verb) occurs once in the context: the answer is determined.
+    int found = 0;
+    for (size_t t = 6; t + 4 < s.input_ids.size(); t += 7)
+      found += s.input_ids[t + 2] == s.input_ids[3] && s.input_ids[t + 3] == s.input_ids[4];
+    EXPECT_EQ(found, 1) << "sample " << i;
+  }
+  const TensorMap b = src.next(4);
+  EXPECT_EQ(b.at("start_positions").sizes(), (Shape{4}));
+  EXPECT_EQ(b.at("input_ids").sizes(), (Shape{4, 64}));
+  EXPECT_EQ(src.position(), 4);
+}
+
+TEST(BertSynthetic, TopicTaskLabels) {
+  data::BertSyntheticConfig c;
+  c.seq_len = 40;
+  c.num_labels = 4;
+  const data::BertTopicSynthetic src(c);
+  const TensorMap b = src.eval_batch(0, 64);
+  std::vector<int> seen(4, 0);
+  for (int64_t l : b.at("labels").to_vector<int64_t>()) {
+    ASSERT_GE(l, 0);
+    ASSERT_LT(l, 4);
+    ++seen[size_t(l)];
+  }
+  for (int n : seen) EXPECT_GT(n, 0);
+  c.num_labels = 17;
+  AIM_EXPECT_ERROR(data::BertTopicSynthetic{c}, "num_labels");
+}
+
+}  // namespace
+}  // namespace aim::models
