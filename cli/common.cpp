@@ -116,6 +116,12 @@ void set_tf32(const std::string& value) {
   kernels::set_tf32(t);
 }
 
+void set_denormals(const std::string& value) {
+  if (value != "flush" && value != "keep")
+    throw UsageError("--denormals '" + value + "' is not allowed (allowed: flush, keep)");
+  kernels::set_flush_denormals(value == "flush");
+}
+
 void set_threads(int threads) {
   if (threads < 0)
     throw UsageError("--threads must be >= 0 (0: default), got " + std::to_string(threads));
@@ -129,6 +135,7 @@ void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& bef
     j["cudnn_conv_algorithms"] = algos;
   j["substitutions"] = substitutions_json();
   j["tf32"] = kernels::tf32_name(kernels::tf32());
+  j["denormals"] = kernels::flush_denormals() ? "flush" : "keep";
   j["env"] = profiler::environment_json();
   j["git_commit"] = profiler::git_commit();
   j["command"] = profiler::command_line(argc, argv);

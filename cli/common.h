@@ -44,6 +44,11 @@ inline constexpr const char* kTf32Help =
     "TF32 for fp32 cuDNN/cuBLAS: on | off | conv | matmul (default conv: convolutions may use "
     "TF32, matmul not, as PyTorch)";
 void set_tf32(const std::string& value);
+inline constexpr const char* kDenormalsHelp =
+    "CPU subnormal floats: flush (default: to zero, as TensorFlow; they are slow on the CPU) | "
+    "keep (IEEE gradual underflow, PyTorch's default)";
+// --denormals flush|keep on this thread and the OpenMP workers (call after set_threads).
+void set_denormals(const std::string& value);
 
 // The fields every results line ends with (aim-train and aim-infer alike): the kernel variants
 // called since `before` and any substitutions, the cuDNN convolution algorithms, the TF32

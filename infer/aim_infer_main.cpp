@@ -27,7 +27,7 @@ namespace po = boost::program_options;
 using aim::cli::UsageError;
 
 int main(int argc, char** argv) {
-  std::string device, results, batch_list, precision, tf32;
+  std::string device, results, batch_list, precision, tf32, denormals;
   std::vector<std::string> config;
   aim::infer::InferOptions io;
   int threads = 0;
@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
     ("precision", po::value<std::string>(&precision)->default_value("fp32"),
      "fp32 | fp16 | bf16 | int8 (the long form of --fp16, --bf16, --int8)")
     ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
+    ("denormals", po::value<std::string>(&denormals)->default_value("flush"),
+     aim::cli::kDenormalsHelp)
     ("fp16", "16-bit GEMM/conv/rnn (autocast, weights cast once; aim-train --list-amp)")
     ("bf16", "as --fp16 with bfloat16")
     ("int8", "post-training int8: per-channel weights, per-tensor inputs calibrated on "
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
     aim::profiler::set_cuda_op_events(vm.count("profile-ops") > 0);
     aim::cli::set_threads(threads);
     aim::cli::set_tf32(tf32);
+    aim::cli::set_denormals(denormals);
     const aim::Device dev = aim::cli::resolve_device(device);
     io.device = dev.str();
     if (io.cuda_graph && !dev.is_cuda())

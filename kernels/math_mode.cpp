@@ -2,6 +2,10 @@
 
 #include <atomic>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 namespace aim::kernels {
 namespace {
 // Bit 0: conv, bit 1: matmul (one atomic: a reader never sees half an update).
@@ -36,6 +40,32 @@ bool parse_tf32(const std::string& s, Tf32& out) {
   else
     return false;
   return true;
+}
+
+namespace {
+constexpr unsigned kFtzDaz = 0x8040;  // MXCSR flush-to-zero (bit 15) and denormals-are-zero (bit 6)
+void set_this_thread(bool on) {
+#if defined(__x86_64__)
+  const unsigned m = _mm_getcsr();
+  _mm_setcsr(on ? (m | kFtzDaz) : (m & ~kFtzDaz));
+#else
+  (void)on;
+#endif
+}
+}  // namespace
+
+void set_flush_denormals(bool on) {
+  set_this_thread(on);
+#pragma omp parallel
+  set_this_thread(on);
+}
+
+bool flush_denormals() {
+#if defined(__x86_64__)
+  return (_mm_getcsr() & kFtzDaz) == kFtzDaz;
+#else
+  return false;
+#endif
 }
 
 }  // namespace aim::kernels

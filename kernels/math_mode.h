@@ -39,4 +39,16 @@ class ScopedTf32 {
   Tf32 previous_;
 };
 
+// Subnormal floats on the CPU. With flushing on (MXCSR FTZ and DAZ on x86-64), results below the
+// smallest normal number (f32 1.2e-38, f64 2.2e-308) become 0 and such inputs read as 0, instead
+// of taking the processor's slow microcode path: tiny gradients and attention weights of padded
+// positions otherwise slow BERT's f32 GEMMs about 4x on this machine (docs/precision.md).
+// TensorFlow flushes on its CPU threads by default; PyTorch keeps them unless
+// torch.set_flush_denormal(True). aim-train and aim-infer flush by default (--denormals
+// flush|keep) and record the setting in their results. set_flush_denormals() applies to the
+// calling thread and the OpenMP workers of its current team; threads started later inherit the
+// setting of the thread that starts them (Linux copies the FP control state).
+void set_flush_denormals(bool on);
+bool flush_denormals();  // the calling thread's setting
+
 }  // namespace aim::kernels

@@ -77,7 +77,7 @@ void parse_warmup(const std::string& w, aim::train::TrainOptions& to) {
 
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
-      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, warmup;
+      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, warmup, denormals;
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0, ranks = 0, gpus = 0;
@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
      "fp32 | fp16 | bf16: 16-bit GEMM/conv/rnn with f32 master weights (mixed precision); "
      "fp16 adds dynamic loss scaling (--list-amp prints the op policy)")
     ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
+    ("denormals", po::value<std::string>(&denormals)->default_value("flush"),
+     aim::cli::kDenormalsHelp)
     ("loss-scale", po::value<double>(&to.loss_scaler.init_scale)->default_value(65536),
      "fp16: initial loss scale")
     ("loss-scale-growth-interval",
@@ -421,6 +423,7 @@ int main(int argc, char** argv) {
       to.dist.abandon_stuck_ranks = !to.dist.backend.empty();
       aim::cli::set_threads(threads);
       aim::cli::set_tf32(tf32);
+      aim::cli::set_denormals(denormals);
       const aim::Device dev = aim::cli::resolve_device(device);
       to.device = dev.str();
       to.data = data;
