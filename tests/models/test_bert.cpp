@@ -295,7 +295,9 @@ TEST(BertSynthetic, TopicTaskLabels) {
 // 1e-3, weight decay 0.01, batch 32, on the synthetic tasks. Run in the aim_training_tests
 // ctest entry. The bars are about half of what the measured runs reached in the same steps.
 constexpr int kPretrainSteps = 600, kSquadSteps = 600;
-constexpr double kPretrainMlmBar = 0.2, kSquadF1Bar = 30;
+// Measured (docs/bert.md): MLM accuracy 0.0007 -> 0.299; span exact match 0 -> 32 (F1 23 -> 44:
+// an untrained model's spans already share determiners with the answers).
+constexpr double kPretrainMlmBar = 0.2, kSquadExactMatchBar = 16;
 
 Metrics train_tiny(const std::string& task, int steps, double lr) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -331,7 +333,7 @@ TEST(BertModel, TinyLearnsPretrain) {
 
 TEST(BertModel, TinyLearnsSquadSpans) {
   const Metrics m = train_tiny("squad", kSquadSteps, 1e-3);
-  EXPECT_GT(m.at("f1"), kSquadF1Bar);
+  EXPECT_GT(m.at("exact_match"), kSquadExactMatchBar);
 }
 
 }  // namespace
