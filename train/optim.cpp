@@ -345,15 +345,37 @@ void Ftrl::step() {
 
 // ---- GroupedOptimizer ------------------------------------------------------------------------
 
+bool GroupedOptimizer::Group::matches(const std::string& name) const {
+  if (name_contains.empty()) return name.rfind(prefix, 0) == 0;
+  for (const std::string& part : name_contains)
+    if (name.find(part) != std::string::npos) return true;
+  return false;
+}
+
+std::string GroupedOptimizer::Group::label() const {
+  if (name_contains.empty()) return "'" + prefix + "'";
+  std::string r = "name contains";
+  for (size_t i = 0; i < name_contains.size(); ++i)
+    r += (i ? " | '" : " '") + name_contains[i] + "'";
+  return r;
+}
+
 GroupedOptimizer::GroupedOptimizer(NamedParameters params, double lr, std::vector<Group> groups)
     : Optimizer(params, lr), lr0_(lr) {
   AIM_CHECK(lr > 0, "GroupedOptimizer: reference learning rate must be > 0, got ", lr);
   AIM_CHECK(!groups.empty(), "GroupedOptimizer: no groups");
+  std::string labels;
+  for (const Group& g : groups) {
+    AIM_CHECK(g.name_contains.empty() || g.prefix.empty(), "GroupedOptimizer: group '", g.prefix,
+              "' has both a prefix and name_contains (a group matches by one of them)");
+    labels += (labels.empty() ? "" : ", ") + g.label();
+  }
   std::vector<NamedParameters> parts(groups.size());
   for (auto& [name, p] : params) {
     size_t g = 0;
-    while (g < groups.size() && name.rfind(groups[g].prefix, 0) != 0) ++g;
-    AIM_CHECK(g < groups.size(), "GroupedOptimizer: parameter ", name, " matches no group prefix");
+    while (g < groups.size() && !groups[g].matches(name)) ++g;
+    AIM_CHECK(g < groups.size(), "GroupedOptimizer: parameter ", name,
+              " matches no group (groups: ", labels, ")");
     parts[g].push_back({name, p});
   }
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -362,7 +384,7 @@ GroupedOptimizer::GroupedOptimizer(NamedParameters params, double lr, std::vecto
       sub_lr0_.push_back(0);
       continue;
     }
-    AIM_CHECK(groups[g].make, "GroupedOptimizer: group '", groups[g].prefix, "' has no factory");
+    AIM_CHECK(groups[g].make, "GroupedOptimizer: group ", groups[g].label(), " has no factory");
     subs_.push_back(groups[g].make(std::move(parts[g])));
     sub_lr0_.push_back(subs_.back()->lr());
   }

@@ -160,20 +160,26 @@ class Ftrl : public Optimizer {
   double power_, initial_accumulator_value_, l1_, l2_;
 };
 
-// Routes parameters by name prefix to sub-optimizers: each parameter goes to the first group
-// whose prefix its name starts with ("" matches every name, so put it last). Every parameter
-// must match a group. step() steps every group; set_lr(x) sets each group's learning rate to
-// its own initial rate * x / lr0, where lr0 = the `lr` given here (so a constant schedule at lr0
-// keeps each group's rate; other schedules scale every group alike). state_dict() is the union
-// of the groups' (parameter names are unique); load_state_dict() routes each key to the group
-// owning its parameter: an unknown key fails before anything is written; a shape or dtype
-// mismatch fails in its group before that group writes (earlier groups are then loaded).
+// Routes parameters by name to sub-optimizers: each parameter goes to the first group it matches.
+// A group matches by name prefix ("" matches every name, so put it last), or, when its
+// name_contains list is non-empty, the names that contain any of its strings (Hugging Face's
+// no-decay rule: {"bias", "LayerNorm.weight"}; the prefix must then be ""). Every parameter
+// must match a group (else an error naming it). step() steps every group; set_lr(x) sets each
+// group's learning rate to its own initial rate * x / lr0, where lr0 = the `lr` given here (so a
+// constant schedule at lr0 keeps each group's rate; other schedules scale every group alike).
+// state_dict() is the union of the groups' (parameter names are unique); load_state_dict() routes
+// each key to the group owning its parameter: an unknown key fails before anything is written; a
+// shape or dtype mismatch fails in its group before that group writes (earlier groups are then
+// loaded).
 class GroupedOptimizer : public Optimizer {
  public:
   using Make = std::function<std::unique_ptr<Optimizer>(NamedParameters)>;
   struct Group {
     std::string prefix;
     Make make;  // builds the group's optimizer over its parameters (not called when it has none)
+    std::vector<std::string> name_contains = {};  // non-empty: match by substring, not prefix
+    bool matches(const std::string& name) const;
+    std::string label() const;  // for messages: 'prefix' or name contains 'a' | 'b'
   };
   GroupedOptimizer(NamedParameters params, double lr, std::vector<Group> groups);
   void step() override;

@@ -47,7 +47,7 @@ namespace {
 // (PyTorch's / TF's defaults where a setting is absent); an unknown kind or setting is an error.
 std::unique_ptr<Optimizer> make_group_optimizer(const std::string& recipe,
                                                 const models::OptimizerGroup& g,
-                                                NamedParameters p) {
+                                                const std::string& label, NamedParameters p) {
   std::set<std::string> used;
   auto get = [&](const char* key, double dflt) {
     used.insert(key);
@@ -62,11 +62,14 @@ std::unique_ptr<Optimizer> make_group_optimizer(const std::string& recipe,
     r = std::make_unique<Adagrad>(std::move(p), get("lr", 0.01), get("lr_decay", 0),
                                   get("weight_decay", 0), get("eps", 1e-10),
                                   get("initial_accumulator_value", 0));
+  else if (g.kind == "adamw")
+    r = std::make_unique<AdamW>(std::move(p), get("lr", 1e-3), get("beta1", 0.9),
+                                get("beta2", 0.999), get("eps", 1e-8), get("weight_decay", 0.01));
   else
-    AIM_FAIL("optimizer ", recipe, ": group '", g.prefix, "' has kind '", g.kind,
-             "' (allowed: ftrl, adagrad)");
+    AIM_FAIL("optimizer ", recipe, ": group ", label, " has kind '", g.kind,
+             "' (allowed: ftrl, adagrad, adamw)");
   for (const auto& [k, v] : g.settings)
-    AIM_CHECK(used.count(k), "optimizer ", recipe, ": group '", g.prefix, "' (", g.kind,
+    AIM_CHECK(used.count(k), "optimizer ", recipe, ": group ", label, " (", g.kind,
               ") has an unknown setting '", k, "'");
   return r;
 }
@@ -97,10 +100,13 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParame
               ": weight decay is not supported (each group has its own settings)");
     AIM_CHECK(m.ref_lr > 0, "optimizer ", m.name, ": the recipe's reference lr must be > 0");
     std::vector<GroupedOptimizer::Group> groups;
-    for (const models::OptimizerGroup& g : m.groups)
-      groups.push_back({g.prefix, [g, name = m.name](NamedParameters p) {
-                          return make_group_optimizer(name, g, std::move(p));
-                        }});
+    for (const models::OptimizerGroup& g : m.groups) {
+      GroupedOptimizer::Group group{g.prefix, nullptr, g.name_contains};
+      group.make = [g, name = m.name, label = group.label()](NamedParameters p) {
+        return make_group_optimizer(name, g, label, std::move(p));
+      };
+      groups.push_back(std::move(group));
+    }
     auto r = std::make_unique<GroupedOptimizer>(std::move(params), m.ref_lr, std::move(groups));
     r->set_lr(o.lr);
     return r;
