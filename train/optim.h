@@ -1,12 +1,13 @@
 // Optimizers (torch.optim semantics) over named parameters, gradient clipping and learning-rate
 // schedules. Each optimizer's step() runs one fused in-place kernel per parameter
-// (kernels/optim: sgd_update, adam_update, adagrad_update) on the parameter's device; parameters
-// without a gradient are skipped, as in PyTorch.
+// (kernels/optim: sgd_update, adam_update, adagrad_update, ftrl_update; LAMB two,
+// lamb_stage1/2) on the parameter's device; parameters without a gradient are skipped, as in
+// PyTorch.
 //
 // State for checkpoints: state_dict() lists per-parameter tensors named
-// "<parameter name>.<state>" (SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq, step; Adagrad:
-// sum, step; Ftrl: accum, linear, step), step as a 0-d i64 tensor. load_state_dict() copies them
-// back (onto the parameter's device) and continues identically.
+// "<parameter name>.<state>" (SGD: momentum_buffer; Adam and Lamb: exp_avg, exp_avg_sq, step;
+// Adagrad: sum, step; Ftrl: accum, linear, step), step as a 0-d i64 tensor. load_state_dict()
+// copies them back (onto the parameter's device) and continues identically.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -25,9 +26,13 @@ using OptimizerState = std::vector<std::pair<std::string, Tensor>>;
 
 namespace detail {
 template <class A, class = void>
-struct HasStep : std::false_type {};  // update args with a step number (Adam, Adagrad)
+struct HasStep : std::false_type {};  // update args with a step number (Adam, Adagrad, LAMB 1)
 template <class A>
 struct HasStep<A, std::void_t<decltype(std::declval<A&>().step)>> : std::true_type {};
+template <class A, class = void>
+struct HasLr : std::false_type {};  // update args with a learning rate (all but LAMB stage 1)
+template <class A>
+struct HasLr<A, std::void_t<decltype(std::declval<A&>().lr)>> : std::true_type {};
 }  // namespace detail
 
 class Optimizer {
@@ -74,7 +79,7 @@ class Optimizer {
   // (the host step count is then not advanced; state_dict reads the device's).
   template <class Args>
   void set_step_scalars(Slot& s, Args& a) {
-    a.lr = lr_;
+    if constexpr (detail::HasLr<Args>::value) a.lr = lr_;
     if (capturable())
       a.hyper = hyper_;
     else
@@ -129,6 +134,28 @@ class AdamW : public Adam {
   AdamW(NamedParameters params, double lr, double beta1 = 0.9, double beta2 = 0.999,
         double eps = 1e-8, double weight_decay = 0.01)
       : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
+};
+
+// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), as NVIDIA apex
+// FusedLAMB(bias_correction=True, adam_w_mode=True, grad_averaging=True) without its internal
+// gradient clipping (use clip_grad_norm / --clip-norm) and with the trust ratio on every tensor
+// (apex's use_nvlamb=True; plain apex skips it where weight_decay == 0). Per parameter tensor w,
+// with t its step count from 1 (state exp_avg m, exp_avg_sq v, step):
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   m_hat = m / (1 - b1^t);  v_hat = v / (1 - b2^t)
+//   u = m_hat / (sqrt(v_hat) + eps) + weight_decay * w
+//   r = ||w|| / ||u|| when both norms are > 0, else 1
+//   w = w - lr * r * u
+// Two kernels per tensor (kernels/optim lamb_stage1, lamb_stage2): the norms stay on the
+// parameter's device (no host read), so a step can be captured (set_capturable).
+class Lamb : public Optimizer {
+ public:
+  Lamb(NamedParameters params, double lr, double beta1 = 0.9, double beta2 = 0.999,
+       double eps = 1e-6, double weight_decay = 0.01);
+  void step() override;
+
+ private:
+  double beta1_, beta2_, eps_, weight_decay_;
 };
 
 class Adagrad : public Optimizer {

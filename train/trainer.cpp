@@ -65,9 +65,12 @@ std::unique_ptr<Optimizer> make_group_optimizer(const std::string& recipe,
   else if (g.kind == "adamw")
     r = std::make_unique<AdamW>(std::move(p), get("lr", 1e-3), get("beta1", 0.9),
                                 get("beta2", 0.999), get("eps", 1e-8), get("weight_decay", 0.01));
+  else if (g.kind == "lamb")
+    r = std::make_unique<Lamb>(std::move(p), get("lr", 1e-3), get("beta1", 0.9),
+                               get("beta2", 0.999), get("eps", 1e-6), get("weight_decay", 0.01));
   else
     AIM_FAIL("optimizer ", recipe, ": group ", label, " has kind '", g.kind,
-             "' (allowed: ftrl, adagrad, adamw)");
+             "' (allowed: ftrl, adagrad, adamw, lamb)");
   for (const auto& [k, v] : g.settings)
     AIM_CHECK(used.count(k), "optimizer ", recipe, ": group ", label, " (", g.kind,
               ") has an unknown setting '", k, "'");
@@ -94,6 +97,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParame
     return std::make_unique<AdamW>(std::move(params), o.lr, 0.9, 0.999, 1e-8,
                                    wd_set ? o.weight_decay : 0.01);
   if (o.name == "adagrad") return std::make_unique<Adagrad>(std::move(params), o.lr, 0.0, wd);
+  if (o.name == "lamb")
+    return std::make_unique<Lamb>(std::move(params), o.lr, 0.9, 0.999, 1e-6,
+                                  wd_set ? o.weight_decay : 0.01);
   for (const models::ModelOptimizer& m : own) {
     if (m.name != o.name) continue;
     AIM_CHECK(!wd_set || o.weight_decay == 0, "optimizer ", m.name,
@@ -111,7 +117,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParame
     r->set_lr(o.lr);
     return r;
   }
-  std::string allowed = "sgd, adam, adamw, adagrad";
+  std::string allowed = "sgd, adam, adamw, adagrad, lamb";
   for (const models::ModelOptimizer& m : own) allowed += ", " + m.name;
   AIM_FAIL("unknown optimizer '", o.name, "' (allowed: ", allowed, ")");
 }

@@ -2,8 +2,8 @@
 // recipe: names containing "bias" or "LayerNorm.weight" in an AdamW group without weight decay,
 // the rest with weight decay 0.01): the grouped optimizer equals two separate AdamW runs over the
 // two sets, bit for bit; a parameter matching no group is an error naming it; a group with both a
-// prefix and substrings is refused. The same through make_optimizer's model recipes (group kind
-// adamw with its settings by name; unknown kinds and settings are errors).
+// prefix and substrings is refused. The same through make_optimizer's model recipes (group kinds
+// adamw and lamb with their settings by name; unknown kinds and settings are errors).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -137,7 +137,7 @@ models::ModelOptimizer bert_recipe(const std::string& kind) {
 }
 
 TEST(OptimGroups, RecipeKinds) {
-  for (const std::string kind : {"adamw"}) {
+  for (const std::string kind : {"adamw", "lamb"}) {
     SCOPED_TRACE(kind);
     const models::ModelOptimizer m = bert_recipe(kind);
     OptimizerOptions o;
@@ -150,7 +150,11 @@ TEST(OptimGroups, RecipeKinds) {
     EXPECT_DOUBLE_EQ(g->group(0)->lr(), 2e-3);
     EXPECT_EQ(g->group(0)->parameters().size(), 4u);
     EXPECT_EQ(g->group(1)->parameters().size(), 3u);
-    EXPECT_NE(dynamic_cast<AdamW*>(g->group(0)), nullptr);
+    if (kind == "adamw") {
+      EXPECT_NE(dynamic_cast<AdamW*>(g->group(0)), nullptr);
+    } else {
+      EXPECT_NE(dynamic_cast<Lamb*>(g->group(0)), nullptr);
+    }
     set_grads(ps, 1);
     opt->step();
     EXPECT_EQ(opt->state_dict().size(), 3 * kNames.size());
@@ -173,7 +177,8 @@ TEST(OptimGroups, RecipeKinds) {
     make_optimizer(o, make_params(), {bad});
     FAIL() << "unknown kind accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("(allowed: ftrl, adagrad, adamw)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("(allowed: ftrl, adagrad, adamw, lamb)"),
+              std::string::npos)
         << e.what();
   }
 }
