@@ -26,13 +26,18 @@ struct ConfigKey {
 };
 
 // A model's own optimizer (aim-train --optimizer NAME), e.g. Wide&Deep's FTRL + Adagrad: groups of
-// parameters by name prefix, each with one of train/optim.h's optimizers ("ftrl", "adagrad") and
-// its settings ("lr" and the constructor's arguments by name). --lr scales every group's rate by
-// lr / ref_lr (so --lr ref_lr gives the recipe's rates).
+// parameters by name prefix, or by substrings of the name (BERT's no-decay group: names containing
+// "bias" or "LayerNorm.weight"), each with one of train/optim.h's optimizers ("ftrl", "adagrad",
+// "adamw", "lamb") and its settings ("lr" and the constructor's arguments by name). A parameter
+// goes to the first group it matches. --lr scales every group's rate by lr / ref_lr (so --lr
+// ref_lr gives the recipe's rates).
 struct OptimizerGroup {
   std::string prefix;  // parameters whose name starts with it ("" matches every name: last)
-  std::string kind;    // ftrl | adagrad
+  std::string kind;    // ftrl | adagrad | adamw | lamb
   std::map<std::string, double> settings;
+  // When non-empty, the group takes the parameters whose name contains any of these instead
+  // (Hugging Face's `any(nd in n for nd in no_decay)`); prefix must then be "".
+  std::vector<std::string> name_contains = {};
 };
 struct ModelOptimizer {
   std::string name, doc;

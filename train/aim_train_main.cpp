@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     ("epochs", po::value<double>(&to.epochs)->default_value(0),
      "train this many epochs of the data instead of --steps (> 0)")
     ("optimizer", po::value<std::string>(&to.optim.name)->default_value("adam"),
-     "sgd | adam | adamw | adagrad, or one of the model's own (aim-train --help MODEL)")
+     "sgd | adam | adamw | adagrad | lamb, or one of the model's own (aim-train --help MODEL)")
     ("lr", po::value<double>(&to.optim.lr)->default_value(0.01), "learning rate (> 0)")
     ("lr-batch", po::value<double>(&to.optim.lr_batch)->default_value(0),
      "> 0: --lr is per this many samples (lr used = lr * batch / lr-batch)")
@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
     ("nesterov", po::value<bool>(&to.optim.nesterov)->default_value(false)->implicit_value(true),
      "sgd: Nesterov momentum (--nesterov=false turns a recipe's off)")
     ("weight-decay", po::value<double>(&to.optim.weight_decay)->default_value(-1),
-     "L2 (sgd, adam, adagrad) or decoupled (adamw) decay; -1: PyTorch's default")
+     "L2 (sgd, adam, adagrad) or decoupled (adamw, lamb) decay; -1: the optimizer's default "
+     "(0; adamw and lamb 0.01)")
     ("schedule", po::value<std::string>(&to.schedule)->default_value("constant"),
      "constant | step | poly | warmup_linear | warmup_cosine")
     ("warmup", po::value<std::string>(&warmup)->default_value("0"),
@@ -241,7 +242,7 @@ int main(int argc, char** argv) {
       require(to.checkpoint_every >= 0, "--checkpoint-every", ">= 0", to.checkpoint_every);
       require(to.clip_norm >= 0, "--clip-norm", ">= 0", to.clip_norm);
       {
-        std::vector<std::string> optimizers = {"sgd", "adam", "adamw", "adagrad"};
+        std::vector<std::string> optimizers = {"sgd", "adam", "adamw", "adagrad", "lamb"};
         for (const aim::models::ModelOptimizer& m : mc.entry->optimizers)
           optimizers.push_back(m.name);
         if (std::find(optimizers.begin(), optimizers.end(), to.optim.name) == optimizers.end()) {

@@ -267,6 +267,57 @@ void Adam::step() {
   }
 }
 
+// ---- Lamb ------------------------------------------------------------------------------------
+
+Lamb::Lamb(NamedParameters params, double lr, double beta1, double beta2, double eps,
+           double weight_decay)
+    : Optimizer(std::move(params), lr),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps),
+      weight_decay_(weight_decay) {
+  AIM_CHECK(lr >= 0 && eps >= 0 && weight_decay >= 0, "Lamb: invalid lr ", lr, ", eps ", eps,
+            " or weight_decay ", weight_decay);
+  AIM_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "Lamb: invalid betas (", beta1,
+            ", ", beta2, ")");
+  declare_state({"exp_avg", "exp_avg_sq"}, true);
+}
+
+void Lamb::step() {
+  autograd::NoGradGuard no_grad;
+  const std::vector<Slot*> todo = begin_step();
+  if (todo.empty()) return;
+  // Every tensor's two squared norms, zeroed once per step (one fill per device in use).
+  const Device dev = todo.front()->param.device();
+  const Tensor norms = Tensor::zeros({int64_t(todo.size()), 2}, DType::f64, dev);
+  for (size_t k = 0; k < todo.size(); ++k) {
+    Slot& s = *todo[k];
+    kernels::LambStage1Args a;
+    a.param = s.param.data();
+    a.grad = grad_for(s.param);
+    a.exp_avg = state(s, "exp_avg");
+    a.exp_avg_sq = state(s, "exp_avg_sq");
+    a.update = Tensor::empty(s.param.sizes(), kernels::optim_state_dtype(s.param.dtype()),
+                             s.param.device());
+    a.norms = s.param.device() == dev ? norms.select(0, int64_t(k))
+                                      : Tensor::zeros({2}, DType::f64, s.param.device());
+    set_step_scalars(s, a);
+    a.beta1 = beta1_;
+    a.beta2 = beta2_;
+    a.eps = eps_;
+    a.weight_decay = weight_decay_;
+    kernels::lamb_stage1(a);
+
+    kernels::LambStage2Args b;
+    b.param = a.param;
+    b.update = a.update;
+    b.norms = a.norms;
+    b.lr = lr_;
+    b.hyper = a.hyper;
+    kernels::lamb_stage2(b);
+  }
+}
+
 // ---- Adagrad ---------------------------------------------------------------------------------
 
 Adagrad::Adagrad(NamedParameters params, double lr, double lr_decay, double weight_decay,
@@ -345,15 +396,37 @@ void Ftrl::step() {
 
 // ---- GroupedOptimizer ------------------------------------------------------------------------
 
+bool GroupedOptimizer::Group::matches(const std::string& name) const {
+  if (name_contains.empty()) return name.rfind(prefix, 0) == 0;
+  for (const std::string& part : name_contains)
+    if (name.find(part) != std::string::npos) return true;
+  return false;
+}
+
+std::string GroupedOptimizer::Group::label() const {
+  if (name_contains.empty()) return "'" + prefix + "'";
+  std::string r = "name contains";
+  for (size_t i = 0; i < name_contains.size(); ++i)
+    r += (i ? " | '" : " '") + name_contains[i] + "'";
+  return r;
+}
+
 GroupedOptimizer::GroupedOptimizer(NamedParameters params, double lr, std::vector<Group> groups)
     : Optimizer(params, lr), lr0_(lr) {
   AIM_CHECK(lr > 0, "GroupedOptimizer: reference learning rate must be > 0, got ", lr);
   AIM_CHECK(!groups.empty(), "GroupedOptimizer: no groups");
+  std::string labels;
+  for (const Group& g : groups) {
+    AIM_CHECK(g.name_contains.empty() || g.prefix.empty(), "GroupedOptimizer: group '", g.prefix,
+              "' has both a prefix and name_contains (a group matches by one of them)");
+    labels += (labels.empty() ? "" : ", ") + g.label();
+  }
   std::vector<NamedParameters> parts(groups.size());
   for (auto& [name, p] : params) {
     size_t g = 0;
-    while (g < groups.size() && name.rfind(groups[g].prefix, 0) != 0) ++g;
-    AIM_CHECK(g < groups.size(), "GroupedOptimizer: parameter ", name, " matches no group prefix");
+    while (g < groups.size() && !groups[g].matches(name)) ++g;
+    AIM_CHECK(g < groups.size(), "GroupedOptimizer: parameter ", name,
+              " matches no group (groups: ", labels, ")");
     parts[g].push_back({name, p});
   }
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -362,7 +435,7 @@ GroupedOptimizer::GroupedOptimizer(NamedParameters params, double lr, std::vecto
       sub_lr0_.push_back(0);
       continue;
     }
-    AIM_CHECK(groups[g].make, "GroupedOptimizer: group '", groups[g].prefix, "' has no factory");
+    AIM_CHECK(groups[g].make, "GroupedOptimizer: group ", groups[g].label(), " has no factory");
     subs_.push_back(groups[g].make(std::move(parts[g])));
     sub_lr0_.push_back(subs_.back()->lr());
   }

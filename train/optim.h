@@ -1,12 +1,13 @@
 // Optimizers (torch.optim semantics) over named parameters, gradient clipping and learning-rate
 // schedules. Each optimizer's step() runs one fused in-place kernel per parameter
-// (kernels/optim: sgd_update, adam_update, adagrad_update) on the parameter's device; parameters
-// without a gradient are skipped, as in PyTorch.
+// (kernels/optim: sgd_update, adam_update, adagrad_update, ftrl_update; LAMB two,
+// lamb_stage1/2) on the parameter's device; parameters without a gradient are skipped, as in
+// PyTorch.
 //
 // State for checkpoints: state_dict() lists per-parameter tensors named
-// "<parameter name>.<state>" (SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq, step; Adagrad:
-// sum, step; Ftrl: accum, linear, step), step as a 0-d i64 tensor. load_state_dict() copies them
-// back (onto the parameter's device) and continues identically.
+// "<parameter name>.<state>" (SGD: momentum_buffer; Adam and Lamb: exp_avg, exp_avg_sq, step;
+// Adagrad: sum, step; Ftrl: accum, linear, step), step as a 0-d i64 tensor. load_state_dict()
+// copies them back (onto the parameter's device) and continues identically.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -25,9 +26,13 @@ using OptimizerState = std::vector<std::pair<std::string, Tensor>>;
 
 namespace detail {
 template <class A, class = void>
-struct HasStep : std::false_type {};  // update args with a step number (Adam, Adagrad)
+struct HasStep : std::false_type {};  // update args with a step number (Adam, Adagrad, LAMB 1)
 template <class A>
 struct HasStep<A, std::void_t<decltype(std::declval<A&>().step)>> : std::true_type {};
+template <class A, class = void>
+struct HasLr : std::false_type {};  // update args with a learning rate (all but LAMB stage 1)
+template <class A>
+struct HasLr<A, std::void_t<decltype(std::declval<A&>().lr)>> : std::true_type {};
 }  // namespace detail
 
 class Optimizer {
@@ -74,7 +79,7 @@ class Optimizer {
   // (the host step count is then not advanced; state_dict reads the device's).
   template <class Args>
   void set_step_scalars(Slot& s, Args& a) {
-    a.lr = lr_;
+    if constexpr (detail::HasLr<Args>::value) a.lr = lr_;
     if (capturable())
       a.hyper = hyper_;
     else
@@ -131,6 +136,28 @@ class AdamW : public Adam {
       : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
 };
 
+// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), as NVIDIA apex
+// FusedLAMB(bias_correction=True, adam_w_mode=True, grad_averaging=True) without its internal
+// gradient clipping (use clip_grad_norm / --clip-norm) and with the trust ratio on every tensor
+// (apex's use_nvlamb=True; plain apex skips it where weight_decay == 0). Per parameter tensor w,
+// with t its step count from 1 (state exp_avg m, exp_avg_sq v, step):
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   m_hat = m / (1 - b1^t);  v_hat = v / (1 - b2^t)
+//   u = m_hat / (sqrt(v_hat) + eps) + weight_decay * w
+//   r = ||w|| / ||u|| when both norms are > 0, else 1
+//   w = w - lr * r * u
+// Two kernels per tensor (kernels/optim lamb_stage1, lamb_stage2): the norms stay on the
+// parameter's device (no host read), so a step can be captured (set_capturable).
+class Lamb : public Optimizer {
+ public:
+  Lamb(NamedParameters params, double lr, double beta1 = 0.9, double beta2 = 0.999,
+       double eps = 1e-6, double weight_decay = 0.01);
+  void step() override;
+
+ private:
+  double beta1_, beta2_, eps_, weight_decay_;
+};
+
 class Adagrad : public Optimizer {
  public:
   Adagrad(NamedParameters params, double lr = 0.01, double lr_decay = 0, double weight_decay = 0,
@@ -160,20 +187,26 @@ class Ftrl : public Optimizer {
   double power_, initial_accumulator_value_, l1_, l2_;
 };
 
-// Routes parameters by name prefix to sub-optimizers: each parameter goes to the first group
-// whose prefix its name starts with ("" matches every name, so put it last). Every parameter
-// must match a group. step() steps every group; set_lr(x) sets each group's learning rate to
-// its own initial rate * x / lr0, where lr0 = the `lr` given here (so a constant schedule at lr0
-// keeps each group's rate; other schedules scale every group alike). state_dict() is the union
-// of the groups' (parameter names are unique); load_state_dict() routes each key to the group
-// owning its parameter: an unknown key fails before anything is written; a shape or dtype
-// mismatch fails in its group before that group writes (earlier groups are then loaded).
+// Routes parameters by name to sub-optimizers: each parameter goes to the first group it matches.
+// A group matches by name prefix ("" matches every name, so put it last), or, when its
+// name_contains list is non-empty, the names that contain any of its strings (Hugging Face's
+// no-decay rule: {"bias", "LayerNorm.weight"}; the prefix must then be ""). Every parameter
+// must match a group (else an error naming it). step() steps every group; set_lr(x) sets each
+// group's learning rate to its own initial rate * x / lr0, where lr0 = the `lr` given here (so a
+// constant schedule at lr0 keeps each group's rate; other schedules scale every group alike).
+// state_dict() is the union of the groups' (parameter names are unique); load_state_dict() routes
+// each key to the group owning its parameter: an unknown key fails before anything is written; a
+// shape or dtype mismatch fails in its group before that group writes (earlier groups are then
+// loaded).
 class GroupedOptimizer : public Optimizer {
  public:
   using Make = std::function<std::unique_ptr<Optimizer>(NamedParameters)>;
   struct Group {
     std::string prefix;
     Make make;  // builds the group's optimizer over its parameters (not called when it has none)
+    std::vector<std::string> name_contains = {};  // non-empty: match by substring, not prefix
+    bool matches(const std::string& name) const;
+    std::string label() const;  // for messages: 'prefix' or name contains 'a' | 'b'
   };
   GroupedOptimizer(NamedParameters params, double lr, std::vector<Group> groups);
   void step() override;

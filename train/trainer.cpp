@@ -47,7 +47,7 @@ namespace {
 // (PyTorch's / TF's defaults where a setting is absent); an unknown kind or setting is an error.
 std::unique_ptr<Optimizer> make_group_optimizer(const std::string& recipe,
                                                 const models::OptimizerGroup& g,
-                                                NamedParameters p) {
+                                                const std::string& label, NamedParameters p) {
   std::set<std::string> used;
   auto get = [&](const char* key, double dflt) {
     used.insert(key);
@@ -62,11 +62,17 @@ std::unique_ptr<Optimizer> make_group_optimizer(const std::string& recipe,
     r = std::make_unique<Adagrad>(std::move(p), get("lr", 0.01), get("lr_decay", 0),
                                   get("weight_decay", 0), get("eps", 1e-10),
                                   get("initial_accumulator_value", 0));
+  else if (g.kind == "adamw")
+    r = std::make_unique<AdamW>(std::move(p), get("lr", 1e-3), get("beta1", 0.9),
+                                get("beta2", 0.999), get("eps", 1e-8), get("weight_decay", 0.01));
+  else if (g.kind == "lamb")
+    r = std::make_unique<Lamb>(std::move(p), get("lr", 1e-3), get("beta1", 0.9),
+                               get("beta2", 0.999), get("eps", 1e-6), get("weight_decay", 0.01));
   else
-    AIM_FAIL("optimizer ", recipe, ": group '", g.prefix, "' has kind '", g.kind,
-             "' (allowed: ftrl, adagrad)");
+    AIM_FAIL("optimizer ", recipe, ": group ", label, " has kind '", g.kind,
+             "' (allowed: ftrl, adagrad, adamw, lamb)");
   for (const auto& [k, v] : g.settings)
-    AIM_CHECK(used.count(k), "optimizer ", recipe, ": group '", g.prefix, "' (", g.kind,
+    AIM_CHECK(used.count(k), "optimizer ", recipe, ": group ", label, " (", g.kind,
               ") has an unknown setting '", k, "'");
   return r;
 }
@@ -91,21 +97,27 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, NamedParame
     return std::make_unique<AdamW>(std::move(params), o.lr, 0.9, 0.999, 1e-8,
                                    wd_set ? o.weight_decay : 0.01);
   if (o.name == "adagrad") return std::make_unique<Adagrad>(std::move(params), o.lr, 0.0, wd);
+  if (o.name == "lamb")
+    return std::make_unique<Lamb>(std::move(params), o.lr, 0.9, 0.999, 1e-6,
+                                  wd_set ? o.weight_decay : 0.01);
   for (const models::ModelOptimizer& m : own) {
     if (m.name != o.name) continue;
     AIM_CHECK(!wd_set || o.weight_decay == 0, "optimizer ", m.name,
               ": weight decay is not supported (each group has its own settings)");
     AIM_CHECK(m.ref_lr > 0, "optimizer ", m.name, ": the recipe's reference lr must be > 0");
     std::vector<GroupedOptimizer::Group> groups;
-    for (const models::OptimizerGroup& g : m.groups)
-      groups.push_back({g.prefix, [g, name = m.name](NamedParameters p) {
-                          return make_group_optimizer(name, g, std::move(p));
-                        }});
+    for (const models::OptimizerGroup& g : m.groups) {
+      GroupedOptimizer::Group group{g.prefix, nullptr, g.name_contains};
+      group.make = [g, name = m.name, label = group.label()](NamedParameters p) {
+        return make_group_optimizer(name, g, label, std::move(p));
+      };
+      groups.push_back(std::move(group));
+    }
     auto r = std::make_unique<GroupedOptimizer>(std::move(params), m.ref_lr, std::move(groups));
     r->set_lr(o.lr);
     return r;
   }
-  std::string allowed = "sgd, adam, adamw, adagrad";
+  std::string allowed = "sgd, adam, adamw, adagrad, lamb";
   for (const models::ModelOptimizer& m : own) allowed += ", " + m.name;
   AIM_FAIL("unknown optimizer '", o.name, "' (allowed: ", allowed, ")");
 }

@@ -15,8 +15,8 @@
 // - train/reporter.h: between the steps: the one host read of losses, flags and device errors
 //   (train/readback.h), progress lines, evaluation, checkpoints (train/checkpoint.h), the
 //   profiled window and its report (profiler/report.h, shared with aim-infer), the closing figures;
-// - TestHooks below: fault injection for tests, off by default. What a model or a layer must decide is
-// asked of it (ModelEntry::optimizers, Module::uses_batch_statistics and friends): no file in
+// - TestHooks below: fault injection for tests, off by default. What a model or a layer must decide
+// is asked of it (ModelEntry::optimizers, Module::uses_batch_statistics and friends): no file in
 // train/ names a model or a layer type (tests/house/check_model_knowledge.py).
 //
 // Checkpoint file: <checkpoint_dir>/checkpoint.safetensors, tensors "model.<state_dict key>" and
@@ -85,14 +85,14 @@ struct DistOptions {
 };
 
 struct OptimizerOptions {
-  std::string name = "adam";  // sgd | adam | adamw | adagrad | one of the model's own
+  std::string name = "adam";  // sgd | adam | adamw | adagrad | lamb | one of the model's own
   double lr = 1e-2;
   // > 0: lr is per lr_batch samples, the optimizer uses lr * batch_size / lr_batch (linear
   // scaling, as the AI Matrix CNN recipe's "1.0 * B / 1024").
   double lr_batch = 0;
   double momentum = 0;       // sgd
   bool nesterov = false;     // sgd (needs momentum > 0)
-  double weight_decay = -1;  // < 0: the optimizer's PyTorch default (0; AdamW 0.01)
+  double weight_decay = -1;  // < 0: the optimizer's default (0; AdamW and Lamb 0.01)
 };
 
 // Fault injection for tests, all off by default (the trainer's only test-only code paths).

@@ -1,5 +1,6 @@
 // Fused in-place optimizer updates (torch.optim semantics): SGD (momentum, dampening, Nesterov,
-// weight decay), Adam / AdamW, Adagrad. One call updates one parameter tensor and its state.
+// weight decay), Adam / AdamW, Adagrad, FTRL, and LAMB in two stages (apex FusedLAMB). One call
+// updates one parameter tensor and its state.
 // Shapes: param, grad: any shape, same numel, contiguous; state tensors (momentum_buf, exp_avg,
 // exp_avg_sq, sum): same numel, contiguous, dtype optim_state_dtype(param dtype) (f32 for
 // f32/f16/bf16 parameters, f64 for f64). Everything on the same device.
@@ -11,6 +12,7 @@
 // and counts its steps on the device at every replay (PyTorch's capturable=True).
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/op.h"
 
@@ -76,6 +78,50 @@ struct AdagradUpdateArgs {
     f.in("grad", s.grad), f.in_opt("hyper", s.hyper), f.out("param", s.param), f.out("sum", s.sum);
     f.param("lr", s.lr), f.param("lr_decay", s.lr_decay);
     f.param("weight_decay", s.weight_decay), f.param("eps", s.eps), f.param("step", s.step);
+  }
+};
+
+// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"; NVIDIA apex FusedLAMB with
+// bias_correction, adam_w_mode, grad_averaging, no gradient clipping inside) in two stages per
+// parameter tensor, so the trust ratio is never read on the host:
+//   stage 1: m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2   (Adam's moments, adam_moments)
+//            u = (m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * w,  bc = 1 - b^step
+//            norms[0] += sum w^2,  norms[1] += sum u^2  (in double; the caller zeroes norms)
+//   stage 2: r = ||w|| / ||u|| when both are > 0, else 1 (lamb_trust_ratio);  w -= lr * r * u
+// `update` is a scratch tensor of the state dtype holding u between the stages.
+struct LambStage1Args {
+  Tensor param;       // [n] read: w before the update
+  Tensor grad;        // [n]
+  Tensor exp_avg;     // [n] updated in place (m)
+  Tensor exp_avg_sq;  // [n] updated in place (v)
+  Tensor update;      // [n] state dtype, written: u
+  Tensor norms;       // [2] f64 on param's device: += {sum w^2, sum u^2}
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weight_decay = 0.01;
+  int64_t step = 1;  // this step's number, counted from 1
+  Tensor hyper;      // optional {lr, step} on the device (capturable): step read there
+  Device device() const { return param.device(); }
+  DType dtype() const { return param.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("param", s.param), f.in("grad", s.grad), f.in_opt("hyper", s.hyper);
+    f.out("exp_avg", s.exp_avg), f.out("exp_avg_sq", s.exp_avg_sq), f.out("update", s.update);
+    f.out("norms", s.norms);
+    f.param("beta1", s.beta1), f.param("beta2", s.beta2), f.param("eps", s.eps);
+    f.param("weight_decay", s.weight_decay), f.param("step", s.step);
+  }
+};
+struct LambStage2Args {
+  Tensor param;   // [n] updated in place
+  Tensor update;  // [n] state dtype: u from stage 1
+  Tensor norms;   // [2] f64 on param's device: {sum w^2, sum u^2} from stage 1
+  double lr = 0;
+  Tensor hyper;  // optional {lr, step} on the device (capturable): lr read there
+  Device device() const { return param.device(); }
+  DType dtype() const { return param.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("update", s.update), f.in("norms", s.norms), f.in_opt("hyper", s.hyper);
+    f.out("param", s.param), f.param("lr", s.lr);
   }
 };
 
@@ -164,6 +210,18 @@ inline Cost grad_clip_scale_cost(const GradClipScaleArgs& a) {
   const double n = double(a.x.numel()), e = double(dtype_size(a.x.dtype()));
   return Cost{n, n * e + 8, n * e};
 }
+// Stage 1 reads w, g, m, v and writes m, v, u (and the two norms); stage 2 reads w, u and the
+// norms and writes w.
+inline Cost lamb_stage1_cost(const LambStage1Args& a) {
+  const double n = double(a.param.numel()), p = double(dtype_size(a.param.dtype()));
+  const double s = double(dtype_size(optim_state_dtype(a.param.dtype())));
+  return Cost{18 * n, n * (2 * p + 2 * s) + 16, n * 3 * s + 16};
+}
+inline Cost lamb_stage2_cost(const LambStage2Args& a) {
+  const double n = double(a.param.numel()), p = double(dtype_size(a.param.dtype()));
+  const double s = double(dtype_size(optim_state_dtype(a.param.dtype())));
+  return Cost{2 * n, n * (p + s) + 16, n * p};
+}
 inline Cost amp_unscale_cost(const AmpUnscaleArgs& a) {
   const double n = double(a.grad.numel()), e = double(dtype_size(a.grad.dtype()));
   return Cost{2 * n, n * e, n * e};
@@ -176,6 +234,8 @@ void amp_unscale(const AmpUnscaleArgs& a);
 void ftrl_update(const FtrlUpdateArgs& a);
 void grad_sq_sum(const GradSqSumArgs& a);
 void grad_clip_scale(const GradClipScaleArgs& a);
+void lamb_stage1(const LambStage1Args& a);
+void lamb_stage2(const LambStage2Args& a);
 
 // Argument checks shared by every variant ("" when fine, else the reason, prefixed by the op).
 std::string check_sgd_update(const SgdUpdateArgs& a);
@@ -185,6 +245,8 @@ std::string check_amp_unscale(const AmpUnscaleArgs& a);
 std::string check_ftrl_update(const FtrlUpdateArgs& a);
 std::string check_grad_sq_sum(const GradSqSumArgs& a);
 std::string check_grad_clip_scale(const GradClipScaleArgs& a);
+std::string check_lamb_stage1(const LambStage1Args& a);
+std::string check_lamb_stage2(const LambStage2Args& a);
 
 // Host and device code (__host__ __device__ under nvcc).
 #if defined(__CUDACC__)
@@ -200,6 +262,28 @@ struct AdamScalars {
 AIM_OPTIM_HD inline AdamScalars adam_scalars(double lr, double step, double beta1, double beta2,
                                              double weight_decay) {
   return {lr / (1.0 - pow(beta1, step)), sqrt(1.0 - pow(beta2, step)), 1.0 - lr * weight_decay};
+}
+// Adam's moments of one element in the compute type A, every Adam and LAMB variant:
+// m = m + (1 - beta1) (g - m) (PyTorch's lerp; = beta1 m + (1 - beta1) g), v = beta2 v + (1 -
+// beta2) g^2. b1c = 1 - beta1, b2c = 1 - beta2.
+template <class A>
+AIM_OPTIM_HD inline void adam_moments(A g, A& m, A& v, A b1c, A b2, A b2c) {
+  m += b1c * (g - m);
+  v = b2 * v + b2c * g * g;
+}
+// Adam's bias-corrected direction times step_size (Adam: lr / bc1, LAMB: 1 / bc1; both from
+// adam_scalars): step_size * m / (sqrt(v) / bc2_sqrt + eps).
+template <class A>
+AIM_OPTIM_HD inline A adam_direction(A m, A v, A step_size, A bc2_sqrt, A eps) {
+  if constexpr (std::is_same_v<A, float>) {
+    return step_size * m / (sqrtf(v) / bc2_sqrt + eps);
+  } else {
+    return step_size * m / (sqrt(v) / bc2_sqrt + eps);
+  }
+}
+// LAMB's trust ratio from the squared norms of w and u: ||w|| / ||u|| when both are > 0, else 1.
+AIM_OPTIM_HD inline double lamb_trust_ratio(double w_sq, double u_sq) {
+  return w_sq > 0 && u_sq > 0 ? sqrt(w_sq) / sqrt(u_sq) : 1.0;
 }
 // Adagrad's decayed learning rate at a step (counted from 1).
 AIM_OPTIM_HD inline double adagrad_lr(double lr, double step, double lr_decay) {

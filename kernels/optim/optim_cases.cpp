@@ -132,6 +132,51 @@ TestCase make_clip_case(const TestShape& s, DType t, uint64_t seed) {
   return to_case(a);
 }
 
+// LAMB stage 1. mode 0: step 1, no weight decay, norms start at 0; 1: step 3, wd 0.01, norms
+// start at {1.5, 2.5} (accumulates); 2: capturable (step 7 from hyper; the field is a wrong 1),
+// wd 0.1. update is poisoned (fully written).
+TestCase make_lamb_stage1_case(const TestShape& s, DType t, uint64_t seed) {
+  const int64_t n = s[0];
+  const int mode = int(s[1]);
+  auto a = base_args<LambStage1Args>(
+      n, t, seed, mode == 2 ? std::vector<double>{0.5, 7} : std::vector<double>{});
+  const DType st = optim_state_dtype(t);
+  a.exp_avg = random_tensor({n}, st, seed + 2, -0.5, 0.5);
+  a.exp_avg_sq = random_tensor({n}, st, seed + 3, 0.01, 1.0);
+  a.update = poison_tensor({n}, st);
+  a.norms = Tensor::from_vector(
+      mode == 1 ? std::vector<double>{1.5, 2.5} : std::vector<double>{0.0, 0.0}, {2});
+  a.beta1 = 0.9;
+  a.beta2 = 0.999;
+  a.eps = 1e-6;
+  a.weight_decay = mode == 0 ? 0.0 : mode == 1 ? 0.01 : 0.1;
+  a.step = mode == 1 ? 3 : 1;
+  return to_case(a);
+}
+
+// LAMB stage 2, from norms {w^2, u^2}. mode 0: {4, 9} (ratio 2/3); 1: ||w|| = 0 (ratio 1);
+// 2: ||u|| = 0 (ratio 1); 3: capturable (lr 0.02 from hyper; the field is a wrong 1.0), norms
+// {2.25, 0.36} (ratio 2.5).
+TestCase make_lamb_stage2_case(const TestShape& s, DType t, uint64_t seed) {
+  const int64_t n = s[0];
+  const int mode = int(s[1]);
+  LambStage2Args a;
+  a.param = random_tensor({n}, t, seed);
+  a.update = random_tensor({n}, optim_state_dtype(t), seed + 1, -2.0, 2.0);
+  const std::vector<std::vector<double>> norms = {{4, 9}, {0, 9}, {4, 0}, {2.25, 0.36}};
+  a.norms = Tensor::from_vector(norms[size_t(mode)], {2});
+  a.lr = mode == 3 ? 1.0 : 0.01;
+  if (mode == 3) a.hyper = Tensor::from_vector(std::vector<double>{0.02, 4}, {2});
+  return to_case(a);
+}
+
+// The LAMB cases run their reference in the case's dtypes (norms stay f64), and the variants
+// compute u and the sums of squares from f32 values for f32 and 16-bit parameters: f64 outputs
+// (the norms, and every output of f64 parameters) are compared at f32's tolerance.
+Tolerance lamb_tolerance(DType t, const TestShape&) {
+  return default_tolerance(t == DType::f64 ? DType::f32 : t);
+}
+
 bool simt_size(const TestShape& s) { return s[0] < 10000; }
 
 }  // namespace aim::kernels::optim_cpu

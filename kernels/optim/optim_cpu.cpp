@@ -59,13 +59,21 @@ double hyper_at(const Tensor& h, int i) {
   return h.dtype() == DType::f64 ? static_cast<const double*>(h.raw_data())[i]
                                  : double(static_cast<const float*>(h.raw_data())[i]);
 }
+template <class A, class = void>
+struct HasLr : std::false_type {};
+template <class A>
+struct HasLr<A, std::void_t<decltype(std::declval<A&>().lr)>> : std::true_type {};
+template <class A, class = void>
+struct HasStep : std::false_type {};  // Adam, Adagrad, LAMB stage 1
+template <class A>
+struct HasStep<A, std::void_t<decltype(std::declval<A&>().step)>> : std::true_type {};
+
 template <class Args>
 Args resolved(const Args& a) {
   Args r = a;
   if (!a.hyper.defined()) return r;
-  r.lr = hyper_at(a.hyper, 0);
-  if constexpr (std::is_same_v<Args, AdamUpdateArgs> || std::is_same_v<Args, AdagradUpdateArgs>)
-    r.step = int64_t(std::llround(hyper_at(a.hyper, 1)));
+  if constexpr (HasLr<Args>::value) r.lr = hyper_at(a.hyper, 0);
+  if constexpr (HasStep<Args>::value) r.step = int64_t(std::llround(hyper_at(a.hyper, 1)));
   r.hyper = Tensor();
   return r;
 }
@@ -126,12 +134,11 @@ void adam_loop(const AdamUpdateArgs& args) {
       pi *= decay;
     else if (wd != A(0))
       gi += wd * pi;
-    A mi = load<A>(m[i]);
-    mi += b1c * (gi - mi);
-    const A vi = b2 * load<A>(v[i]) + b2c * gi * gi;
+    A mi = load<A>(m[i]), vi = load<A>(v[i]);
+    adam_moments(gi, mi, vi, b1c, b2, b2c);
     m[i] = store<S>(mi);
     v[i] = store<S>(vi);
-    p[i] = store<P>(pi - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps));
+    p[i] = store<P>(pi - adam_direction(mi, vi, step_size, bc2_sqrt, eps));
   }
 }
 
@@ -241,6 +248,54 @@ void ftrl_cpu_ref(const FtrlUpdateArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { ftrl_loop<P, StateT<P>>(a); });
 }
 
+// LAMB (optim.h): every value in double. Stage 1 sums the squares of w and of u as stored (the
+// update stage 2 applies) in element order, continuing from norms.
+template <class P, class S>
+void lamb_stage1_loop(const LambStage1Args& args) {
+  const LambStage1Args a = resolved(args);
+  const P* p = static_cast<const P*>(a.param.raw_data());
+  const P* g = static_cast<const P*>(a.grad.raw_data());
+  S* m = static_cast<S*>(a.exp_avg.raw_data());
+  S* v = static_cast<S*>(a.exp_avg_sq.raw_data());
+  S* u = static_cast<S*>(a.update.raw_data());
+  double* norms = static_cast<double*>(a.norms.raw_data());
+  const AdamScalars sc = adam_scalars(1.0, double(a.step), a.beta1, a.beta2, 0.0);
+  double w_sq = norms[0], u_sq = norms[1];
+  for (int64_t i = 0; i < a.param.numel(); ++i) {
+    const double wi = load<double>(p[i]);
+    double mi = load<double>(m[i]), vi = load<double>(v[i]);
+    adam_moments(load<double>(g[i]), mi, vi, 1.0 - a.beta1, a.beta2, 1.0 - a.beta2);
+    m[i] = store<S>(mi);
+    v[i] = store<S>(vi);
+    u[i] = store<S>(adam_direction(mi, vi, sc.step_size, sc.bc2_sqrt, a.eps) + a.weight_decay * wi);
+    const double ui = load<double>(u[i]);
+    w_sq += wi * wi;
+    u_sq += ui * ui;
+  }
+  norms[0] = w_sq;
+  norms[1] = u_sq;
+}
+
+template <class P, class S>
+void lamb_stage2_loop(const LambStage2Args& args) {
+  const LambStage2Args a = resolved(args);
+  P* p = static_cast<P*>(a.param.raw_data());
+  const S* u = static_cast<const S*>(a.update.raw_data());
+  const double* norms = static_cast<const double*>(a.norms.raw_data());
+  const double step = a.lr * lamb_trust_ratio(norms[0], norms[1]);
+  for (int64_t i = 0; i < a.param.numel(); ++i)
+    p[i] = store<P>(load<double>(p[i]) - step * load<double>(u[i]));
+}
+
+void lamb_stage1_cpu_ref(const LambStage1Args& a) {
+  if (auto why = check_lamb_stage1(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { lamb_stage1_loop<P, StateT<P>>(a); });
+}
+void lamb_stage2_cpu_ref(const LambStage2Args& a) {
+  if (auto why = check_lamb_stage2(a); !why.empty()) AIM_FAIL(why);
+  AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { lamb_stage2_loop<P, StateT<P>>(a); });
+}
+
 // Sum of squares in one double, element after element (the order of the host loop it replaced,
 // continuing from acc[0], so consecutive tensors sum exactly as one long loop).
 void grad_sq_sum_cpu_ref(const GradSqSumArgs& a) {
@@ -310,6 +365,31 @@ std::string check_grad_clip_scale(const GradClipScaleArgs& a) {
   return "";
 }
 
+namespace {
+std::string check_norms(const char* op, const Tensor& norms, const Tensor& param) {
+  if (!norms.defined() || norms.numel() != 2 || !norms.is_contiguous() ||
+      norms.dtype() != DType::f64 || norms.device() != param.device())
+    return str("[", op, "] norms must be 2 contiguous f64 values on ", param.device().str());
+  return "";
+}
+}  // namespace
+std::string check_lamb_stage1(const LambStage1Args& a) {
+  if (auto why = check_hyper("lamb_stage1", a.hyper, a.param); !why.empty()) return why;
+  if (!a.hyper.defined() && a.step < 1)
+    return str("[lamb_stage1] step counts from 1, got ", a.step);
+  if (auto why = check_norms("lamb_stage1", a.norms, a.param); !why.empty()) return why;
+  return check_common(
+      "lamb_stage1", a.param, a.grad,
+      {{"exp_avg", &a.exp_avg}, {"exp_avg_sq", &a.exp_avg_sq}, {"update", &a.update}});
+}
+std::string check_lamb_stage2(const LambStage2Args& a) {
+  if (!a.param.defined()) return "[lamb_stage2] param is undefined";
+  if (auto why = check_hyper("lamb_stage2", a.hyper, a.param); !why.empty()) return why;
+  if (auto why = check_norms("lamb_stage2", a.norms, a.param); !why.empty()) return why;
+  // No gradient in this stage: param stands in for it in the shared check.
+  return check_common("lamb_stage2", a.param, a.param, {{"update", &a.update}});
+}
+
 std::string check_sgd_update(const SgdUpdateArgs& a) {
   if (auto why = check_hyper("sgd_update", a.hyper, a.param); !why.empty()) return why;
   if (a.momentum != 0.0) {
@@ -345,6 +425,8 @@ void grad_sq_sum(const GradSqSumArgs& a) { AIM_DISPATCH_OP(GradSqSumArgs, "grad_
 void grad_clip_scale(const GradClipScaleArgs& a) {
   AIM_DISPATCH_OP(GradClipScaleArgs, "grad_clip_scale", a);
 }
+void lamb_stage1(const LambStage1Args& a) { AIM_DISPATCH_OP(LambStage1Args, "lamb_stage1", a); }
+void lamb_stage2(const LambStage2Args& a) { AIM_DISPATCH_OP(LambStage2Args, "lamb_stage2", a); }
 
 void register_optim_cpu(Registry& r) {
   auto& s = r.op<SgdUpdateArgs>("sgd_update");
@@ -424,6 +506,32 @@ void register_optim_cpu(Registry& r) {
   cl.ref_uses_case_dtype = true;  // norm stays f64
   cl.add_test_shapes(optim_cpu::test_shapes(2));
   cl.small_enough_for_simt = optim_cpu::simt_size;
+
+  // LAMB: cpu.ref (in double) is the CPU default. The cases keep their dtypes in the reference
+  // (norms stay f64); its tolerance is f32's for f64 outputs too (optim_cases.cpp).
+  auto& l1 = r.op<LambStage1Args>("lamb_stage1");
+  l1.description = "LAMB stage 1: Adam moments, update u, sum w^2 and u^2 into a device f64 [2]";
+  l1.add({"cpu.ref", Backend::CPU, Provider::Own, lamb_stage1_cpu_ref, float_dtypes()});
+  l1.set_default(Backend::CPU, "cpu.ref");
+  l1.set_cost(lamb_stage1_cost);
+  l1.make_case = optim_cpu::make_lamb_stage1_case;
+  l1.set_shape_fields(optim_cpu::shape_fields());
+  l1.ref_uses_case_dtype = true;
+  l1.tolerance = optim_cpu::lamb_tolerance;
+  l1.add_test_shapes(optim_cpu::test_shapes(3));
+  l1.small_enough_for_simt = optim_cpu::simt_size;
+
+  auto& l2 = r.op<LambStage2Args>("lamb_stage2");
+  l2.description = "LAMB stage 2: w -= lr * trust ratio * u, the ratio from the device norms";
+  l2.add({"cpu.ref", Backend::CPU, Provider::Own, lamb_stage2_cpu_ref, float_dtypes()});
+  l2.set_default(Backend::CPU, "cpu.ref");
+  l2.set_cost(lamb_stage2_cost);
+  l2.make_case = optim_cpu::make_lamb_stage2_case;
+  l2.set_shape_fields(optim_cpu::shape_fields());
+  l2.ref_uses_case_dtype = true;
+  l2.tolerance = optim_cpu::lamb_tolerance;
+  l2.add_test_shapes(optim_cpu::test_shapes(4));
+  l2.small_enough_for_simt = optim_cpu::simt_size;
 }
 
 }  // namespace aim::kernels

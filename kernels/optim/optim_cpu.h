@@ -21,6 +21,9 @@ TestCase make_unscale_case(const TestShape& s, DType t, uint64_t seed);
 TestCase make_ftrl_case(const TestShape& s, DType t, uint64_t seed);
 TestCase make_sq_sum_case(const TestShape& s, DType t, uint64_t seed);
 TestCase make_clip_case(const TestShape& s, DType t, uint64_t seed);
+TestCase make_lamb_stage1_case(const TestShape& s, DType t, uint64_t seed);
+TestCase make_lamb_stage2_case(const TestShape& s, DType t, uint64_t seed);
+Tolerance lamb_tolerance(DType t, const TestShape& s);
 bool simt_size(const TestShape& s);
 
 }  // namespace aim::kernels::optim_cpu

@@ -15,6 +15,14 @@
 // additions varies (last bits of the norm are not run-to-run identical).
 // grad_clip_scale / cuda.fused: grid-stride; each thread reads the device norm (one broadcast
 // 8-byte load), computes coef, and scales when coef < 1. No host read of the norm.
+// lamb_stage1 / cuda.fused: adam_kernel's mapping and moment math (adam_moments, adam_direction
+// in the accumulator type), writing u to the scratch tensor instead of touching w; each thread
+// also sums w^2 and u^2 (u as stored) in double, then a block sum and one atomicAdd(double) per
+// block and norm, as grad_sq_sum (the last bits of the norms vary run to run). Traffic 2P + 5S
+// bytes per element: bandwidth bound.
+// lamb_stage2 / cuda.fused: grid-stride; each thread reads the two device norms (broadcast
+// loads), computes lr * trust ratio in double (lamb_trust_ratio), and applies w -= that * u in
+// the accumulator type. Traffic 2P + S bytes per element. No host read between the stages.
 #include "kernels/cuda_common.h"
 #include "kernels/optim/optim.h"
 
@@ -82,13 +90,60 @@ __global__ void adam_kernel(P* p, const P* g, StateOf<P>* m, StateOf<P>* v, int6
       pi *= s.decay;
     else if (s.wd != A(0))
       gi += s.wd * pi;
-    A mi = A(m[i]);
-    mi += s.b1c * (gi - mi);
-    const A vi = s.b2 * A(v[i]) + s.b2c * gi * gi;
+    A mi = A(m[i]), vi = A(v[i]);
+    adam_moments(gi, mi, vi, s.b1c, s.b2, s.b2c);
     m[i] = StateOf<P>(mi);
     v[i] = StateOf<P>(vi);
-    p[i] = from_acc<P>(pi - s.step_size * mi / (sqrt(vi) / s.bc2_sqrt + s.eps));
+    p[i] = from_acc<P>(pi - adam_direction(mi, vi, s.step_size, s.bc2_sqrt, s.eps));
   }
+}
+
+template <class A>
+struct LambScalars {
+  A b1c, b2, b2c, eps, wd, inv_bc1, bc2_sqrt;
+  double beta1, beta2;  // for a capturable update's bias corrections
+};
+
+template <class P, class A>
+__global__ void lamb_stage1_kernel(const P* p, const P* g, StateOf<P>* m, StateOf<P>* v,
+                                   StateOf<P>* u, int64_t n, LambScalars<A> s, double* norms,
+                                   const double* hyper) {
+  __shared__ double scratch[kWarpSize];
+  if (hyper) {
+    const AdamScalars sc = adam_scalars(1.0, hyper[1], s.beta1, s.beta2, 0.0);
+    s.inv_bc1 = A(sc.step_size);
+    s.bc2_sqrt = A(sc.bc2_sqrt);
+  }
+  double w_sq = 0, u_sq = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const A wi = to_acc<A>(p[i]);
+    A mi = A(m[i]), vi = A(v[i]);
+    adam_moments(to_acc<A>(g[i]), mi, vi, s.b1c, s.b2, s.b2c);
+    m[i] = StateOf<P>(mi);
+    v[i] = StateOf<P>(vi);
+    const StateOf<P> ui =
+        StateOf<P>(adam_direction(mi, vi, s.inv_bc1, s.bc2_sqrt, s.eps) + s.wd * wi);
+    u[i] = ui;
+    w_sq += double(wi) * double(wi);
+    u_sq += double(ui) * double(ui);
+  }
+  w_sq = block_sum(w_sq, scratch);
+  u_sq = block_sum(u_sq, scratch);
+  if (threadIdx.x == 0) {
+    atomicAdd(norms, w_sq);
+    atomicAdd(norms + 1, u_sq);
+  }
+}
+
+template <class P, class A>
+__global__ void lamb_stage2_kernel(P* p, const StateOf<P>* u, int64_t n, const double* norms,
+                                   double lr, const double* hyper) {
+  if (hyper) lr = hyper[0];
+  const A step = A(lr * lamb_trust_ratio(norms[0], norms[1]));
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = from_acc<P>(to_acc<A>(p[i]) - step * A(u[i]));
 }
 
 template <class A>
@@ -237,10 +292,9 @@ void adam_cuda(const AdamUpdateArgs& a) {
   const AdamScalars sc = adam_scalars(a.lr, double(a.step), a.beta1, a.beta2, a.weight_decay);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
     using A = typename Acc<P>::type;
-    const AdamKernelScalars<A> s{A(1.0 - a.beta1), A(a.beta2),        A(1.0 - a.beta2),
-                                 A(a.eps),         A(a.weight_decay), A(sc.decay),
-                                 A(sc.step_size),  A(sc.bc2_sqrt),    a.decoupled,
-                                 a.beta1,          a.beta2,           a.weight_decay};
+    const AdamKernelScalars<A> s{A(1.0 - a.beta1),  A(a.beta2),  A(1.0 - a.beta2), A(a.eps),
+                                 A(a.weight_decay), A(sc.decay), A(sc.step_size),  A(sc.bc2_sqrt),
+                                 a.decoupled,       a.beta1,     a.beta2,          a.weight_decay};
     AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()), adam_kernel<P, A>)
     (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
      static_cast<StateOf<P>*>(a.exp_avg.raw_data()),
@@ -261,6 +315,41 @@ void adagrad_cuda(const AdagradUpdateArgs& a) {
                adagrad_kernel<P, A>)
     (static_cast<P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
      static_cast<StateOf<P>*>(a.sum.raw_data()), n, s, hyper_ptr(a.hyper));
+  });
+  AIM_CHECK_LAUNCH();
+}
+
+void lamb_stage1_cuda(const LambStage1Args& a) {
+  if (auto why = check_lamb_stage1(a); !why.empty()) AIM_FAIL(why);
+  const int64_t n = a.param.numel();
+  if (n == 0) return;
+  const AdamScalars sc = adam_scalars(1.0, double(a.step), a.beta1, a.beta2, 0.0);
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
+    using A = typename Acc<P>::type;
+    const LambScalars<A> s{A(1.0 - a.beta1), A(a.beta2),        A(1.0 - a.beta2),
+                           A(a.eps),         A(a.weight_decay), A(sc.step_size),
+                           A(sc.bc2_sqrt),   a.beta1,           a.beta2};
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()),
+               lamb_stage1_kernel<P, A>)
+    (static_cast<const P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
+     static_cast<StateOf<P>*>(a.exp_avg.raw_data()),
+     static_cast<StateOf<P>*>(a.exp_avg_sq.raw_data()),
+     static_cast<StateOf<P>*>(a.update.raw_data()), n, s, static_cast<double*>(a.norms.raw_data()),
+     hyper_ptr(a.hyper));
+  });
+  AIM_CHECK_LAUNCH();
+}
+
+void lamb_stage2_cuda(const LambStage2Args& a) {
+  if (auto why = check_lamb_stage2(a); !why.empty()) AIM_FAIL(why);
+  const int64_t n = a.param.numel();
+  if (n == 0) return;
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
+    using A = typename Acc<P>::type;
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()),
+               lamb_stage2_kernel<P, A>)
+    (static_cast<P*>(a.param.raw_data()), static_cast<const StateOf<P>*>(a.update.raw_data()), n,
+     static_cast<const double*>(a.norms.raw_data()), a.lr, hyper_ptr(a.hyper));
   });
   AIM_CHECK_LAUNCH();
 }
@@ -298,6 +387,14 @@ void register_optim_cuda(Registry& r) {
   cl.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, grad_clip_scale_cuda, float_dtypes(),
           check_grad_clip_scale});
   cl.set_default(AIM_CUDA_BACKEND, "cuda.fused");
+  auto& l1 = r.op<LambStage1Args>("lamb_stage1");
+  l1.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, lamb_stage1_cuda, float_dtypes(),
+          check_lamb_stage1});
+  l1.set_default(AIM_CUDA_BACKEND, "cuda.fused");
+  auto& l2 = r.op<LambStage2Args>("lamb_stage2");
+  l2.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, lamb_stage2_cuda, float_dtypes(),
+          check_lamb_stage2});
+  l2.set_default(AIM_CUDA_BACKEND, "cuda.fused");
 }
 
 }  // namespace aim::kernels::AIM_CUDA_NS

@@ -12,11 +12,12 @@ For each model of `aim-train --list` (tiny configuration, a few steps):
     so their later steps drift apart, as PyTorch's CPU and CUDA runs do);
   - aim-infer --device cuda: fp32, --fp16, --bf16, --int8, and --cuda-graph (a capture must be
     legal: the emulated runtime fails it on any synchronising call);
-then the captured training step (aim-train --cuda-graph: din with three optimizer setups,
-wide_deep, ncf, resnet50 equal to their eager runs; dien and crnn refused, naming why), and data
-parallel on emulated GPUs: din with --gpus 8 against --ranks 8 on the CPU, and resnet50
-with --gpus 2 --sync-bn against one emulated GPU at twice the batch, final weights within the
-tolerances of the data-parallel equivalence tests (1e-5, 1e-4).
+then the captured training step (aim-train --cuda-graph: din with four optimizer setups (adam,
+sgd with momentum and clipping, bf16 adamw, lamb), wide_deep, ncf, resnet50 equal to their eager
+runs; dien and crnn refused, naming why), and data parallel on emulated GPUs: din with --gpus 8
+against --ranks 8 on the CPU, and resnet50 with --gpus 2 --sync-bn against one emulated GPU at
+twice the batch, final weights within the tolerances of the data-parallel equivalence tests
+(1e-5, 1e-4).
 Prints one table row per run; exits 1 listing every failure.
 """
 import json
@@ -249,6 +250,8 @@ def check_graph_training(tmp):
                       "--warmup", "3", "--clip-norm", "0.5"]),
              ("din", ["--precision", "bf16", "--optimizer", "adamw", "--schedule",
                       "warmup_cosine", "--warmup", "2"]),
+             # LAMB: the trust ratio's norms stay on the device between its two kernels.
+             ("din", ["--optimizer", "lamb", "--schedule", "warmup_linear", "--warmup", "2"]),
              ("wide_deep", []), ("ncf", []),
              ("resnet50", ["--optimizer", "sgd", "--momentum", "0.9"])]
     for model, extra in cases:

@@ -59,7 +59,7 @@ TEST(Trainer, TinyImprovesAuc) {
 }
 
 TEST(Trainer, ResumeReproducesLossesExactly) {
-  for (const char* optim : {"adam", "sgd", "adagrad"}) {
+  for (const char* optim : {"adam", "sgd", "adagrad", "lamb"}) {
     SCOPED_TRACE(optim);
     const std::string d1 = temp_dir(std::string("full_") + optim);
     const std::string d2 = temp_dir(std::string("split_") + optim);
