@@ -158,7 +158,7 @@ void fwd_omp(const AddLayerNormFwdArgs& a) {
     } else {
       for (int64_t c = 0; c < C; ++c) hr[c] = T(A(xr[c]) + A(rr[c]));
     }
-    layernorm_row_fwd(hr, g, b, y + n * C, C, a.eps, mean + n, rstd + n);
+    layernorm_row_fwd<true>(hr, g, b, y + n * C, C, a.eps, mean + n, rstd + n);
   }
 }
 
@@ -188,7 +188,8 @@ void bwd_omp(const AddLayerNormBwdArgs& a) {
     A* pd = sums ? p + 3 * k * C + 2 * C : nullptr;
     const int64_t n1 = std::min(N, (k + 1) * rows_per_chunk);
     for (int64_t n = k * rows_per_chunk; n < n1; ++n)
-      layernorm_row_bwd(h + n * C, dy + n * C, g, mean[n], rstd[n], dh + n * C, C, pg, pb, pd);
+      layernorm_row_bwd<true>(h + n * C, dy + n * C, g, mean[n], rstd[n], dh + n * C, C, pg, pb,
+                              pd);
   }
   if (!params && !sums) return;
   for (int64_t k = 1; k < chunks; ++k)  // chunk order: deterministic

@@ -162,7 +162,7 @@ void fwd_omp(const LayerNormFwdArgs& a) {
   A* rstd = a.rstd.data<A>();
 #pragma omp parallel for schedule(static) if (N * C > (int64_t(1) << 15))
   for (int64_t n = 0; n < N; ++n)
-    layernorm_row_fwd(x + n * C, g, b, y + n * C, C, a.eps, mean + n, rstd + n);
+    layernorm_row_fwd<false>(x + n * C, g, b, y + n * C, C, a.eps, mean + n, rstd + n);
 }
 
 template <class T>
@@ -186,8 +186,8 @@ void bwd_omp(const LayerNormBwdArgs& a) {
     A* pb = params ? pg + C : nullptr;
     const int64_t n1 = std::min(N, (k + 1) * rows_per_chunk);
     for (int64_t n = k * rows_per_chunk; n < n1; ++n)
-      layernorm_row_bwd(x + n * C, dy + n * C, g, mean[n], rstd[n], dx + n * C, C, pg, pb,
-                        static_cast<A*>(nullptr));
+      layernorm_row_bwd<false>(x + n * C, dy + n * C, g, mean[n], rstd[n], dx + n * C, C, pg, pb,
+                               static_cast<A*>(nullptr));
   }
   if (!params) return;
   T* dg = a.dgamma.defined() ? a.dgamma.data<T>() : nullptr;
