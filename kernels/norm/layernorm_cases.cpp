@@ -19,9 +19,7 @@ std::vector<TestShape> layernorm_test_shapes() {
 
 bool layernorm_simt_small(const TestShape& s) { return s[0] * s[1] <= 4096; }
 
-namespace {
-
-Tensor stat_from(const Tensor& x, bool want_rstd, DType s, float eps) {
+Tensor layernorm_stat_from(const Tensor& x, bool want_rstd, DType s, float eps) {
   const int64_t N = x.size(0), C = x.size(1);
   const std::vector<double> v = x.to_vector<double>();
   std::vector<double> out(static_cast<size_t>(N));
@@ -34,8 +32,6 @@ Tensor stat_from(const Tensor& x, bool want_rstd, DType s, float eps) {
   }
   return Tensor::from_vector(out, Shape{N}).to(s);
 }
-
-}  // namespace
 
 TestCase make_layernorm_fwd_case(const TestShape& s, DType t, uint64_t seed) {
   const int64_t N = s[0], C = s[1];
@@ -59,8 +55,8 @@ TestCase make_layernorm_bwd_case(const TestShape& s, DType t, uint64_t seed) {
   a.x = random_tensor({N, C}, t, seed, -2.0, 3.0);
   a.dy = random_tensor({N, C}, t, seed + 3, -1.0, 1.0);
   if (s[2]) a.gamma = random_tensor({C}, t, seed + 1, 0.5, 1.5);
-  a.mean = stat_from(a.x, false, st, 1e-5f);
-  a.rstd = stat_from(a.x, true, st, 1e-5f);
+  a.mean = layernorm_stat_from(a.x, false, st, 1e-5f);
+  a.rstd = layernorm_stat_from(a.x, true, st, 1e-5f);
   a.dx = poison_tensor({N, C}, t);
   if (s[2]) a.dgamma = random_tensor({C}, t, seed + 4, -1.0, 1.0);
   if (s[2] == 1) a.dbeta = random_tensor({C}, t, seed + 5, -1.0, 1.0);

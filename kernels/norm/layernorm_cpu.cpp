@@ -1,6 +1,7 @@
 // cpu.ref: the oracle. Plain loops over rows, double accumulators, two passes per row.
 // cpu.omp: OpenMP over rows (forward, dx); dgamma/dbeta from per-chunk partial sums over a fixed
 // number of row chunks, reduced in chunk order: the result does not depend on the thread count.
+// The row math is layernorm_rows.h's (shared with add_layernorm).
 // Accumulation in float (double for f64), 16-bit types rounded once at the output.
 // Test cases: layernorm_cases.cpp.
 #include "kernels/norm/layernorm_cpu.h"
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/norm/layernorm.h"
+#include "kernels/norm/layernorm_rows.h"
 #include "kernels/registry.h"
 
 namespace aim::kernels {
@@ -159,26 +161,8 @@ void fwd_omp(const LayerNormFwdArgs& a) {
   A* mean = a.mean.data<A>();
   A* rstd = a.rstd.data<A>();
 #pragma omp parallel for schedule(static) if (N * C > (int64_t(1) << 15))
-  for (int64_t n = 0; n < N; ++n) {
-    const T* xr = x + n * C;
-    T* yr = y + n * C;
-    A sum = 0;
-    for (int64_t c = 0; c < C; ++c) sum += A(xr[c]);
-    const A m = sum / A(C);
-    A sq = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      const A d = A(xr[c]) - m;
-      sq += d * d;
-    }
-    const A r = A(1) / std::sqrt(sq / A(C) + A(a.eps));
-    if (g) {
-      for (int64_t c = 0; c < C; ++c) yr[c] = T((A(xr[c]) - m) * r * A(g[c]) + A(b[c]));
-    } else {
-      for (int64_t c = 0; c < C; ++c) yr[c] = T((A(xr[c]) - m) * r);
-    }
-    mean[n] = m;
-    rstd[n] = r;
-  }
+  for (int64_t n = 0; n < N; ++n)
+    layernorm_row_fwd<false>(x + n * C, g, b, y + n * C, C, a.eps, mean + n, rstd + n);
 }
 
 template <class T>
@@ -201,29 +185,9 @@ void bwd_omp(const LayerNormBwdArgs& a) {
     A* pg = params ? part.data() + 2 * k * C : nullptr;
     A* pb = params ? pg + C : nullptr;
     const int64_t n1 = std::min(N, (k + 1) * rows_per_chunk);
-    for (int64_t n = k * rows_per_chunk; n < n1; ++n) {
-      const T* xr = x + n * C;
-      const T* dyr = dy + n * C;
-      const A m = mean[n], r = rstd[n];
-      A s1 = 0, s2 = 0;
-      for (int64_t c = 0; c < C; ++c) {
-        const A xh = (A(xr[c]) - m) * r;
-        const A d = A(dyr[c]) * (g ? A(g[c]) : A(1));
-        s1 += d;
-        s2 += d * xh;
-        if (params) {
-          pg[c] += A(dyr[c]) * xh;
-          pb[c] += A(dyr[c]);
-        }
-      }
-      s1 /= A(C);
-      s2 /= A(C);
-      for (int64_t c = 0; c < C; ++c) {
-        const A xh = (A(xr[c]) - m) * r;
-        const A d = A(dyr[c]) * (g ? A(g[c]) : A(1));
-        dx[n * C + c] = T(r * (d - s1 - xh * s2));
-      }
-    }
+    for (int64_t n = k * rows_per_chunk; n < n1; ++n)
+      layernorm_row_bwd<false>(x + n * C, dy + n * C, g, mean[n], rstd[n], dx + n * C, C, pg, pb,
+                               static_cast<A*>(nullptr));
   }
   if (!params) return;
   T* dg = a.dgamma.defined() ? a.dgamma.data<T>() : nullptr;
@@ -252,6 +216,9 @@ void layernorm_bwd_cpu_omp(const LayerNormBwdArgs& a) {
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
 }  // namespace
+
+void layernorm_cpu::layernorm_fwd_ref(const LayerNormFwdArgs& a) { layernorm_fwd_cpu_ref(a); }
+void layernorm_cpu::layernorm_bwd_ref(const LayerNormBwdArgs& a) { layernorm_bwd_cpu_ref(a); }
 
 void layernorm_fwd(const LayerNormFwdArgs& a) {
   AIM_DISPATCH_OP(LayerNormFwdArgs, "layernorm_fwd", a);

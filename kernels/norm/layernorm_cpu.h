@@ -16,5 +16,12 @@ TestCase make_layernorm_fwd_case(const TestShape& s, DType t, uint64_t seed);
 TestCase make_layernorm_bwd_case(const TestShape& s, DType t, uint64_t seed);
 Tolerance layernorm_tolerance(DType t, const TestShape& s);
 bool layernorm_simt_small(const TestShape& s);
+// The mean (want_rstd false) or rstd of each row of x [N, C], computed in f64, as dtype s: what
+// a backward case takes as saved statistics (also add_layernorm_cases.cpp).
+Tensor layernorm_stat_from(const Tensor& x, bool want_rstd, DType s, float eps);
+
+// cpu.ref (layernorm_cpu.cpp): add_layernorm's cpu.ref is this after h = x + bias + residual.
+void layernorm_fwd_ref(const LayerNormFwdArgs& a);
+void layernorm_bwd_ref(const LayerNormBwdArgs& a);
 
 }  // namespace aim::kernels::layernorm_cpu
