@@ -6,6 +6,7 @@
 
 #include "autograd/functions/attention.h"
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/fused_bias.h"
 #include "autograd/functions/index.h"
 #include "autograd/functions/layer_norm.h"
 #include "autograd/functions/loss.h"
@@ -40,6 +41,12 @@ std::shared_ptr<layers::Embedding> table(int64_t n, int64_t dim, double range,
   if (padding_row) w.select(0, 0).zero_();
   e->weight.data().copy_(w);
   return e;
+}
+
+// gelu(x W^T + b): the bias in the GELU kernel (fused) or in the GEMM.
+Variable dense_gelu(const layers::Linear& dense, const Variable& x, bool fused, bool tanh) {
+  if (!fused) return ag::gelu(ag::linear(x, dense.weight, dense.bias), tanh);
+  return ag::bias_gelu(ag::linear(x, dense.weight), dense.bias, tanh);
 }
 
 double gelu_flops(bool tanh) {
@@ -99,7 +106,12 @@ BertLayer::BertLayer(const BertConfig& c, kernels::Generator& gen)
 Variable BertLayer::dense_residual_norm(layers::Linear& dense, layers::Dropout& drop,
                                         layers::LayerNorm& ln, const Variable& x,
                                         const Variable& residual) {
-  return ln.forward(ag::add(drop.forward(dense.forward(x)), residual));
+  if (!c_.fused) return ln.forward(ag::add(drop.forward(dense.forward(x)), residual));
+  if (drop.is_training() && drop.p() > 0)  // the bias goes through dropout with the product
+    return ag::add_layer_norm(drop.forward(dense.forward(x)), Variable(), residual, ln.weight,
+                              ln.bias, ln.eps());
+  return ag::add_layer_norm(ag::linear(x, dense.weight), dense.bias, residual, ln.weight, ln.bias,
+                            ln.eps());
 }
 
 Variable BertLayer::forward(const Variable& h, const Tensor& mask) {
@@ -120,7 +132,7 @@ Variable BertLayer::forward(const Variable& h, const Tensor& mask) {
       {B, T, H});
   const Variable a =
       dense_residual_norm(*attention_dense, *attention_dropout, *attention_norm, ctx, h);
-  const Variable i = ag::gelu(intermediate_dense->forward(a), c_.gelu_tanh);
+  const Variable i = dense_gelu(*intermediate_dense, a, c_.fused, c_.gelu_tanh);
   return dense_residual_norm(*output_dense, *output_dropout, *output_norm, i, a);
 }
 
@@ -197,7 +209,7 @@ Variable Bert::pool(const Variable& state) {
 Variable Bert::mlm_logits(const Variable& state) {
   Scope s("cls.predictions", ScopeKind::Layer);
   const Variable t =
-      transform_norm->forward(ag::gelu(transform_dense->forward(state), cfg_.gelu_tanh));
+      transform_norm->forward(dense_gelu(*transform_dense, state, cfg_.fused, cfg_.gelu_tanh));
   return ag::linear(t, embeddings->word_embeddings->weight, decoder_bias);  // tied decoder
 }
 
@@ -320,7 +332,8 @@ double Bert::train_flops(const TensorMap& batch) const {
   const double BT = double(ids.numel()), H = double(cfg_.hidden), V = double(cfg_.vocab_size);
   const TensorMap rows = batch.count("mlm_rows") ? batch : host_metadata(batch);
   const double M = double(rows.at("mlm_rows").numel());
-  const double head = 2 * H * H + gelu_flops(cfg_.gelu_tanh) * H + 8 * H + 2 * H * V;
+  const double head =
+      2 * H * H + (gelu_flops(cfg_.gelu_tanh) + (cfg_.fused ? 1 : 0)) * H + 8 * H + 2 * H * V;
   return 3 * (forward_flops(batch) - BT * head + M * head);
 }
 
@@ -337,7 +350,9 @@ double Bert::forward_flops(const TensorMap& batch) const {
                      + B * NH * T * T * (4 * HS + 5)  // fused attention (attention_fwd_cost)
                      + 2 * BT * H * I * 2             // FFN
                      + gelu * BT * I                  // GELU
-                     + 2 * (BT * H + ln * BT * H);    // residual adds and LayerNorms
+                     + (cfg_.fused ? BT * I : 0)      // bias_gelu's add (in the GEMM unfused)
+                     + 2 * (cfg_.fused ? 10 * BT * H  // add_layernorm_fwd_cost
+                                       : BT * H + ln * BT * H);  // residual adds, LayerNorms
   f += double(cfg_.layers) * per_layer;
   const double tanh = kernels::unary_flops_per_element(kernels::UnaryKind::tanh);
   const double pooled = 2 * B * H * H + tanh * B * H;
@@ -345,8 +360,8 @@ double Bert::forward_flops(const TensorMap& batch) const {
   if (cfg_.task == "pretrain") {
     // infer(): every position through the transform and the tied decoder; the training loss
     // projects only the predicted rows (counted by train_flops()).
-    return f + pooled + 2 * B * H * 2 + 2 * BT * H * H + gelu * BT * H + ln * BT * H +
-           2 * BT * H * V;
+    return f + pooled + 2 * B * H * 2 + 2 * BT * H * H + (gelu + (cfg_.fused ? 1 : 0)) * BT * H +
+           ln * BT * H + 2 * BT * H * V;
   }
   return f + pooled + 2 * B * H * double(cfg_.num_labels);
 }

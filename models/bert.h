@@ -20,6 +20,8 @@
 //             rows' logits are never read).
 //   classify: dropout, classifier H -> num_labels on the pooled [CLS] -> logits [B, num_labels];
 //             loss = CE (BertForSequenceClassification).
+// With fused (default), GELU takes the FFN's bias (bias_gelu) and each residual + LayerNorm is one
+// kernel (add_layer_norm); `--config fused=off` runs the unfused ops.
 // Initialisation as Hugging Face's _init_weights: Linear and Embedding weights N(0, 0.02), biases
 // 0, LayerNorm 1 / 0, the padding row (id 0) of the word embeddings 0.
 #pragma once
@@ -45,6 +47,9 @@ struct BertConfig {
   bool gelu_tanh = false;      // Hugging Face: exact erf GELU ("gelu")
   std::string task = "squad";  // squad | pretrain | classify
   int64_t num_labels = 2;      // classify
+  // Fused bias + GELU and residual + LayerNorm kernels (autograd/functions/fused_bias.h); false:
+  // the unfused ops (GEMM with its bias, gelu, add, layer_norm). Same values and gradients.
+  bool fused = true;
   uint64_t seed = 0;
 
   int64_t head_size() const { return hidden / heads; }
@@ -101,7 +106,8 @@ class BertLayer : public layers::Module {
   std::shared_ptr<layers::Dropout> attention_dropout, output_dropout;
 
  private:
-  // LayerNorm(residual + dropout(dense(x))): fused (bias + residual + LayerNorm) or unfused.
+  // LayerNorm(residual + dropout(dense(x))): add_layer_norm (the dense's bias in it when dropout
+  // is off) or the unfused add and layer_norm.
   Variable dense_residual_norm(layers::Linear& dense, layers::Dropout& drop, layers::LayerNorm& ln,
                                const Variable& x, const Variable& residual);
   BertConfig c_;

@@ -43,6 +43,7 @@ BertConfig bert_config(const ModelConfig& c, uint64_t seed) {
   if (size == "tiny") m.vocab_size = 1024;
   m.task = c.at("task");
   m.gelu_tanh = c.at("gelu") == "tanh";
+  m.fused = c.at("fused") == "on";
   m.num_labels = positive(c, "num_labels");
   AIM_CHECK(seq_len(c) <= m.max_position, "--config seq_len=", seq_len(c), ": BERT has ",
             m.max_position, " positions");
@@ -198,7 +199,11 @@ void add_bert_model(std::vector<ModelEntry>& r) {
        {"erf", "tanh"},
        "erf: exact GELU (Hugging Face); tanh: the approximation "
        "(the original TF code)"},
-      {"num_labels", "2", {}, "classify: classes (the synthetic topics are grouped into them)"}};
+      {"num_labels", "2", {}, "classify: classes (the synthetic topics are grouped into them)"},
+      {"fused",
+       "on",
+       {"on", "off"},
+       "on: bias+GELU and residual+LayerNorm kernels; off: the unfused ops (same values)"}};
   e.data_doc =
       "'synthetic' only so far: the grammar's span task (squad), masked LM + next "
       "sentence (pretrain), topic classes (classify) (docs/bert.md)";
@@ -206,8 +211,25 @@ void add_bert_model(std::vector<ModelEntry>& r) {
   e.metrics = {"f1", "exact_match", "mlm_accuracy", "nsp_accuracy", "accuracy"};
   // MODELS.md §3.1: AdamW (wd 0.01, betas 0.9/0.999, eps 1e-6), 10% linear warmup then linear
   // decay; NVIDIA's PyTorch fine-tuning: lr 3e-5, batch 4..16.
-  e.train_defaults = {"--optimizer=adamw",        "--weight-decay=0.01", "--lr=3e-5",
-                      "--schedule=warmup_linear", "--warmup=10%",        "--batch-size=8"};
+  e.train_defaults = {"--optimizer=bert_adamw", "--lr=3e-5", "--schedule=warmup_linear",
+                      "--warmup=10%", "--batch-size=8"};
+  // Hugging Face's / the reference's parameter groups: no weight decay for biases and LayerNorm
+  // weights (names containing "bias" or "LayerNorm.weight"), 0.01 for the rest; eps 1e-6.
+  auto recipe = [](const std::string& kind, double lr) {
+    const std::map<std::string, double> decay = {{"lr", lr}, {"eps", 1e-6}, {"weight_decay", 0.01}},
+                                        none = {{"lr", lr}, {"eps", 1e-6}, {"weight_decay", 0}};
+    return std::vector<OptimizerGroup>{{"", kind, none, {"bias", "LayerNorm.weight"}},
+                                       {"", kind, decay}};
+  };
+  e.optimizers = {
+      {"bert_adamw",
+       "AdamW (betas 0.9/0.999, eps 1e-6), weight decay 0.01 except biases and LayerNorm weights "
+       "(the reference's AdamWeightDecay)",
+       3e-5, recipe("adamw", 3e-5)},
+      {"bert_lamb",
+       "LAMB (apex FusedLAMB: eps 1e-6, per-tensor trust ratio), weight decay 0.01 except biases "
+       "and LayerNorm weights (BERT pre-training at large batch)",
+       1e-3, recipe("lamb", 1e-3)}};
   e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
     return std::make_unique<Bert>(bert_config(c, seed));
   };
