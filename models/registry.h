@@ -53,7 +53,7 @@ struct ModelEntry {
   // The model's training recipe as aim-train flags ("--optimizer=sgd", "--nesterov"): each
   // applies unless the command line gives that flag itself; aim-train --help MODEL lists them.
   std::vector<std::string> train_defaults;
-  std::vector<ModelOptimizer> optimizers;  // its own, besides sgd/adam/adamw/adagrad
+  std::vector<ModelOptimizer> optimizers;  // its own, besides sgd/adam/adamw/adagrad/lamb
   // The model for a configuration, initialised from `seed` (on the CPU).
   std::function<std::unique_ptr<Model>(const ModelConfig&, uint64_t seed)> build;
   // The batch source: data = "synthetic" or a path (see data_doc).
