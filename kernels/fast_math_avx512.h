@@ -5,8 +5,8 @@
 // The functions are compiled for AVX-512 whatever the including file's flags (the target pragma
 // below); they inline into callers compiled the same way (a `#pragma GCC target("avx512f,
 // avx512bw,avx512dq,avx512vl,fma")` region) and may run only when cpu_has_avx512()
-// (kernels/matmul/gemm_avx512.h) is true. (The attention kernels keep an exp16 of their own in
-// attention_flash_cpu.cpp, the same polynomial.)
+// (kernels/matmul/gemm_avx512.h) is true. The attention kernels (attention_flash_cpu.cpp) use
+// exp16 and lanes_below from here too.
 #pragma once
 #include <immintrin.h>
 

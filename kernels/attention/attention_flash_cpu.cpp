@@ -34,6 +34,7 @@
 
 #include "kernels/attention/attention_cpu.h"
 #include "kernels/fast_math.h"
+#include "kernels/fast_math_avx512.h"
 #include "kernels/matmul/gemm_avx512.h"
 
 namespace aim::kernels {
@@ -187,30 +188,8 @@ void tile_gemm_avx512(int64_t M, int64_t N, int64_t K, const double* a, int64_t 
   tile_gemm_avx512_t<double>(M, N, K, a, ars, aks, b, ldb, c, ldc, accumulate);
 }
 
-// e^x for 16 floats: fast_expf's range reduction and polynomial (kernels/fast_math.h), 2^n by
-// scalef. Inputs are clamped to [-87, 88] as there.
-__m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(
-      _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
-      _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
-// Lanes c0 + [0, 16) below n.
-__mmask16 lanes_below(int64_t c0, int64_t n) {
-  const int64_t k = n - c0;
-  return k >= 16 ? __mmask16(0xffff) : k <= 0 ? __mmask16(0) : __mmask16((1u << k) - 1u);
-}
+using avx512::exp16;  // kernels/fast_math_avx512.h
+using avx512::lanes_below;
 
 // softmax_row (below) for f32 with AVX-512.
 bool softmax_row_avx512(float* s, int64_t lim, float* m, float* l, float* alpha) {
