@@ -3,10 +3,14 @@
 // definition of the streams. Obviously right.
 // cpu.omp: one Philox block (4 elements) per iteration, OpenMP over blocks when large; the same
 // numbers bitwise.
+// dropout_fwd cpu.avx512 (f32/f16/bf16, the default on AVX-512 CPUs): 16 Philox blocks at once
+// (64 elements), the keep test in integers; the same mask and values bitwise.
 // Test cases: random_cases.cpp.
 #include "kernels/random/random_cpu.h"
 
 #include "kernels/copy/copy.h"
+#include "kernels/fast_math_avx512.h"
+#include "kernels/matmul/gemm_avx512.h"
 #include "kernels/random/random.h"
 #include "kernels/registry.h"
 
@@ -207,6 +211,109 @@ void dropout_bwd_cpu_omp(const DropoutBwdArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.dy.dtype(), T, { dropout_bwd_omp<T>(a); });
 }
 
+// ---- cpu.avx512 ------------------------------------------------------------------------------
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,bmi2")
+
+// lo = a * b mod 2^32 and hi = (a * b) >> 32 for 16 lanes: _mm512_mul_epu32 multiplies the even
+// lanes (64-bit products); the odd lanes go through a 32-bit shift.
+inline __m512i mulhilo16(__m512i a, __m512i b, __m512i* hi) {
+  const __m512i even = _mm512_mul_epu32(a, b);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), b);
+  *hi = _mm512_mask_blend_epi32(__mmask16(0xAAAA), _mm512_srli_epi64(even, 32), odd);
+  return _mm512_mullo_epi32(a, b);
+}
+
+// philox::block_words for the 16 blocks block0 + [0, 16): the four words, one block per lane.
+inline void block_words16(uint64_t seed, uint64_t block0, __m512i w[4]) {
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i lo = _mm512_add_epi32(_mm512_set1_epi32(int(uint32_t(block0))), lane);
+  // The high word carries when the low word wraps inside these 16 blocks.
+  const __mmask16 carry = _mm512_cmplt_epu32_mask(lo, _mm512_set1_epi32(int(uint32_t(block0))));
+  __m512i x = lo, y = _mm512_mask_add_epi32(_mm512_set1_epi32(int(uint32_t(block0 >> 32))), carry,
+                                            _mm512_set1_epi32(int(uint32_t(block0 >> 32))),
+                                            _mm512_set1_epi32(1));
+  __m512i z = _mm512_setzero_si512(), ww = _mm512_setzero_si512();
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)), m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
+  for (int round = 0; round < 10; ++round) {
+    __m512i hi0, hi1;
+    const __m512i lo0 = mulhilo16(x, m0, &hi0);
+    const __m512i lo1 = mulhilo16(z, m1, &hi1);
+    const __m512i nx = _mm512_xor_si512(_mm512_xor_si512(hi1, y), _mm512_set1_epi32(int(k0)));
+    const __m512i nz = _mm512_xor_si512(_mm512_xor_si512(hi0, ww), _mm512_set1_epi32(int(k1)));
+    x = nx, y = lo1, z = nz, ww = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  w[0] = x, w[1] = y, w[2] = z, w[3] = ww;
+}
+
+// 64 elements [i0, i0 + 64) from blocks i0 / 4 + [0, 16): keep bit j of the result is element
+// i0 + j's (word j % 4 of block j / 4) test, word >> 8 >= threshold.
+inline uint64_t keep_bits64(uint64_t seed, uint64_t block0, uint32_t threshold) {
+  __m512i w[4];
+  block_words16(seed, block0, w);
+  const __m512i t = _mm512_set1_epi32(int(threshold));
+  uint64_t bits = 0;
+  for (int j = 0; j < 4; ++j) {
+    const __mmask16 k = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(w[j], 8), t);
+    bits |= _pdep_u64(uint64_t(k), 0x1111111111111111ull << j);
+  }
+  return bits;
+}
+
+template <class T>
+void dropout_fwd_avx512(const DropoutFwdArgs& a) {
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  uint8_t* m = a.mask.data<uint8_t>();
+  const int64_t n = a.x.numel();
+  const __m512 scale = _mm512_set1_ps(dropout_scale(a.p));
+  // to_unit(u) >= p  <=>  (u >> 8) >= p * 2^24 (exact in double)  <=>  (u >> 8) >= ceil(p 2^24).
+  const uint32_t threshold = uint32_t(std::ceil(double(a.p) * 16777216.0));
+  const int64_t chunks = (n + 63) / 64;
+#pragma omp parallel for schedule(static) if (n > kParallelElems)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t i0 = 64 * c;
+    const uint64_t bits = keep_bits64(a.seed, a.offset + uint64_t(16 * c), threshold);
+    const uint64_t valid = n - i0 >= 64 ? ~0ull : (1ull << (n - i0)) - 1;
+    _mm512_mask_storeu_epi8(m + i0, __mmask64(valid),
+                            _mm512_maskz_mov_epi8(__mmask64(bits), _mm512_set1_epi8(1)));
+    for (int q = 0; q < 4; ++q) {
+      const int64_t i = i0 + 16 * q;
+      const __mmask16 k = avx512::lanes_below(i, n);
+      const __mmask16 keep = __mmask16(bits >> (16 * q));
+      avx512::store16(y + i, k, _mm512_maskz_mul_ps(keep, avx512::load16(x + i, k), scale));
+    }
+  }
+}
+
+#pragma GCC pop_options
+#pragma GCC diagnostic pop
+
+std::string dropout_avx512_supports(const DropoutFwdArgs&) {
+  return cpu_has_avx512() ? "" : "CPU lacks AVX-512";
+}
+void dropout_fwd_cpu_avx512(const DropoutFwdArgs& a) {
+  check_dropout_fwd(a);
+  AIM_CHECK(cpu_has_avx512(), "[dropout_fwd] cpu.avx512: CPU lacks AVX-512");
+  switch (a.x.dtype()) {
+    case DType::f32:
+      return dropout_fwd_avx512<float>(a);
+    case DType::f16:
+      return dropout_fwd_avx512<Half>(a);
+    case DType::bf16:
+      return dropout_fwd_avx512<BFloat16>(a);
+    default:
+      AIM_FAIL("[dropout_fwd] cpu.avx512 takes f32, f16, bf16, got ", dtype_name(a.x.dtype()));
+  }
+}
+
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 std::vector<DType> all_dtypes() { return {std::begin(kAllDTypes), std::end(kAllDTypes)}; }
 
@@ -266,7 +373,15 @@ void register_random_cpu(Registry& r) {
     op.description = "inverted dropout: mask from Philox (same mask on CPU and CUDA)";
     op.add({"cpu.ref", Backend::CPU, Provider::Own, dropout_fwd_cpu_ref, float_dtypes()});
     op.add({"cpu.omp", Backend::CPU, Provider::Own, dropout_fwd_cpu_omp, float_dtypes()});
+    op.add({"cpu.avx512",
+            Backend::CPU,
+            Provider::Own,
+            dropout_fwd_cpu_avx512,
+            {DType::f32, DType::f16, DType::bf16},
+            dropout_avx512_supports});
     op.set_default(Backend::CPU, "cpu.omp");
+    if (cpu_has_avx512())
+      op.set_default(Backend::CPU, "cpu.avx512", {DType::f32, DType::f16, DType::bf16});
     op.set_cost(dropout_fwd_cost);
     op.make_case = random_cpu::make_dropout_fwd_case;
     op.ref_uses_case_dtype = true;  // y and mask compared bitwise in the case's dtype
