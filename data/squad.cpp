@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "data/text/unicode.h"
 #include "tensor/check.h"
@@ -230,6 +231,170 @@ std::vector<SquadFeature> squad_features(const std::vector<SquadExample>& exampl
   }
   return out;
 }
+
+// ---- answers ---------------------------------------------------------------------------------
+
+std::string squad_final_text(const std::string& pred_text, const std::string& orig_text,
+                             const WordPieceTokenizer& tok) {
+  const std::vector<uint32_t> orig = decode_utf8(orig_text), pred = decode_utf8(pred_text);
+  const std::vector<std::string> words = tok.basic_tokenize(orig_text);
+  const std::vector<uint32_t> tok_text = decode_utf8(join(words, 0, words.size()));
+  // str.find: the first occurrence (at 0 for an empty prediction, whose end then maps nowhere).
+  const auto at = std::search(tok_text.begin(), tok_text.end(), pred.begin(), pred.end());
+  if (at == tok_text.end() && !pred.empty()) return orig_text;
+  const int64_t first = int64_t(at - tok_text.begin()), last = first + int64_t(pred.size()) - 1;
+  // Rank among the characters that are not spaces: position in the text -> rank (-1: a space),
+  // and rank -> position.
+  auto non_space = [](const std::vector<uint32_t>& t, std::vector<int64_t>& rank_of,
+                      std::vector<int64_t>& pos_of) {
+    rank_of.assign(t.size(), -1);
+    for (size_t i = 0; i < t.size(); ++i)
+      if (t[i] != ' ') {
+        rank_of[i] = int64_t(pos_of.size());
+        pos_of.push_back(int64_t(i));
+      }
+  };
+  std::vector<int64_t> orig_rank, orig_pos, tok_rank, tok_pos;
+  non_space(orig, orig_rank, orig_pos);
+  non_space(tok_text, tok_rank, tok_pos);
+  if (orig_pos.size() != tok_pos.size()) return orig_text;  // characters dropped or changed
+  auto to_orig = [&](int64_t p) -> int64_t {
+    if (p < 0 || p >= int64_t(tok_rank.size()) || tok_rank[size_t(p)] < 0) return -1;
+    return orig_pos[size_t(tok_rank[size_t(p)])];
+  };
+  const int64_t a = to_orig(first), b = to_orig(last);
+  if (a < 0 || b < 0) return orig_text;
+  return encode_utf8(std::vector<uint32_t>(orig.begin() + a, orig.begin() + b + 1));
+}
+
+namespace {
+
+// _get_best_indexes: the n highest logits' positions, equal logits in position order.
+std::vector<int64_t> best_indexes(const float* logits, int64_t T, int64_t n) {
+  std::vector<int64_t> order(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) order[size_t(i)] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  order.resize(size_t(std::min(T, n)));
+  return order;
+}
+
+// The WordPiece tokens [s, e] as text: "##" continuations glued, whitespace collapsed.
+std::string piece_text(const std::vector<std::string>& tokens, int64_t s, int64_t e) {
+  std::string t = join(tokens, size_t(s), size_t(e + 1)), glued;
+  for (const char* cut : {" ##", "##"}) {
+    const std::string c = cut;
+    glued.clear();
+    for (size_t i = 0; i < t.size();) {
+      if (t.compare(i, c.size(), c) == 0) {
+        i += c.size();
+      } else {
+        glued += t[i++];
+      }
+    }
+    t = glued;
+  }
+  const std::vector<std::string> w = python_split(t);
+  return join(w, 0, w.size());
+}
+
+}  // namespace
+
+std::vector<SquadNbestEntry> squad_nbest(const SquadExample& example,
+                                         const std::vector<SquadWindowLogits>& windows,
+                                         const WordPieceTokenizer& tok,
+                                         const SquadPredictOptions& o) {
+  AIM_CHECK(o.n_best_size > 0 && o.max_answer_length > 0, "SQuAD n-best: n_best_size (",
+            o.n_best_size, ") and max_answer_length (", o.max_answer_length, ") must be > 0");
+  struct Candidate {
+    size_t window;
+    int64_t start, end;
+    double score;
+  };
+  std::vector<Candidate> prelim;
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const SquadWindowLogits& l = windows[w];
+    AIM_CHECK(l.feature && l.start && l.end, "SQuAD n-best: window ", w, " of question ",
+              example.id, " has no feature or logits");
+    const SquadFeature& f = *l.feature;
+    const int64_t T = int64_t(f.input_ids.size()), n = int64_t(f.tokens.size());
+    const std::vector<int64_t> starts = best_indexes(l.start, T, o.n_best_size);
+    const std::vector<int64_t> ends = best_indexes(l.end, T, o.n_best_size);
+    for (int64_t s : starts) {
+      for (int64_t e : ends) {
+        if (s >= n || e >= n || !f.token_to_orig.count(s) || !f.token_to_orig.count(e)) continue;
+        const auto ctx = f.token_is_max_context.find(s);
+        if (ctx == f.token_is_max_context.end() || !ctx->second) continue;
+        if (e < s || e - s + 1 > o.max_answer_length) continue;
+        prelim.push_back({w, s, e, double(l.start[s]) + double(l.end[e])});
+      }
+    }
+  }
+  std::stable_sort(prelim.begin(), prelim.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+  std::vector<SquadNbestEntry> out;
+  std::set<std::string> seen;
+  for (const Candidate& c : prelim) {
+    if (int64_t(out.size()) >= o.n_best_size) break;
+    const SquadWindowLogits& l = windows[c.window];
+    const SquadFeature& f = *l.feature;
+    const int64_t w0 = f.token_to_orig.at(c.start), w1 = f.token_to_orig.at(c.end);
+    AIM_CHECK(w0 >= 0 && w0 <= w1 && w1 < int64_t(example.doc_tokens.size()),
+              "SQuAD n-best: ", "window ", c.window, " of question ", example.id,
+              " maps tokens to words ", w0, "..", w1, " outside its ", example.doc_tokens.size(),
+              " words");
+    std::string text = squad_final_text(piece_text(f.tokens, c.start, c.end),
+                                        join(example.doc_tokens, size_t(w0), size_t(w1 + 1)), tok);
+    if (!seen.insert(text).second) continue;
+    out.push_back({std::move(text), l.start[c.start], l.end[c.end]});
+  }
+  if (out.empty()) out.push_back({"empty", 0, 0});
+  return out;
+}
+
+int64_t squad_whole_example_windows(const std::vector<SquadFeature>& features, int64_t n) {
+  int64_t k = std::clamp<int64_t>(n, 0, int64_t(features.size()));
+  while (k > 0 && k < int64_t(features.size()) &&
+         features[size_t(k)].example_index == features[size_t(k - 1)].example_index)
+    ++k;
+  return k;
+}
+
+std::vector<std::string> squad_predictions(const std::vector<SquadExample>& examples,
+                                           const std::vector<SquadFeature>& features, int64_t count,
+                                           const std::vector<float>& start_logits,
+                                           const std::vector<float>& end_logits,
+                                           const WordPieceTokenizer& tok,
+                                           const SquadPredictOptions& o) {
+  AIM_CHECK(count >= 0 && count <= int64_t(features.size()), "SQuAD predictions: ", count,
+            " windows asked, there are ", features.size());
+  const int64_t T = features.empty() ? 0 : int64_t(features[0].input_ids.size());
+  AIM_CHECK(int64_t(start_logits.size()) == count * T && int64_t(end_logits.size()) == count * T,
+            "SQuAD predictions: logits of ", count, " windows of ", T, " tokens need ", count * T,
+            " values each, got ", start_logits.size(), " start and ", end_logits.size(), " end");
+  const bool all = count == int64_t(features.size());
+  const int64_t n_examples = all ? int64_t(examples.size())
+                                 : (count == 0 ? 0 : features[size_t(count - 1)].example_index + 1);
+  AIM_CHECK(all || features[size_t(count)].example_index >= n_examples,
+            "SQuAD predictions: ", count, " windows end inside the windows of question ",
+            examples[size_t(n_examples - 1)].id, " (squad_whole_example_windows)");
+  std::vector<std::vector<SquadWindowLogits>> by_example(static_cast<size_t>(n_examples));
+  for (int64_t i = 0; i < count; ++i) {
+    const SquadFeature& f = features[size_t(i)];
+    AIM_CHECK(
+        f.example_index >= 0 && f.example_index < n_examples && int64_t(f.input_ids.size()) == T,
+        "SQuAD predictions: window ", i, " (example ", f.example_index, ", ", f.input_ids.size(),
+        " tokens) does not fit ", n_examples, " examples of ", T, " tokens");
+    by_example[size_t(f.example_index)].push_back(
+        {&f, start_logits.data() + i * T, end_logits.data() + i * T});
+  }
+  std::vector<std::string> out(static_cast<size_t>(n_examples));
+  for (int64_t e = 0; e < n_examples; ++e)
+    out[size_t(e)] = squad_nbest(examples[size_t(e)], by_example[size_t(e)], tok, o)[0].text;
+  return out;
+}
+
+// ---- the official score ------------------------------------------------------------------------
 
 std::string squad_normalize_answer(const std::string& s) {
   // lower, then ASCII punctuation (string.punctuation) removed

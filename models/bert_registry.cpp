@@ -1,12 +1,14 @@
 // The BERT registry entry (MODELS.md §3.1): Hugging Face's BertModel with the squad, pretrain or
-// classify head, on the synthetic tasks of data/bert_synthetic.h (docs/bert.md): masked-LM and
-// next-sentence accuracy, span exact match and F1 (the official SQuAD normalisation), class
-// accuracy.
+// classify head, on the synthetic tasks of data/bert_synthetic.h or (task squad, --data DIR) the
+// SQuAD v1.1 files (data/squad_source.h) (docs/bert.md): masked-LM and next-sentence accuracy,
+// span exact match and F1 (the official SQuAD normalisation; on SQuAD after run_squad.py's n-best
+// answer extraction), class accuracy.
 #include <algorithm>
 
 #include "autograd/variable.h"
 #include "data/bert_synthetic.h"
 #include "data/squad.h"
+#include "data/squad_source.h"
 #include "models/bert.h"
 #include "models/registry.h"
 #include "tensor/check.h"
@@ -51,6 +53,25 @@ BertConfig bert_config(const ModelConfig& c, uint64_t seed) {
   return m;
 }
 
+// --data DIR's windows: doc_stride and max_query_length auto are SQuAD's 128 and 64 (MODELS.md
+// §3.1), scaled down below seq_len 384 (seq_len / 3 and seq_len / 6) so that a short sequence
+// still holds a query and a document window.
+data::SquadFeatureOptions squad_options(const ModelConfig& c) {
+  data::SquadFeatureOptions o;
+  o.max_seq_length = seq_len(c);
+  o.doc_stride = c.at("doc_stride") == "auto"
+                     ? std::max<int64_t>(1, std::min<int64_t>(128, o.max_seq_length / 3))
+                     : positive(c, "doc_stride");
+  o.max_query_length = c.at("max_query_length") == "auto"
+                           ? std::max<int64_t>(1, std::min<int64_t>(64, o.max_seq_length / 6))
+                           : positive(c, "max_query_length");
+  AIM_CHECK(o.max_seq_length > o.max_query_length + 3,
+            "--config max_query_length=", o.max_query_length,
+            " leaves no document tokens in seq_len=", o.max_seq_length,
+            " ([CLS] query [SEP] document [SEP])");
+  return o;
+}
+
 data::BertSyntheticConfig synthetic_config(const ModelConfig& c, uint64_t seed) {
   data::BertSyntheticConfig d;
   d.seq_len = seq_len(c);
@@ -61,10 +82,20 @@ data::BertSyntheticConfig synthetic_config(const ModelConfig& c, uint64_t seed) 
 
 std::unique_ptr<data::BatchSource> bert_source(const ModelConfig& c, const std::string& data,
                                                uint64_t seed) {
-  AIM_CHECK(data == "synthetic", "bert: --data '", data,
-            "': only 'synthetic' is a training source so far (docs/bert.md)");
-  const data::BertSyntheticConfig d = synthetic_config(c, seed);
   const std::string& task = c.at("task");
+  if (data != "synthetic") {
+    AIM_CHECK(task == "squad", "bert: --data ", data, " with --config task=", task,
+              ": a data directory is SQuAD v1.1 (task=squad); task=", task,
+              " trains on 'synthetic' only");
+    data::SquadSourceConfig s;
+    s.dir = data;
+    s.features = squad_options(c);
+    s.seed = seed;
+    s.model_vocab_size = bert_config(c, seed).vocab_size;
+    s.model = "bert --config size=" + c.at("size");
+    return std::make_unique<data::SquadFileSource>(s);
+  }
+  const data::BertSyntheticConfig d = synthetic_config(c, seed);
   if (task == "pretrain") return std::make_unique<data::BertPretrainSynthetic>(d);
   if (task == "squad") return std::make_unique<data::BertSpanSynthetic>(d);
   return std::make_unique<data::BertTopicSynthetic>(d);
@@ -102,12 +133,48 @@ std::pair<int64_t, int64_t> best_span(const float* start, const float* end, cons
   return best;
 }
 
+// SQuAD files (data/squad_source.h): the model's logits of the windows of every dev question whose
+// first window is among the first n, each question's answer by run_squad.py's write_predictions
+// (n-best 20, at most 30 tokens, get_final_text), scored by evaluate-v1.1.py over its answers.
+Metrics squad_files_evaluate(Bert& m, const data::BatchSource& src, const data::SquadEvalData& sq,
+                             int64_t n, Device dev) {
+  AIM_CHECK(m.config().task == "squad", "bert evaluation: SQuAD files need task=squad, got ",
+            m.config().task);
+  const std::vector<data::SquadFeature>& features = sq.eval_features();
+  const int64_t windows = data::squad_whole_example_windows(features, n);
+  autograd::NoGradGuard ng;
+  const bool was_training = m.is_training();
+  m.eval();
+  const int64_t chunk = eval_chunk(m, src);
+  std::vector<float> start, end;
+  for (int64_t s = 0; s < windows; s += chunk) {
+    const TensorMap out =
+        m.infer(batch_to_device(m, src.eval_batch(s, std::min(chunk, windows - s)), dev));
+    const std::vector<float> st = host_f32(out.at("start_logits")),
+                             en = host_f32(out.at("end_logits"));
+    start.insert(start.end(), st.begin(), st.end());
+    end.insert(end.end(), en.begin(), en.end());
+  }
+  m.train(was_training);
+  const std::vector<data::SquadExample>& examples = sq.eval_examples();
+  const std::vector<std::string> answers =
+      data::squad_predictions(examples, features, windows, start, end, sq.tokenizer());
+  const std::vector<data::SquadExample> asked(examples.begin(),
+                                              examples.begin() + int64_t(answers.size()));
+  std::map<std::string, std::string> predictions;
+  for (size_t i = 0; i < answers.size(); ++i) predictions[asked[i].id] = answers[i];
+  const data::SquadScore score = data::squad_evaluate(asked, predictions);
+  return {{"f1", score.f1}, {"exact_match", score.exact_match}};
+}
+
 Metrics bert_evaluate(Model& model, const data::BatchSource& src, int64_t n, Device dev) {
   AIM_CHECK(n > 0 && n <= src.eval_size(), "bert evaluation: ", n,
             " samples asked, the evaluation set has ", src.eval_size());
   auto& m = dynamic_cast<Bert&>(model);
+  if (const auto* sq = dynamic_cast<const data::SquadEvalData*>(&src))
+    return squad_files_evaluate(m, src, *sq, n, dev);
   const auto* syn = dynamic_cast<const data::BertSyntheticSource*>(&src);
-  AIM_CHECK(syn != nullptr, "bert evaluation: needs the synthetic source");
+  AIM_CHECK(syn != nullptr, "bert evaluation: needs the synthetic source or the SQuAD files");
   autograd::NoGradGuard ng;
   const bool was_training = m.is_training();
   m.eval();
@@ -200,13 +267,24 @@ void add_bert_model(std::vector<ModelEntry>& r) {
        "erf: exact GELU (Hugging Face); tanh: the approximation "
        "(the original TF code)"},
       {"num_labels", "2", {}, "classify: classes (the synthetic topics are grouped into them)"},
+      {"doc_stride",
+       "auto",
+       {},
+       "--data DIR (SQuAD files): tokens between document windows; auto: 128, at most seq_len / 3"},
+      {"max_query_length",
+       "auto",
+       {},
+       "--data DIR (SQuAD files): question tokens kept; auto: 64, at most seq_len / 6"},
       {"fused",
        "on",
        {"on", "off"},
        "on: bias+GELU and residual+LayerNorm kernels; off: the unfused ops (same values)"}};
   e.data_doc =
-      "'synthetic' only so far: the grammar's span task (squad), masked LM + next "
-      "sentence (pretrain), topic classes (classify) (docs/bert.md)";
+      "DIR (task=squad): SQuAD v1.1's train-v1.1.json and dev-v1.1.json with BERT's uncased "
+      "vocab.txt (no larger than the model's vocabulary: size=base or large for the real one), "
+      "evaluated by run_squad.py's n-best answers and the official EM/F1; 'synthetic': the "
+      "grammar's span task (squad), masked LM + next sentence (pretrain), topic classes "
+      "(classify) (docs/bert.md)";
   // By task: squad f1, exact_match; pretrain mlm_accuracy, nsp_accuracy; classify accuracy.
   e.metrics = {"f1", "exact_match", "mlm_accuracy", "nsp_accuracy", "accuracy"};
   // MODELS.md §3.1: AdamW (wd 0.01, betas 0.9/0.999, eps 1e-6), 10% linear warmup then linear

@@ -339,3 +339,109 @@ TEST(BertModel, TinyLearnsSquadSpans) {
 
 }  // namespace
 }  // namespace aim::models
+
+// ---- task=squad on the SQuAD v1.1 files (--data DIR, data/squad_source.h) ---------------------
+// (Appended as a block of its own, with its include, so that it merges beside the span-task tests.)
+#include "data/squad_source.h"
+#include "tests/support/squad_dir.h"
+
+namespace aim::models {
+namespace {
+
+ModelConfig tiny_squad_files_config(const ModelEntry& e) {
+  return e.parse_config({"size=tiny", "seq_len=64", "doc_stride=8", "max_query_length=16"});
+}
+
+// aim-train bert --config size=tiny,seq_len=64,doc_stride=8,max_query_length=16 --data DIR, as the
+// trainer drives the registry: the batches are the synthetic span task's (names, dtypes, shapes)
+// with the files' windows in them, a few AdamW steps, then evaluation by n-best answers and the
+// official EM/F1 (whole questions: n = 1 evaluates the first question's windows).
+TEST(BertSquadFiles, TrainsAndEvaluatesThroughTheRegistry) {
+  const std::string dir = testing::make_temp_dir("aim_bert_squad");
+  testing::write_tiny_squad(dir);
+  const ModelEntry& e = find_model("bert");
+  const ModelConfig cfg = tiny_squad_files_config(e);
+  auto src = e.source(cfg, dir, 1);
+  EXPECT_NE(src->describe().find("seq 64, stride 8, query 16"), std::string::npos)
+      << src->describe();
+  EXPECT_GT(src->epoch_size(), 14);  // 7 questions, documents in several windows
+  auto synthetic = e.source(cfg, "synthetic", 1);
+  const TensorMap want = synthetic->next(4), got = src->next(4);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [k, t] : want) {
+    ASSERT_TRUE(got.count(k)) << k;
+    EXPECT_EQ(got.at(k).dtype(), t.dtype()) << k;
+    EXPECT_EQ(got.at(k).sizes(), t.sizes()) << k;
+  }
+  const auto* files = dynamic_cast<const data::SquadFileSource*>(src.get());
+  ASSERT_NE(files, nullptr);
+  const std::vector<int64_t> ids = got.at("input_ids").to_vector<int64_t>(),
+                             types = got.at("token_type_ids").to_vector<int64_t>(),
+                             starts = got.at("start_positions").to_vector<int64_t>(),
+                             ends = got.at("end_positions").to_vector<int64_t>();
+  for (int64_t b = 0; b < 4; ++b) {
+    EXPECT_EQ(files->tokenizer().token(ids[size_t(b * 64)]), "[CLS]");
+    if (starts[size_t(b)] > 0) {
+      EXPECT_EQ(types[size_t(b * 64 + starts[size_t(b)])], 1);
+      EXPECT_LE(starts[size_t(b)], ends[size_t(b)]);
+    }
+  }
+
+  auto m = e.build(cfg, 1);
+  train::AdamW opt(m->named_parameters(), 1e-3);
+  for (int step = 0; step < 4; ++step) {
+    opt.zero_grad();
+    Variable loss = m->training_loss(batch_to_device(*m, src->next(4), kCPU));
+    const float l = loss.data().to_vector<float>()[0];
+    EXPECT_TRUE(std::isfinite(l)) << "step " << step;
+    loss.backward();
+    opt.step();
+  }
+  EXPECT_EQ(src->position(), 5 * 4);
+  const Metrics all = e.evaluate(*m, *src, src->eval_size(), kCPU);
+  ASSERT_TRUE(all.count("f1") && all.count("exact_match"));
+  for (const auto& [k, v] : all) {
+    EXPECT_GE(v, 0) << k;
+    EXPECT_LE(v, 100) << k;
+  }
+  EXPECT_LE(all.at("exact_match"), all.at("f1"));
+  const Metrics first = e.evaluate(*m, *src, 1, kCPU);  // the first question: 0 or 100
+  EXPECT_TRUE(first.at("exact_match") == 0 || first.at("exact_match") == 100);
+  // Evaluation does not move the training stream and is repeatable.
+  EXPECT_EQ(src->position(), 5 * 4);
+  EXPECT_EQ(e.evaluate(*m, *src, src->eval_size(), kCPU), all);
+
+  // seq_len auto (tiny: 64) with doc_stride and max_query_length auto: 21 and 10.
+  auto autos = e.source(e.parse_config({"size=tiny"}), dir, 1);
+  EXPECT_NE(autos->describe().find("seq 64, stride 21, query 10"), std::string::npos)
+      << autos->describe();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BertSquadFiles, BadDataAndConfigurationsAreClearErrors) {
+  const ModelEntry& e = find_model("bert");
+  const std::string dir = testing::make_temp_dir("aim_bert_squad_bad");
+  AIM_EXPECT_ERROR(e.source(tiny_squad_files_config(e), dir + "/none", 1), "not a directory");
+  AIM_EXPECT_ERROR(e.source(tiny_squad_files_config(e), dir, 1),
+                   "no train-v1.1.json, dev-v1.1.json, vocab.txt");
+  testing::write_tiny_squad(dir);
+  AIM_EXPECT_ERROR(e.source(e.parse_config({"size=tiny", "task=pretrain"}), dir, 1),
+                   "a data directory is SQuAD v1.1 (task=squad)");
+  AIM_EXPECT_ERROR(
+      e.source(e.parse_config({"size=tiny", "seq_len=64", "max_query_length=61"}), dir, 1),
+      "max_query_length=61 leaves no document tokens in seq_len=64");
+  AIM_EXPECT_ERROR(e.source(e.parse_config({"size=tiny", "doc_stride=0"}), dir, 1),
+                   "doc_stride='0': expected a positive integer");
+  std::ofstream(dir + "/dev-v1.1.json") << R"({"data": [{"paragraphs": [{"context": "a"}]}]})";
+  AIM_EXPECT_ERROR(e.source(tiny_squad_files_config(e), dir, 1), "no \"qas\"");
+  // A vocabulary larger than the model's embedding (BERT's 30522 tokens in size=tiny's 1024).
+  testing::write_tiny_squad(dir, 30522 - 200);
+  const std::string big = testing::error_of([&] { e.source(tiny_squad_files_config(e), dir, 1); });
+  EXPECT_NE(big.find("vocab.txt has"), std::string::npos) << big;
+  EXPECT_NE(big.find("but bert --config size=tiny embeds only 1024"), std::string::npos) << big;
+  EXPECT_NE(big.find("size=base or size=large"), std::string::npos) << big;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace aim::models
