@@ -552,6 +552,8 @@ void bwd_flash(const AttentionBwdArgs& a) {
 
 }  // namespace
 
+void register_attention_tc_cuda(Registry& r);  // attention_cuda_tc.cu: cuda.flash_tc
+
 void register_attention_cuda(Registry& r) {
   const std::vector<DType> floats{DType::f32, DType::f64, DType::f16, DType::bf16};
   auto& f = r.op<AttentionFwdArgs>("attention_fwd");
@@ -562,6 +564,7 @@ void register_attention_cuda(Registry& r) {
   b.add({"cuda.flash", AIM_CUDA_BACKEND, Provider::Own, bwd_flash, floats,
          [](const AttentionBwdArgs& a) { return flash_supports(a.q); }});
   b.set_default(AIM_CUDA_BACKEND, "cuda.flash");
+  register_attention_tc_cuda(r);
 }
 
 }  // namespace aim::kernels::AIM_CUDA_NS
