@@ -5,6 +5,7 @@
 // Every variant evaluates exactly this expression in the boxes' dtype (f32 or f64), in this order,
 // so the same inputs give the same comparisons on the CPU and on CUDA (kernels/boxes/README.md).
 #pragma once
+#include <cmath>
 #include <limits>
 
 #include "kernels/op.h"
@@ -47,6 +48,24 @@ struct NmsArgs {
   }
 };
 
+// SSD's hard negative mining (MultiBox loss; torchvision's SSD.compute_loss, MLPerf SSD, Caffe's
+// MAX_NEGATIVE): per image, with n_pos = #{labels > 0} and the negatives {labels == 0},
+// negatives[b, p] = 1 for the k = min(ceil(ratio * n_pos), #negatives) negatives of highest loss
+// (ties: lower index first), 0 elsewhere (positives, ignored priors with labels < 0, the rest).
+// loss [B, P] f32/f64 (the per-prior classification loss), labels [B, P] i64, negatives [B, P] u8.
+struct HardNegativesArgs {
+  Tensor loss, labels;
+  Tensor negatives;  // written
+  double ratio = 3.0;
+  Device device() const { return loss.device(); }
+  DType dtype() const { return loss.dtype(); }
+  template <class S, class F>
+  static void fields(S& s, F& f) {
+    f.in("loss", s.loss), f.in("labels", s.labels), f.out("negatives", s.negatives);
+    f.param("ratio", s.ratio);
+  }
+};
+
 // The IoU expression above, written once for every variant (host and device). The products are
 // rounded on their own (nvcc would otherwise contract `a + b - w h` into an FMA and round
 // differently from the host, where -std=c++17 keeps GCC from contracting).
@@ -83,6 +102,12 @@ AIM_BOX_HD T box_iou_value(const T* p, T area_p, const T* q, T area_q) {
   return inter / uni;
 }
 
+// hard_negatives: the number of negatives an image keeps, min(ceil(ratio * positives), negatives).
+AIM_BOX_HD int64_t hard_negative_count(double ratio, int64_t positives, int64_t negatives) {
+  const double k = ceil(ratio * double(positives));
+  return k < double(negatives) ? int64_t(k) : negatives;
+}
+
 // Compulsory work. box_iou: the two areas once per box, ~10 operations per pair (4 min/max, 2
 // subtractions, 2 clamps, a product, 2 additions, a division); boxes read once, iou written once.
 // nms: its worst case, every pair of candidates compared once (K (K - 1) / 2 IoUs) plus the
@@ -102,11 +127,22 @@ inline Cost nms_cost(const NmsArgs& a) {
               /*bytes_written=*/B * (K + 1) * 8};
 }
 
+// hard_negatives: the selection as a sort of each image's P losses (P log2 P comparisons); loss and
+// labels read once, the mask written once.
+inline Cost hard_negatives_cost(const HardNegativesArgs& a) {
+  const double B = double(a.loss.size(0)), P = double(a.loss.size(1)),
+               e = double(dtype_size(a.loss.dtype()));
+  return Cost{/*flops=*/B * (P > 1 ? P * std::log2(P) : 0), /*bytes_read=*/B * P * (e + 8),
+              /*bytes_written=*/B * P};
+}
+
 // Host-side validation shared by every variant (throws "[box_iou] ..." / "[nms] ..." messages).
 void check_box_iou_args(const BoxIouArgs& a);
 void check_nms_args(const NmsArgs& a);
+void check_hard_negatives_args(const HardNegativesArgs& a);
 
 void box_iou(const BoxIouArgs& a);  // runs the selected variant
 void nms(const NmsArgs& a);
+void hard_negatives(const HardNegativesArgs& a);
 
 }  // namespace aim::kernels

@@ -87,6 +87,35 @@ TestCase make_nms_case(const TestShape& s, DType t, uint64_t seed) {
   return to_case(a);
 }
 
+// Shapes: {B, P, positives per 1000 priors, ties (1: losses on a coarse grid), ratio in tenths}:
+// no positive, few (SSD's usual case: ~1-3%), more positives than the negatives can serve (k
+// capped), SSD's 8732 priors; a few priors ignored (label -1).
+std::vector<std::string> hard_negatives_shape_fields() {
+  return {"B", "P", "pos_per_mille", "ties", "ratio_tenths"};
+}
+std::vector<TestShape> hard_negatives_shapes() {
+  return {{1, 1, 0, 0, 30},     {1, 7, 300, 1, 30},  {2, 33, 0, 0, 30},    {3, 129, 20, 1, 30},
+          {2, 100, 400, 0, 30}, {2, 500, 30, 1, 25}, {4, 1000, 10, 0, 30}, {2, 8732, 15, 1, 30}};
+}
+bool hard_negatives_simt_small(const TestShape& s) { return s[0] * s[1] <= 2000; }
+
+TestCase make_hard_negatives_case(const TestShape& s, DType t, uint64_t seed) {
+  const int64_t B = s[0], P = s[1];
+  std::mt19937_64 rng(seed);
+  HardNegativesArgs a;
+  Tensor loss = Tensor::empty({B, P}, DType::f64);
+  a.labels = Tensor::empty({B, P}, DType::i64);
+  for (int64_t i = 0; i < B * P; ++i) {
+    const uint64_t u = rng() % 1000;
+    a.labels.data<int64_t>()[i] = u < uint64_t(s[2]) ? int64_t(1 + rng() % 20) : u >= 990 ? -1 : 0;
+    loss.data<double>()[i] = s[3] ? double(rng() % 16) / 4.0 : double(rng() % 1000000) / 1e5;
+  }
+  a.loss = loss.to(t);
+  a.negatives = poison_tensor({B, P}, DType::u8);
+  a.ratio = double(s[4]) / 10.0;
+  return to_case(a);
+}
+
 Tolerance exact(DType, const TestShape&) { return {0, 0}; }
 
 }  // namespace aim::kernels::boxes_cpu

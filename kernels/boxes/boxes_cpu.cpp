@@ -1,11 +1,12 @@
 // box_iou, nms: CPU variants, argument checks and registration.
 // cpu.ref: the definitions written plainly. box_iou: every pair; nms: candidates sorted (stable,
-// by decreasing score), each tested against every box kept before it. Obviously right.
+// by decreasing score), each tested against every box kept before it; hard_negatives: each
+// image's negatives stable-sorted by decreasing loss, the first k. Obviously right.
 // cpu.omp: box_iou with OpenMP over (image, row) and the areas of b computed once per image;
 // nms with OpenMP over images, the sorted candidates copied into a contiguous array with their
 // areas, and each kept box suppressing the later candidates of its group (the same kept set:
 // a candidate is removed iff some earlier kept box of its group overlaps it), stopping at
-// max_out.
+// max_out; hard_negatives with OpenMP over images and nth_element (the same strict order).
 // Test cases: boxes_cases.cpp.
 #include "kernels/boxes/boxes_cpu.h"
 
@@ -79,6 +80,24 @@ void check_nms_args(const NmsArgs& a) {
                 a.boxes.device().str());
 }
 
+void check_hard_negatives_args(const HardNegativesArgs& a) {
+  AIM_CHECK(a.loss.defined() && a.loss.dim() == 2 && a.loss.is_contiguous() &&
+                (a.loss.dtype() == DType::f32 || a.loss.dtype() == DType::f64),
+            "[hard_negatives] loss must be contiguous [B, P] f32 or f64, got ",
+            a.loss.defined() ? to_string(a.loss.sizes()) + " " + dtype_name(a.loss.dtype())
+                             : std::string("undefined"));
+  AIM_CHECK(a.labels.defined() && a.labels.sizes() == a.loss.sizes() &&
+                a.labels.dtype() == DType::i64 && a.labels.is_contiguous(),
+            "[hard_negatives] labels must be contiguous ", to_string(a.loss.sizes()), " i64");
+  AIM_CHECK(a.negatives.defined() && a.negatives.sizes() == a.loss.sizes() &&
+                a.negatives.dtype() == DType::u8 && a.negatives.is_contiguous(),
+            "[hard_negatives] negatives must be contiguous ", to_string(a.loss.sizes()), " u8");
+  AIM_CHECK(a.labels.device() == a.loss.device() && a.negatives.device() == a.loss.device(),
+            "[hard_negatives] loss, labels and negatives must be on one device");
+  AIM_CHECK(a.ratio >= 0 && std::isfinite(a.ratio),
+            "[hard_negatives] ratio must be finite and >= 0, got ", a.ratio);
+}
+
 namespace {
 
 // ---- cpu.ref ---------------------------------------------------------------------------------
@@ -135,6 +154,28 @@ void nms_ref(const NmsArgs& a) {
     }
     for (int64_t r = 0; r < K; ++r) keep[b * K + r] = r < int64_t(kept.size()) ? kept[r] : -1;
     count[b] = int64_t(kept.size());
+  }
+}
+
+// Stable by index: sorted by decreasing loss, ties in index order; the first k negatives chosen.
+template <class T>
+void hard_negatives_ref(const HardNegativesArgs& a) {
+  const int64_t B = a.loss.size(0), P = a.loss.size(1);
+  const T* loss = a.loss.data<T>();
+  const int64_t* labels = a.labels.data<int64_t>();
+  uint8_t* out = a.negatives.data<uint8_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<int64_t> neg;
+    int64_t pos = 0;
+    for (int64_t p = 0; p < P; ++p) {
+      pos += labels[b * P + p] > 0;
+      if (labels[b * P + p] == 0) neg.push_back(p);
+      out[b * P + p] = 0;
+    }
+    const T* l = loss + b * P;
+    std::stable_sort(neg.begin(), neg.end(), [&](int64_t x, int64_t y) { return l[x] > l[y]; });
+    const int64_t k = hard_negative_count(a.ratio, pos, int64_t(neg.size()));
+    for (int64_t r = 0; r < k; ++r) out[b * P + neg[size_t(r)]] = 1;
   }
 }
 
@@ -202,6 +243,34 @@ void nms_omp(const NmsArgs& a) {
   }
 }
 
+// OpenMP over images; nth_element with the same strict order (loss descending, then index) picks
+// the same k negatives as the stable sort.
+template <class T>
+void hard_negatives_omp(const HardNegativesArgs& a) {
+  const int64_t B = a.loss.size(0), P = a.loss.size(1);
+  const T* loss = a.loss.data<T>();
+  const int64_t* labels = a.labels.data<int64_t>();
+  uint8_t* out = a.negatives.data<uint8_t>();
+#pragma omp parallel for schedule(dynamic, 1) if (B > 1 && B * P > 8192)
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<int64_t> neg;
+    neg.reserve(size_t(P));
+    int64_t pos = 0;
+    const int64_t* lab = labels + b * P;
+    for (int64_t p = 0; p < P; ++p) {
+      pos += lab[p] > 0;
+      if (lab[p] == 0) neg.push_back(p);
+    }
+    std::fill(out + b * P, out + (b + 1) * P, uint8_t(0));
+    const T* l = loss + b * P;
+    const int64_t k = hard_negative_count(a.ratio, pos, int64_t(neg.size()));
+    if (k <= 0) continue;
+    auto before = [&](int64_t x, int64_t y) { return l[x] > l[y] || (!(l[y] > l[x]) && x < y); };
+    std::nth_element(neg.begin(), neg.begin() + (k - 1), neg.end(), before);
+    for (int64_t r = 0; r < k; ++r) out[b * P + neg[size_t(r)]] = 1;
+  }
+}
+
 template <class F>
 void dispatch_boxes(DType t, const char* op, F f) {
   if (t == DType::f32)
@@ -229,8 +298,22 @@ void nms_cpu_omp(const NmsArgs& a) {
   dispatch_boxes(a.boxes.dtype(), "nms", [&](auto t) { nms_omp<decltype(t)>(a); });
 }
 
+void hard_negatives_cpu_ref(const HardNegativesArgs& a) {
+  check_hard_negatives_args(a);
+  dispatch_boxes(a.loss.dtype(), "hard_negatives",
+                 [&](auto t) { hard_negatives_ref<decltype(t)>(a); });
+}
+void hard_negatives_cpu_omp(const HardNegativesArgs& a) {
+  check_hard_negatives_args(a);
+  dispatch_boxes(a.loss.dtype(), "hard_negatives",
+                 [&](auto t) { hard_negatives_omp<decltype(t)>(a); });
+}
+
 }  // namespace
 
+void hard_negatives(const HardNegativesArgs& a) {
+  AIM_DISPATCH_OP(HardNegativesArgs, "hard_negatives", a);
+}
 void box_iou(const BoxIouArgs& a) { AIM_DISPATCH_OP(BoxIouArgs, "box_iou", a); }
 void nms(const NmsArgs& a) { AIM_DISPATCH_OP(NmsArgs, "nms", a); }
 
@@ -265,6 +348,22 @@ void register_boxes_cpu(Registry& r) {
     op.set_shape_fields(boxes_cpu::nms_shape_fields());
     op.add_test_shapes(boxes_cpu::nms_shapes());
     op.small_enough_for_simt = boxes_cpu::nms_simt_small;
+  }
+  {
+    auto& op = r.op<HardNegativesArgs>("hard_negatives");
+    op.description =
+        "SSD's hard negative mining: per image the ceil(ratio * positives) negatives of highest "
+        "loss";
+    op.add({"cpu.ref", Backend::CPU, Provider::Own, hard_negatives_cpu_ref, dt});
+    op.add({"cpu.omp", Backend::CPU, Provider::Own, hard_negatives_cpu_omp, dt});
+    op.set_default(Backend::CPU, "cpu.omp");
+    op.set_cost(hard_negatives_cost);
+    op.make_case = boxes_cpu::make_hard_negatives_case;
+    op.ref_uses_case_dtype = true;
+    op.tolerance = boxes_cpu::exact;
+    op.set_shape_fields(boxes_cpu::hard_negatives_shape_fields());
+    op.add_test_shapes(boxes_cpu::hard_negatives_shapes());
+    op.small_enough_for_simt = boxes_cpu::hard_negatives_simt_small;
   }
 }
 

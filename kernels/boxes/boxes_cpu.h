@@ -19,6 +19,11 @@ std::vector<TestShape> nms_shapes();
 TestCase make_nms_case(const TestShape& s, DType t, uint64_t seed);
 bool nms_simt_small(const TestShape& s);
 
+std::vector<std::string> hard_negatives_shape_fields();
+std::vector<TestShape> hard_negatives_shapes();
+TestCase make_hard_negatives_case(const TestShape& s, DType t, uint64_t seed);
+bool hard_negatives_simt_small(const TestShape& s);
+
 // Every variant evaluates the same expressions in the boxes' dtype: results compare exactly.
 Tolerance exact(DType t, const TestShape& s);
 

@@ -11,8 +11,10 @@
 //   3. scan: one warp per image walks the sorted candidates in order, keeps those whose bit in
 //      the removed-words (shared memory) is clear, ORs each kept row's words into them (lanes
 //      over words), stops at max_out, writes keep (then -1) and count.
-// Traffic: step 2 writes K * ceil(K / 64) words per image (1.1 MB at K = 3000); step 3 reads the
-// kept rows only. Bound: step 1's K^2 comparisons for large K (no device sort yet); step 3 is
+// hard_negatives cuda.rank: one block per image, each negative's rank among the image's
+//   negatives by comparing with all of them (O(P^2)); chosen when rank < k.
+// Traffic: nms step 2 writes K * ceil(K / 64) words per image (1.1 MB at K = 3000); step 3 reads
+// the kept rows only. Bound: step 1's K^2 comparisons for large K (no device sort yet); step 3 is
 // sequential per image. Limits: ceil(K / 64) <= 6144 (the removed words in 48 KB of shared
 // memory: K <= 393216). Not yet timed on a GPU.
 #include "kernels/cuda_common.h"
@@ -130,6 +132,58 @@ __global__ void scan_kernel(const int64_t* order, const unsigned long long* mask
   if (lane == 0) count[img] = kept;
 }
 
+// hard_negatives: one block per image. The positives and negatives counted (shared atomics on
+// integers: exact), then each thread ranks its negatives among the image's by comparing with every
+// other (O(P^2) per image: 76M comparisons at SSD's 8732 priors, through L1/L2).
+template <class T>
+__global__ void hard_negatives_kernel(const T* loss, const int64_t* labels, uint8_t* out, int64_t P,
+                                      double ratio) {
+  __shared__ unsigned long long counts[2];
+  const int64_t img = blockIdx.x;
+  const T* l = loss + img * P;
+  const int64_t* lab = labels + img * P;
+  if (threadIdx.x < 2) counts[threadIdx.x] = 0;
+  __syncthreads();
+  unsigned long long pos = 0, neg = 0;
+  for (int64_t p = threadIdx.x; p < P; p += blockDim.x) {
+    pos += lab[p] > 0;
+    neg += lab[p] == 0;
+  }
+  atomicAdd(&counts[0], pos);
+  atomicAdd(&counts[1], neg);
+  __syncthreads();
+  const int64_t k = hard_negative_count(ratio, int64_t(counts[0]), int64_t(counts[1]));
+  for (int64_t p = threadIdx.x; p < P; p += blockDim.x) {
+    uint8_t chosen = 0;
+    if (lab[p] == 0 && k > 0) {
+      const T lp = l[p];
+      int64_t rank = 0;
+      for (int64_t q = 0; q < P && rank < k; ++q)
+        rank += lab[q] == 0 && (l[q] > lp || (q < p && !(lp > l[q])));
+      chosen = rank < k;
+    }
+    out[img * P + p] = chosen;
+  }
+}
+
+void hard_negatives_cuda_rank(const HardNegativesArgs& a) {
+  check_hard_negatives_args(a);
+  const int64_t B = a.loss.size(0), P = a.loss.size(1);
+  if (B == 0 || P == 0) return;
+  AIM_CHECK(B <= 2147483647, "[hard_negatives] cuda.rank: at most 2^31 - 1 images");
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    AIM_LAUNCH(unsigned(B), kThreads, 0, stream_for(a.loss.device()), hard_negatives_kernel<T>)
+    (static_cast<const T*>(a.loss.raw_data()), a.labels.data<int64_t>(),
+     a.negatives.data<uint8_t>(), P, a.ratio);
+    AIM_CHECK_LAUNCH();
+  };
+  if (a.loss.dtype() == DType::f32)
+    launch(float{});
+  else
+    launch(double{});
+}
+
 std::string nms_supports(const NmsArgs& a) {
   const int64_t W = ceil_div(a.boxes.size(1), 64);
   if (W > kMaxWords)
@@ -205,6 +259,9 @@ void register_boxes_cuda(Registry& r) {
       {"cuda.grid", AIM_CUDA_BACKEND, Provider::Own, box_iou_cuda_grid, dt});
   r.op<NmsArgs>("nms").add(
       {"cuda.bitmask", AIM_CUDA_BACKEND, Provider::Own, nms_cuda_bitmask, dt, nms_supports});
+  r.op<HardNegativesArgs>("hard_negatives")
+      .add({"cuda.rank", AIM_CUDA_BACKEND, Provider::Own, hard_negatives_cuda_rank, dt});
+  r.op<HardNegativesArgs>("hard_negatives").set_default(AIM_CUDA_BACKEND, "cuda.rank");
   r.op<BoxIouArgs>("box_iou").set_default(AIM_CUDA_BACKEND, "cuda.grid");
   r.op<NmsArgs>("nms").set_default(AIM_CUDA_BACKEND, "cuda.bitmask");
 }

@@ -1,5 +1,6 @@
 // box_iou / nms (kernels/boxes): parity of the CPU variants with torchvision.ops (tests/peers/
-// boxes.py: box_iou, nms, batched_nms, including batched_nms's per-class path above 4000 boxes),
+// boxes.py: box_iou, nms, batched_nms, including batched_nms's per-class path above 4000 boxes;
+// the hard negative selection of torchvision's SSD.compute_loss),
 // the semantics torchvision does not have (score threshold, max_out, batches, ties), and the
 // argument checks. The registry test (test_variants.cpp) compares every other variant with cpu.ref.
 #include <gtest/gtest.h>
@@ -112,6 +113,18 @@ TEST(BoxesParity, CpuVariantsMatchTorchvision) {
       in["groups"] = Tensor::from_vector(g, {c.K});
     }
     in["cfg"] = Tensor::from_vector(std::vector<double>{c.thr}, {1});
+    // Hard negatives: 3 images of K priors, ~2% positives, distinct losses (torch's sort is not
+    // stable: ties would make the selection ambiguous).
+    {
+      std::vector<double> l(static_cast<size_t>(3 * c.K));
+      for (size_t i = 0; i < l.size(); ++i) l[i] = (double(i) + 0.25) / double(l.size());
+      std::shuffle(l.begin(), l.end(), std::mt19937_64(10 * k + 6));
+      std::vector<int64_t> lab(l.size());
+      std::mt19937_64 rng(10 * k + 7);
+      for (auto& v : lab) v = rng() % 50 == 0 ? int64_t(1 + rng() % 20) : 0;
+      in["hn_loss"] = Tensor::from_vector(l, {3, c.K}).to(c.t);
+      in["hn_labels"] = Tensor::from_vector(lab, {3, c.K});
+    }
     std::vector<std::pair<std::string, Tensor>> named(in.begin(), in.end());
     save_safetensors(dir + "/in_" + std::to_string(k) + ".safetensors", named);
     inputs.push_back(in);
@@ -139,6 +152,13 @@ TEST(BoxesParity, CpuVariantsMatchTorchvision) {
           run_nms(in["boxes"], in["scores"], in.count("groups") ? in["groups"] : Tensor(), c.thr);
       const std::vector<int64_t> want = o.at("keep").to_vector<int64_t>();
       EXPECT_EQ(keep, want);
+      HardNegativesArgs h;
+      h.loss = in["hn_loss"];
+      h.labels = in["hn_labels"];
+      h.negatives = Tensor::empty({3, c.K}, DType::u8);
+      ScopedVariant vh("hard_negatives", variant);
+      hard_negatives(h);
+      EXPECT_EQ(h.negatives.to_vector<uint8_t>(), o.at("hn_neg").to_vector<uint8_t>());
       std::printf("[boxes parity %s] case %zu: K %lld, kept %zu (torchvision %zu)\n",
                   variant.c_str(), k, (long long)c.K, keep.size(), want.size());
     }
@@ -149,7 +169,8 @@ TEST(BoxesParity, CpuVariantsMatchTorchvision) {
 // Semantics beyond torchvision's: ties go to the lower index, the score threshold is strict,
 // max_out stops the greedy pass, images of a batch are independent.
 TEST(Boxes, NmsTiesThresholdsMaxOutAndBatches) {
-  // Boxes 0, 1, 2 coincide (IoU 1); 3 is apart. Scores: 1 and 2 tie; 3 (0.2) under the 0.25 threshold.
+  // Boxes 0, 1, 2 coincide (IoU 1); 3 is apart. Scores: 1 and 2 tie; 3 (0.2) under the 0.25
+  // threshold.
   const Tensor boxes = Tensor::from_vector(
       std::vector<float>{0, 0, 10, 10, 0, 0, 10, 10, 0, 0, 10, 10, 20, 20, 30, 30}, {4, 4});
   const Tensor scores = Tensor::from_vector(std::vector<float>{0.5f, 0.9f, 0.9f, 0.2f}, {4});
@@ -173,6 +194,31 @@ TEST(Boxes, NmsTiesThresholdsMaxOutAndBatches) {
     nms(a);
     EXPECT_EQ(a.keep.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, -1, 1, 0, -1}));
     EXPECT_EQ(a.count.to_vector<int64_t>(), (std::vector<int64_t>{2, 2}));
+  }
+}
+
+// Ties go to the lower index, ignored priors (label < 0) are never chosen, k = ceil(ratio * pos)
+// capped at the negatives.
+TEST(Boxes, HardNegativesTiesIgnoredAndCap) {
+  const Tensor loss =
+      Tensor::from_vector(std::vector<float>{0.5f, 0.9f, 0.9f, 0.1f, 0.95f, 0.9f}, {1, 6});
+  const Tensor labels = Tensor::from_vector(std::vector<int64_t>{1, 0, 0, 0, -1, 0}, {1, 6});
+  for (const std::string variant : {"cpu.ref", "cpu.omp"}) {
+    ScopedVariant v("hard_negatives", variant);
+    SCOPED_TRACE(variant);
+    for (const auto& [ratio, want] :
+         std::vector<std::pair<double, std::vector<uint8_t>>>{{3.0, {0, 1, 1, 0, 0, 1}},
+                                                              {1.5, {0, 1, 1, 0, 0, 0}},
+                                                              {10.0, {0, 1, 1, 1, 0, 1}},
+                                                              {0.0, {0, 0, 0, 0, 0, 0}}}) {
+      HardNegativesArgs h;
+      h.loss = loss;
+      h.labels = labels;
+      h.negatives = Tensor::empty({1, 6}, DType::u8);
+      h.ratio = ratio;
+      hard_negatives(h);
+      EXPECT_EQ(h.negatives.to_vector<uint8_t>(), want) << "ratio " << ratio;
+    }
   }
 }
 

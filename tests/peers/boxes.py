@@ -7,6 +7,8 @@ reads DIR/in_<k>.safetensors for k < N and writes DIR/out_<k>.safetensors. Each 
   a [N, 4], b [M, 4] (f32 or f64): box_iou(a, b) -> iou [N, M]
   boxes [K, 4], scores [K] (same dtype), groups [K] i64 or absent, cfg [1] f64 (IoU threshold):
   batched_nms(boxes, scores, groups, thr) (nms when groups is absent) -> keep [k] i64
+  hn_loss [B, P], hn_labels [B, P] i64 (>= 0): torchvision SSD.compute_loss's hard negative
+  selection with neg_to_pos_ratio 3 -> hn_neg [B, P] u8
 """
 import os
 import sys
@@ -26,6 +28,15 @@ def run_case(inp):
     else:
         keep = torchvision.ops.nms(inp["boxes"], inp["scores"], thr)
     out["keep"] = keep.to(torch.int64)
+    # torchvision/models/detection/ssd.py, SSD.compute_loss (torchvision 0.14), the mining lines.
+    cls_loss, labels = inp["hn_loss"], inp["hn_labels"]
+    foreground_idxs = labels > 0
+    num_negative = 3.0 * foreground_idxs.sum(1, keepdim=True)
+    negative_loss = cls_loss.clone()
+    negative_loss[foreground_idxs] = -float("inf")
+    values, idx = negative_loss.sort(1, descending=True)
+    background_idxs = idx.sort(1)[1] < num_negative
+    out["hn_neg"] = (background_idxs & ~foreground_idxs).to(torch.uint8)
     return out
 
 
