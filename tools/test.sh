@@ -6,6 +6,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 start=$(date +%s)
+# pycocotools for the COCO evaluation's comparison test (tools/pydeps.sh; skipped when absent).
+if [ -z "${AIM_PYCOCOTOOLS_PYTHON:-}" ]; then
+  AIM_PYCOCOTOOLS_PYTHON="$("$root/tools/pydeps.sh")"
+  export AIM_PYCOCOTOOLS_PYTHON
+fi
 "$root/tools/build.sh" "$root/build"
 (cd "$root/build" && ctest --output-on-failure -j1)
 # No own kernel spills registers on sm_90 (reads the objects the build made; tools/ptxas-allow.txt).
