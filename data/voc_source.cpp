@@ -4,8 +4,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/din_export.h"
-#include "data/image_decode.h"
 #include "data/philox_draw.h"
 #include "tensor/check.h"
 
@@ -13,22 +11,21 @@ namespace aim::data {
 namespace {
 
 constexpr uint64_t kTagAugment = 50;
-constexpr uint64_t kAugmentBlocks = 64;  // Philox blocks per sample's augmentation
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
-FloatImage to_float(const Image& im) {
-  FloatImage f;
-  f.height = im.height, f.width = im.width;
-  f.chw.resize(size_t(3 * im.height * im.width));
-  const int64_t HW = im.height * im.width;
-  for (int64_t p = 0; p < HW; ++p)
-    for (int c = 0; c < 3; ++c)
-      f.chw[size_t(c * HW + p)] = float(im.rgb[size_t(p * 3 + c)]) / 255.0f;
-  return f;
+// The sample's boxes from the annotation's objects: VOC's 1-based inclusive pixels to continuous
+// coordinates (x1 = xmin - 1, x2 = xmax).
+void set_boxes(VocSource::Item& it) {
+  it.sample.boxes.clear(), it.sample.difficult.clear();
+  for (const VocObject& o : it.ann.objects) {
+    it.sample.boxes.push_back(
+        {float(o.xmin - 1), float(o.ymin - 1), float(o.xmax), float(o.ymax), o.label});
+    it.sample.difficult.push_back(o.difficult);
+  }
 }
 
 }  // namespace
@@ -54,7 +51,9 @@ std::vector<VocSource::Item> read_voc_set(const std::string& set, bool clip_boxe
               "'");
     VocSource::Item it;
     it.ann = read_voc_annotation(dir + "/Annotations/" + id + ".xml", {clip_boxes}, clipped);
-    it.image = dir + "/JPEGImages/" + id + ".jpg";
+    it.sample.image = dir + "/JPEGImages/" + id + ".jpg";
+    it.sample.height = it.ann.height, it.sample.width = it.ann.width;
+    set_boxes(it);
     items.push_back(std::move(it));
   }
   AIM_CHECK(!items.empty(), list, ": no image ids");
@@ -73,6 +72,7 @@ VocSource::VocSource(const VocSourceConfig& cfg) : cfg_(cfg) {
       auto& o = it.ann.objects;
       o.erase(std::remove_if(o.begin(), o.end(), [](const VocObject& x) { return x.difficult; }),
               o.end());
+      set_boxes(it);
       train_.push_back(std::move(it));
     }
   }
@@ -104,66 +104,25 @@ std::string VocSource::fingerprint() const {
 
 TensorMap VocSource::load(const std::vector<const Item*>& items,
                           const std::vector<int64_t>& positions, bool train) const {
-  const int64_t B = int64_t(items.size()), G = max_objects_, S = cfg_.size;
-  Tensor images = Tensor::empty({B, 3, S, S}, DType::f32);
-  Tensor boxes = Tensor::zeros({B, G, 4}, DType::f32);
-  Tensor labels = Tensor::zeros({B, G}, DType::i64);
-  Tensor num = Tensor::empty({B}, DType::i64);
-  Tensor difficult = Tensor::zeros({B, G}, DType::u8);
-  Tensor orig = Tensor::empty({B, 2}, DType::i64);
-  for (int64_t s = 0; s < B; ++s) {
-    const Item& it = *items[size_t(s)];
-    const Image im = decode_image_file(it.image);
-    AIM_CHECK(im.height == it.ann.height && im.width == it.ann.width, it.image, ": the image is ",
-              im.width, "x", im.height, " but its annotation says ", it.ann.width, "x",
-              it.ann.height);
-    FloatImage f = to_float(im);
-    std::vector<AugmentBox> bx;
-    std::vector<uint8_t> diff;
-    for (const VocObject& o : it.ann.objects) {
-      bx.push_back({float(o.xmin - 1), float(o.ymin - 1), float(o.xmax), float(o.ymax), o.label});
-      diff.push_back(o.difficult);
-    }
-    if (train && cfg_.augment) {
-      augment_detection(f, bx, S, S, cfg_.augment_options, aug_key_,
-                        uint64_t(positions[size_t(s)]) * kAugmentBlocks);
-    } else {
-      const float sy = float(S) / float(f.height), sx = float(S) / float(f.width);
-      f = resize_bilinear(f, S, S);
-      for (AugmentBox& b : bx) b.x1 *= sx, b.x2 *= sx, b.y1 *= sy, b.y2 *= sy;
-    }
-    std::copy(f.chw.begin(), f.chw.end(), images.data<float>() + s * 3 * S * S);
-    num.data<int64_t>()[s] = int64_t(bx.size());
-    for (size_t k = 0; k < bx.size(); ++k) {
-      float* b = boxes.data<float>() + (s * G + int64_t(k)) * 4;
-      b[0] = bx[k].x1, b[1] = bx[k].y1, b[2] = bx[k].x2, b[3] = bx[k].y2;
-      labels.data<int64_t>()[s * G + int64_t(k)] = bx[k].label;
-      if (!train) difficult.data<uint8_t>()[s * G + int64_t(k)] = diff[k];
-    }
-    orig.data<int64_t>()[2 * s] = it.ann.height;
-    orig.data<int64_t>()[2 * s + 1] = it.ann.width;
-  }
-  TensorMap m{{"images", images}, {"boxes", boxes}, {"labels", labels}, {"num_boxes", num}};
-  if (!train) {
-    m["difficult"] = difficult;
-    m["orig_size"] = orig;
-    m["index"] = Tensor::from_vector(positions, {B});
-  }
-  return m;
+  std::vector<const DetectionSample*> samples;
+  for (const Item* it : items) samples.push_back(&it->sample);
+  DetectionBatchOptions o;
+  o.size = cfg_.size;
+  o.max_objects = max_objects_;
+  o.train = train;
+  o.augment = cfg_.augment;
+  o.augment_options = cfg_.augment_options;
+  o.augment_key = aug_key_;
+  return detection_batch(samples, positions, o);
 }
 
 TensorMap VocSource::next(int64_t batch_size) {
   AIM_CHECK(batch_size > 0, "voc: batch_size must be > 0, got ", batch_size);
-  const int64_t n = epoch_size();
   std::vector<const Item*> items;
   std::vector<int64_t> positions;
-  int64_t order_epoch = -1;
-  std::vector<int64_t> order;
-  for (int64_t k = 0; k < batch_size; ++k) {
-    const int64_t p = pos_ + k, epoch = p / n;
-    if (epoch != order_epoch) order = epoch_order(n, cfg_.seed, epoch), order_epoch = epoch;
-    items.push_back(&train_[size_t(order[size_t(p % n)])]);
-    positions.push_back(p);
+  for (int64_t i : stream_indices(pos_, batch_size, epoch_size(), cfg_.seed)) {
+    items.push_back(&train_[size_t(i)]);
+    positions.push_back(pos_ + int64_t(positions.size()));
   }
   pos_ += batch_size;
   return load(items, positions, true);

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "data/detection_augment.h"
+#include "data/detection_batch.h"
 #include "data/source.h"
 #include "data/voc.h"
 
@@ -36,8 +36,8 @@ struct VocSourceConfig {
 class VocSource : public BatchSource {
  public:
   struct Item {
-    std::string image;  // path of the JPEG
     VocAnnotation ann;
+    DetectionSample sample;  // the JPEG and its boxes in continuous pixel coordinates
   };
 
   explicit VocSource(const VocSourceConfig& cfg);

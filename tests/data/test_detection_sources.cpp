@@ -1,8 +1,10 @@
-// data/voc_source.h on a tiny VOC year folder written by the test (PNG content in .jpg files, which
-// the decoder sniffs): the image lists, difficult objects dropped from training and flagged in
-// evaluation, boxes in resized-image pixels (VOC's 1-based inclusive -> continuous), augmentation
-// determinism by stream position, resumption, and the errors for a missing list, a missing image,
-// an image whose size disagrees with its annotation.
+// The detection sources on tiny data sets written by the test (PNG content in .jpg files, which
+// the decoder sniffs). data/voc_source.h: the image lists, difficult objects dropped from training
+// and flagged in evaluation, boxes in resized-image pixels (VOC's 1-based inclusive -> continuous),
+// augmentation determinism by stream position, resumption, and the errors for a missing list, a
+// missing image, an image whose size disagrees with its annotation. data/coco_source.h: crowd
+// boxes left out of the targets but kept in the evaluation ground truth, [x, y, w, h] boxes,
+// contiguous labels, image ids, a missing image.
 #include <gtest/gtest.h>
 #include <png.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <string>
 
+#include "data/coco_source.h"
 #include "data/voc_source.h"
 
 namespace aim::data {
@@ -153,6 +156,48 @@ TEST(VocSource, Errors) {
          "</annotation>";
   EXPECT_NE(error_of(c).find("the image is 16x16 but its annotation says 50x20"), std::string::npos)
       << error_of(c);
+}
+
+TEST(CocoSource, BatchesAndEvaluationGroundTruth) {
+  const fs::path root = fs::temp_directory_path() / ("aim_coco_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  std::vector<uint8_t> rgb(size_t(40 * 20 * 3), 0);
+  write_png_rgb(root / "img" / "a.jpg", 40, 20, rgb);
+  write_png_rgb(root / "img" / "b.jpg", 40, 20, rgb);
+  std::ofstream(root / "inst.json") << R"({
+    "images": [{"id": 9, "file_name": "a.jpg", "width": 40, "height": 20},
+               {"id": 4, "file_name": "b.jpg", "width": 40, "height": 20}],
+    "categories": [{"id": 5, "name": "x"}, {"id": 2, "name": "y"}],
+    "annotations": [
+      {"id": 1, "image_id": 9, "category_id": 5, "bbox": [4, 2, 10, 8], "area": 60, "iscrowd": 0},
+      {"id": 2, "image_id": 9, "category_id": 2, "bbox": [0, 0, 40, 20], "area": 500, "iscrowd": 1},
+      {"id": 3, "image_id": 4, "category_id": 2, "bbox": [20, 10, 20, 10], "area": 200}]})";
+  CocoSourceConfig c;
+  c.train_images = c.eval_images = (root / "img").string();
+  c.train_annotations = c.eval_annotations = (root / "inst.json").string();
+  c.size = 10;
+  c.augment = false;
+  CocoSource s(c);
+  EXPECT_EQ(s.max_objects(), 1);
+  EXPECT_EQ(s.eval_image_id(0), 9);
+  EXPECT_EQ(s.category_ids(), (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(s.eval_ground_truth().size(), 3u);  // the crowd box too
+  const TensorMap e = s.eval_batch(0, 2);
+  EXPECT_EQ(e.at("labels").to_vector<int64_t>(), (std::vector<int64_t>{2, 1}));
+  // [4, 2, 10, 8] in 40x20 -> (4, 2, 14, 10) -> x * 0.25, y * 0.5.
+  const std::vector<float> b = e.at("boxes").to_vector<float>();
+  EXPECT_FLOAT_EQ(b[0], 1.0f);
+  EXPECT_FLOAT_EQ(b[1], 1.0f);
+  EXPECT_FLOAT_EQ(b[2], 3.5f);
+  EXPECT_FLOAT_EQ(b[3], 5.0f);
+  fs::remove(root / "img" / "b.jpg");
+  try {
+    s.eval_batch(1, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& ex) {
+    EXPECT_NE(std::string(ex.what()).find("b.jpg"), std::string::npos) << ex.what();
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace
