@@ -36,7 +36,9 @@ class Container : public layers::Module {
  public:
   explicit Container(std::string type) : type_(std::move(type)) {}
   std::string type_name() const override { return type_; }
-  layers::Parameter add_param(const std::string& name, Tensor t) { return param(name, std::move(t)); }
+  layers::Parameter add_param(const std::string& name, Tensor t) {
+    return param(name, std::move(t));
+  }
   template <class M>
   std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
     return child(name, std::move(m));
@@ -90,9 +92,10 @@ std::string shape_str(const Shape& s) {
 }  // namespace
 
 SsdVgg16::SsdVgg16(const SsdConfig& c) : c_(c) {
-  AIM_CHECK(c.num_classes >= 2, "[ssd_vgg16] num_classes must count background and >= 1 class, got ",
-            c.num_classes);
-  AIM_CHECK(c.image_size == 300, "[ssd_vgg16] image_size must be 300 (the six feature maps 38, 19, ",
+  AIM_CHECK(c.num_classes >= 2,
+            "[ssd_vgg16] num_classes must count background and >= 1 class, got ", c.num_classes);
+  AIM_CHECK(c.image_size == 300,
+            "[ssd_vgg16] image_size must be 300 (the six feature maps 38, 19, ",
             "10, 5, 3, 1 of torchvision's ssd300_vgg16), got ", c.image_size);
   uint64_t seed = c.seed * 1000;
   auto relu = [] { return std::make_shared<layers::ReLU>(); };
@@ -121,17 +124,17 @@ SsdVgg16::SsdVgg16(const SsdConfig& c) : c_(c) {
     e0->push_back(relu());
   }
   auto fc = std::make_shared<Sequential>(std::vector<std::shared_ptr<layers::Module>>{
-      std::make_shared<layers::MaxPool2d>(3, 1, 1), conv(512, 1024, 3,
-                                                         ConvOptions().padding(6).dilation(6), seed),
-      relu(), conv(1024, 1024, 1, ConvOptions(), seed), relu()});
+      std::make_shared<layers::MaxPool2d>(3, 1, 1),
+      conv(512, 1024, 3, ConvOptions().padding(6).dilation(6), seed), relu(),
+      conv(1024, 1024, 1, ConvOptions(), seed), relu()});
   e0->push_back(fc);
   extra->push_back(e0);
   // extra.1 .. 4: conv8_2 .. conv11_2.
-  const int64_t ex[4][4] = {  // in, mid, out, stride (0: 3x3 unpadded)
-      {1024, 256, 512, 2},
-      {512, 128, 256, 2},
-      {256, 128, 256, 0},
-      {256, 128, 256, 0}};
+  const int64_t ex[4][4] = {// in, mid, out, stride (0: 3x3 unpadded)
+                            {1024, 256, 512, 2},
+                            {512, 128, 256, 2},
+                            {256, 128, 256, 0},
+                            {256, 128, 256, 0}};
   std::vector<std::shared_ptr<Sequential>> extra_blocks;
   for (const auto& e : ex) {
     const ConvOptions o3 = e[3] ? ConvOptions().padding(1).stride(e[3]) : ConvOptions();
@@ -166,7 +169,8 @@ SsdVgg16::SsdVgg16(const SsdConfig& c) : c_(c) {
   for (size_t i = 0; i + 1 < e0->size(); ++i)
     if ((*e0)[i]->type_name() == "Conv2d")
       kaiming_fan_out(static_cast<layers::Conv2d&>(*(*e0)[i]), gen);
-  for (auto& b : extra_blocks) for_each_conv(*b, [&](layers::Conv2d& m) { xavier_uniform(m, gen); });
+  for (auto& b : extra_blocks)
+    for_each_conv(*b, [&](layers::Conv2d& m) { xavier_uniform(m, gen); });
   for_each_conv(*fc, [&](layers::Conv2d& m) { xavier_uniform(m, gen); });
   for_each_conv(*cls_list, [&](layers::Conv2d& m) { xavier_uniform(m, gen); });
   for_each_conv(*reg_list, [&](layers::Conv2d& m) { xavier_uniform(m, gen); });
@@ -178,15 +182,18 @@ SsdVgg16::SsdVgg16(const SsdConfig& c) : c_(c) {
   std_ = Tensor::from_vector(std::vector<double>(3, 1.0 / 255.0), {1, 3, 1, 1});
 }
 
-std::vector<Variable> SsdVgg16::features(const Variable& images) {
+Variable SsdVgg16::normalize(const Variable& images) const {
   const Shape s = images.sizes();
   AIM_CHECK(s.size() == 4 && s[1] == 3 && s[2] == c_.image_size && s[3] == c_.image_size,
             "[ssd_vgg16] images must be [B, 3, ", c_.image_size, ", ", c_.image_size,
             "] (resized, in [0, 1]), got ", shape_str(s));
   const Variable mean(mean_.to(images.dtype()).to(images.device()));
   const Variable stdv(std_.to(images.dtype()).to(images.device()));
-  Variable x = ag::div(ag::sub(images, mean), stdv);
-  x = features_->forward(x);
+  return ag::div(ag::sub(images, mean), stdv);
+}
+
+std::vector<Variable> SsdVgg16::features(const Variable& images) {
+  Variable x = features_->forward(normalize(images));
   std::vector<Variable> out = {ag::l2_normalize(x, scale_weight_)};
   for (auto& block : extra_) {
     x = block->forward(x);
@@ -281,8 +288,7 @@ SsdLoss SsdVgg16::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) c
     std::vector<float> enc(size_t(F * 4));
     detection::encode_boxes(matched.data(), fg_anchors.data(), F, coder_, enc.data());
     const Tensor rows = Tensor::from_vector(fg_rows, {F}, dev);
-    const Variable sel =
-        ag::index_select(ag::reshape(out.bbox_regression, {B * P, 4}), 0, rows);
+    const Variable sel = ag::index_select(ag::reshape(out.bbox_regression, {B * P, 4}), 0, rows);
     bbox_sum = ag::smooth_l1_loss(sel, Tensor::from_vector(enc, {F, 4}).to(dt).to(dev), 1.0,
                                   kernels::Reduction::sum);
   } else {
@@ -290,8 +296,8 @@ SsdLoss SsdVgg16::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) c
   }
   // Classification: CE per prior; the positives plus the hard negatives (3:1 per image).
   const Tensor target = Tensor::from_vector(cls_targets, {B * P}, dev);
-  const Variable ce = ag::cross_entropy(ag::reshape(out.cls_logits, {B * P, C}), target,
-                                        kernels::Reduction::none);
+  const Variable ce =
+      ag::cross_entropy(ag::reshape(out.cls_logits, {B * P, C}), target, kernels::Reduction::none);
   kernels::HardNegativesArgs hn;
   hn.loss = ce.data().reshape({B, P}).contiguous();
   hn.labels = target.reshape({B, P});
@@ -305,9 +311,9 @@ SsdLoss SsdVgg16::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) c
   Variable cls_sum = ag::mul(ag::sum(ce), 0.0);
   if (F > 0) cls_sum = ag::sum(ag::index_select(ce, 0, Tensor::from_vector(fg_rows, {F}, dev)));
   if (!neg_rows.empty())
-    cls_sum = ag::add(cls_sum, ag::sum(ag::index_select(
-                                   ce, 0, Tensor::from_vector(neg_rows, {int64_t(neg_rows.size())},
-                                                              dev))));
+    cls_sum = ag::add(cls_sum,
+                      ag::sum(ag::index_select(
+                          ce, 0, Tensor::from_vector(neg_rows, {int64_t(neg_rows.size())}, dev))));
   r.bbox_regression = ag::div(bbox_sum, Variable(Tensor::full({}, N, bbox_sum.dtype(), dev)));
   r.classification = ag::div(cls_sum, Variable(Tensor::full({}, N, cls_sum.dtype(), dev)));
   r.total = ag::add(r.bbox_regression, r.classification);
@@ -348,9 +354,8 @@ std::vector<SsdDetections> SsdVgg16::postprocess(const SsdHeadOutputs& out) cons
       for (int64_t p = 0; p < P; ++p)
         if (sc[p * C + label] > c_.score_thresh) idx.push_back(p);
       const size_t k = size_t(std::min<int64_t>(int64_t(idx.size()), c_.topk_candidates));
-      std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) {
-        return sc[x * C + label] > sc[y * C + label];
-      });
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](int64_t x, int64_t y) { return sc[x * C + label] > sc[y * C + label]; });
       for (size_t i = 0; i < k; ++i) {
         cand_boxes.insert(cand_boxes.end(), boxes.begin() + idx[i] * 4,
                           boxes.begin() + idx[i] * 4 + 4);

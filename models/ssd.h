@@ -80,6 +80,8 @@ class SsdVgg16 : public layers::Module {
   std::string type_name() const override { return "SSD"; }
   const SsdConfig& config() const { return c_; }
 
+  // images [B, 3, S, S] in [0, 1] -> (images - mean) / std, checked for shape.
+  Variable normalize(const Variable& images) const;
   // images [B, 3, S, S] in [0, 1] -> the six feature maps (conv4_3 after L2Norm, fc7, conv8_2 ..
   // conv11_2).
   std::vector<Variable> features(const Variable& images);
@@ -106,8 +108,8 @@ class SsdVgg16 : public layers::Module {
   std::vector<std::shared_ptr<layers::Module>> extra_;  // backbone.extra.0 .. 4
   std::vector<std::shared_ptr<layers::Module>> cls_, reg_;
   std::vector<int64_t> anchors_per_cell_;
-  Tensor anchors_;             // [P, 4]
-  Tensor mean_, std_;          // [1, 3, 1, 1] f64 (cast to the input's dtype/device on use)
+  Tensor anchors_;     // [P, 4]
+  Tensor mean_, std_;  // [1, 3, 1, 1] f64 (cast to the input's dtype/device on use)
   detection::BoxCoderWeights coder_;
 };
 

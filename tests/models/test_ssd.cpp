@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "kernels/pool/pool2d.h"
+#include "layers/pooling.h"
 #include "models/ssd.h"
 #include "tensor/safetensors.h"
 #include "tests/support/common.h"
@@ -44,8 +46,8 @@ double rel_diff(const Tensor& a, const Tensor& b) {
   return m > 0 ? d / m : d;
 }
 
-SsdTargets random_targets(int64_t B, int64_t G, const std::vector<int64_t>& counts,
-                          int64_t classes, std::mt19937& rng) {
+SsdTargets random_targets(int64_t B, int64_t G, const std::vector<int64_t>& counts, int64_t classes,
+                          std::mt19937& rng) {
   std::uniform_real_distribution<float> pos(0.f, 200.f), size(20.f, 110.f);
   std::vector<float> boxes(size_t(B * G * 4), 0.f);
   std::vector<int64_t> labels(size_t(B * G), 0);
@@ -92,8 +94,7 @@ TEST(SsdModel, ModuleTreeShapesAndErrors) {
   EXPECT_EQ(shapes.at("backbone.extra.0.7.1.weight"), Shape({1024, 512, 3, 3}));
   EXPECT_EQ(shapes.at("backbone.extra.0.7.3.weight"), Shape({1024, 1024, 1, 1}));
   EXPECT_EQ(shapes.at("backbone.extra.4.2.weight"), Shape({256, 128, 3, 3}));
-  EXPECT_EQ(shapes.at("head.classification_head.module_list.1.weight"),
-            Shape({126, 1024, 3, 3}));
+  EXPECT_EQ(shapes.at("head.classification_head.module_list.1.weight"), Shape({126, 1024, 3, 3}));
   EXPECT_EQ(shapes.at("head.regression_head.module_list.5.bias"), Shape({16}));
   EXPECT_EQ(sd.back().first, "head.regression_head.module_list.5.bias");
   EXPECT_EQ(m.num_parameters(), 26285486);  // torchvision's count for 21 classes
@@ -113,8 +114,19 @@ TEST(SsdModel, ModuleTreeShapesAndErrors) {
   ASSERT_EQ(d.size(), 1u);
   EXPECT_LE(d[0].scores.numel(), 200);
 
-  expect_throws_with([&] { m.forward_heads(Variable(Tensor::zeros({1, 3, 224, 224}))); },
-                     "images must be [B, 3, 300, 300]");
+  {  // No objects: every prior background, no hard negatives (3 x 0), loss 0 as torchvision's.
+    SsdTargets none = random_targets(1, 2, {0}, 21, rng);
+    const SsdLoss l = m.training_loss(Variable(img), none);
+    EXPECT_EQ(l.num_foreground, 0);
+    EXPECT_EQ(l.total.data().to_vector<float>()[0], 0.f);
+    l.total.backward();
+    EXPECT_EQ(rel_diff(m.named_parameters()[0].second.grad(), Tensor::zeros({512})), 0.0);
+  }
+  expect_throws_with(
+      [&] {
+        m.forward_heads(Variable(Tensor::zeros({1, 3, 224, 224})));
+      },
+      "images must be [B, 3, 300, 300]");
   SsdTargets t = random_targets(1, 2, {2}, 21, rng);
   t.labels = Tensor::zeros({1, 3}, DType::i64);
   expect_throws_with([&] { m.compute_loss(o, t); }, "targets.labels must be [1, 2]");
@@ -124,7 +136,36 @@ TEST(SsdModel, ModuleTreeShapesAndErrors) {
   t = random_targets(1, 2, {2}, 21, rng);
   t.labels = Tensor::from_vector(std::vector<int64_t>{1, 21}, {1, 2});
   expect_throws_with([&] { m.compute_loss(o, t); }, "targets.labels[0, 1] = 21");
-  expect_throws_with([] { SsdConfig c; c.image_size = 320; SsdVgg16 bad(c); }, "image_size");
+  expect_throws_with(
+      [] {
+        SsdConfig c;
+        c.image_size = 320;
+        SsdVgg16 bad(c);
+      },
+      "image_size");
+}
+
+std::shared_ptr<layers::Module> child_of(const layers::Module& m, const std::string& name) {
+  for (const auto& [n, c] : m.children())
+    if (n == name) return c;
+  AIM_FAIL(m.type_name(), " has no child ", name);
+}
+
+// How many windows of a max pool on x pick another element than torchvision's `indices`.
+int64_t argmax_mismatches(const Variable& x, const layers::PoolOptions& o, const Tensor& indices) {
+  kernels::MaxPool2dFwdArgs a;
+  a.x = x.data();
+  a.p = layers::pool_params(o, x.sizes(), "pool");
+  const Shape ys = layers::pooled_shape(o, x.sizes(), "pool");
+  a.y = Tensor::empty(ys);
+  a.indices = Tensor::empty(ys, DType::i32);
+  kernels::maxpool2d_fwd(a);
+  const std::vector<int64_t> got = a.indices.to_vector<int64_t>(),
+                             want = indices.to_vector<int64_t>();
+  EXPECT_EQ(got.size(), want.size());
+  int64_t n = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) n += got[i] != want[i];
+  return n;
 }
 
 void expect_detections_equal(const SsdDetections& got, const SafetensorsFile& o, int b,
@@ -150,18 +191,18 @@ TEST(SsdModel, ParityTorchvision) {
   std::mt19937 rng(11);
   const Tensor images = random_images(B, rng);
   const SsdTargets t = random_targets(B, G, {3, 4}, 21, rng);
-  save_safetensors(dir + "/b.safetensors", {{"images", images},
-                                            {"boxes", t.boxes},
-                                            {"labels", t.labels},
-                                            {"num_boxes", t.num_boxes}});
+  save_safetensors(
+      dir + "/b.safetensors",
+      {{"images", images}, {"boxes", t.boxes}, {"labels", t.labels}, {"num_boxes", t.num_boxes}});
   // The classification head scaled by 0.15 and the background biases raised by 8: ~60 detections
   // per image of 6 classes, scores 0.01 .. 0.1 with no near ties (the nearest two candidates of
   // a class 2e-5 apart, relatively), as a trained model's.
   const std::string cmd = std::string(testing::kPython) + " " + testing::source_root() +
-                          "/tests/peers/ssd.py --batch " + dir + "/b.safetensors --weights " +
-                          dir + "/w.safetensors --out " + dir +
+                          "/tests/peers/ssd.py --batch " + dir + "/b.safetensors --weights " + dir +
+                          "/w.safetensors --out " + dir +
                           "/o.safetensors --seed 0 --classes 21 --logit-scale 0.15 "
-                          "--background-bias 8";
+                          "--background-bias 8 --f64" +
+                          (std::getenv("AIM_SSD_ALL_GRADS") ? " --all-grads" : "");
   ASSERT_EQ(testing::run_command(cmd), 0) << cmd;
   const SafetensorsFile w = load_safetensors(dir + "/w.safetensors");
   const SafetensorsFile o = load_safetensors(dir + "/o.safetensors");
@@ -177,6 +218,22 @@ TEST(SsdModel, ParityTorchvision) {
     out = m.forward_heads(Variable(images));
   }
   const double d_cls = rel_diff(out.cls_logits.data(), o.at("cls_logits"));
+  int64_t flips4 = 0, flips5 = 0;
+  {  // pool4's and pool5's choices of maxima against torchvision's
+    autograd::NoGradGuard ng;
+    auto backbone = child_of(m, "backbone");
+    const Variable conv4_3 =
+        child_of(*backbone, "features")->forward(m.normalize(Variable(images)));
+    const auto e0 =
+        std::static_pointer_cast<layers::Sequential>(child_of(*child_of(*backbone, "extra"), "0"));
+    Variable conv5_3 = conv4_3;
+    for (size_t i = 0; i < 7; ++i) conv5_3 = (*e0)[i]->forward(conv5_3);
+    layers::PoolOptions p4, p5;
+    p4.kernel = 2, p4.stride = 2;
+    p5.kernel = 3, p5.stride = 1, p5.padding = 1;
+    flips4 = argmax_mismatches(conv4_3, p4, o.at("pool4_indices"));
+    flips5 = argmax_mismatches(conv5_3, p5, o.at("pool5_indices"));
+  }
   const double d_reg = rel_diff(out.bbox_regression.data(), o.at("bbox_regression"));
 
   // Post-processing: on torchvision's head outputs (the post-processing alone), then on aim's.
@@ -201,34 +258,61 @@ TEST(SsdModel, ParityTorchvision) {
                           o.at("loss_bbox").to_vector<double>()[0]);
   const double d_lc = rel(loss.classification.data().to_vector<double>()[0],
                           o.at("loss_cls").to_vector<double>()[0]);
-  double d_grad = 0;
-  std::string worst;
+  // Gradients, against torchvision's f32 ones and against its f64 ones (the reference both f32
+  // gradients approximate). Above the max pools (scale_weight, fc6, fc7, the extra blocks, the
+  // heads) they agree to ~1e-6. Below a max pool a gradient depends on which element of each
+  // window is the maximum: windows whose two largest values are within f32 noise (a few per
+  // pool: pool5's 3x3/1 windows on conv5_3 have ~4 within 1e-6 relative, ~24 within 1e-5) send
+  // their gradient to different elements in aim's and torchvision's f32 forward (or f64's),
+  // which moves ~1e-3 of a weight gradient; torchvision's own f32 gradients are 2e-4 .. 2e-3 off
+  // its f64 ones there (and 1e-6 relative noise on conv5_3's output moves its weight gradient
+  // by 3e-4). Those are checked against f64 at 1e-2.
+  double d_top = 0, d_deep = 0;
+  std::string worst_top, worst_deep;
   int n_grads = 0;
   for (const auto& [n, p] : m.named_parameters()) {
     if (!o.has("grad." + n)) continue;
     ++n_grads;
-    const double d = rel_diff(p.grad(), o.at("grad." + n));
-    std::printf("[ssd parity] grad %s: %.3g\n", n.c_str(), d);
-    if (d >= d_grad) worst = n;
-    d_grad = std::max(d_grad, d);
+    const Tensor& ref = o.at("grad64." + n);
+    const double d32 = rel_diff(p.grad(), o.at("grad." + n)), d64 = rel_diff(p.grad(), ref),
+                 t64 = rel_diff(o.at("grad." + n), ref);
+    std::printf(
+        "[ssd parity] grad %s: aim vs torchvision f32 %.3g, vs f64 %.3g (torchvision f32 "
+        "vs f64 %.3g)\n",
+        n.c_str(), d32, d64, t64);
+    const bool deep = n.rfind("backbone.features.", 0) == 0 ||
+                      (n.rfind("backbone.extra.0.", 0) == 0 && n.rfind("backbone.extra.0.7.", 0));
+    double& d = deep ? d_deep : d_top;
+    std::string& worst = deep ? worst_deep : worst_top;
+    const double dn = deep ? d64 : std::max(d32, d64);
+    if (dn >= d) worst = n;
+    d = std::max(d, dn);
   }
-  EXPECT_EQ(n_grads, 9);
+  if (!std::getenv("AIM_SSD_ALL_GRADS")) EXPECT_EQ(n_grads, 10);
+  std::printf(
+      "[ssd parity] max pool windows whose maximum is another element than torchvision's: "
+      "pool4 %lld of %lld, pool5 %lld of %lld\n",
+      (long long)flips4, (long long)o.at("pool4_indices").numel(), (long long)flips5,
+      (long long)o.at("pool5_indices").numel());
   std::printf(
       "[ssd parity] cls_logits %.3g, bbox_regression %.3g (max rel); loss bbox %.3g, cls %.3g "
-      "(rel; %lld positives); grads %.3g (%s); %lld detections: on torchvision's outputs boxes "
-      "%.3g scores %.3g, on aim's boxes %.3g scores %.3g\n",
-      d_cls, d_reg, d_lb, d_lc, (long long)loss.num_foreground, d_grad, worst.c_str(),
-      (long long)n_det, box_exact, score_exact, box_rel, score_rel);
+      "(rel; %lld positives); grads above the pools %.3g (%s), below %.3g vs f64 (%s); %lld "
+      "detections: on torchvision's outputs boxes %.3g scores %.3g, on aim's boxes %.3g scores "
+      "%.3g\n",
+      d_cls, d_reg, d_lb, d_lc, (long long)loss.num_foreground, d_top, worst_top.c_str(), d_deep,
+      worst_deep.c_str(), (long long)n_det, box_exact, score_exact, box_rel, score_rel);
+  EXPECT_LE(flips4 + flips5, 40);  // a few near ties, not a different pooling
   EXPECT_LT(d_cls, 1e-4);
   EXPECT_LT(d_reg, 1e-4);
   EXPECT_LT(d_lb, 1e-4);
   EXPECT_LT(d_lc, 1e-4);
-  EXPECT_LT(d_grad, 1e-3) << worst;
+  EXPECT_LT(d_top, 1e-4) << worst_top;
+  EXPECT_LT(d_deep, 1e-2) << worst_deep;
   EXPECT_LT(box_exact, 1e-5);
   EXPECT_LT(score_exact, 1e-6);
   EXPECT_LT(box_rel, 1e-3);
   EXPECT_LT(score_rel, 1e-3);
-  std::filesystem::remove_all(dir);
+  if (!std::getenv("AIM_SSD_KEEP")) std::filesystem::remove_all(dir);
 }
 
 }  // namespace
