@@ -87,12 +87,17 @@ class SsdVgg16 : public layers::Module {
   std::vector<Variable> features(const Variable& images);
   SsdHeadOutputs forward_heads(const Variable& images);
   // SSDMatcher per image on the host, then torchvision's compute_loss on the head outputs' device.
+  // Hard negatives are kernels/boxes' hard_negatives: k = min(3 positives, negatives) per image;
+  // torchvision's `idx.sort(1)[1] < num_negative` equals it unless 3 positives > negatives (over a
+  // quarter of the 8732 priors positive), where it would count positives' losses a second time.
   SsdLoss compute_loss(const SsdHeadOutputs& out, const SsdTargets& targets) const;
   SsdLoss training_loss(const Variable& images, const SsdTargets& targets) {
     return compute_loss(forward_heads(images), targets);
   }
   // torchvision's postprocess_detections (host): softmax, decode, clip, per class score >
-  // score_thresh and top-k, batched NMS, keep detections_per_img.
+  // score_thresh and top-k, batched NMS, keep detections_per_img. Equal scores go lower prior
+  // first (top-k) and lower candidate first (NMS); torch's topk leaves the order of exact ties
+  // unspecified, so only then can the order of two detections differ.
   std::vector<SsdDetections> postprocess(const SsdHeadOutputs& out) const;
 
   // The default boxes (x1, y1, x2, y2) in pixels, [P, 4] f32 on the host.
