@@ -121,7 +121,8 @@ std::string BertSyntheticSource::describe() const {
 std::string BertSyntheticSource::fingerprint() const {
   return str("bert-synthetic:", task_, ":", c_.seed, ":", c_.seq_len, ":", c_.topics, ":",
              c_.nouns_per_topic, ":", c_.adjectives_per_topic, ":", c_.verbs_per_topic, ":",
-             c_.mask_prob, ":", c_.num_labels);
+             c_.mask_prob, ":", c_.num_labels, ":", c_.span_sentences_min, ":",
+             c_.span_sentences_max);
 }
 
 PhiloxDraw BertSyntheticSource::draw(int64_t index) const {
@@ -222,22 +223,29 @@ BertSpanSynthetic::BertSpanSynthetic(BertSyntheticConfig c) : BertSyntheticSourc
   AIM_CHECK(c_.seq_len >= 4 + 3 + kSentence,
             "bert synthetic span task: seq_len must be >= ", 4 + 3 + kSentence, ", got ",
             c_.seq_len);
+  AIM_CHECK(c_.span_sentences_min >= 1 && c_.span_sentences_min <= c_.span_sentences_max,
+            "bert synthetic span task: context sentences must satisfy 1 <= min <= max, got ",
+            c_.span_sentences_min, "..", c_.span_sentences_max);
 }
 
 BertSpanSynthetic::Sample BertSpanSynthetic::sample(int64_t index) const {
   PhiloxDraw d = draw(index);
   const int64_t T = c_.seq_len, N = c_.nouns_per_topic, V = c_.verbs_per_topic;
   const int64_t topic = d.below(c_.topics);
-  // Whole sentences after [CLS] question(4) [SEP] ... [SEP], with distinct (subject, verb) pairs.
-  const int64_t fit = std::min((T - 7) / kSentence, N * V);
-  const int64_t n = 1 + d.below(fit);
-  std::vector<int64_t> pairs(size_t(N * V));
-  for (int64_t i = 0; i < N * V; ++i) pairs[size_t(i)] = i;
+  // Whole sentences after [CLS] question(4) [SEP] ... [SEP], each with its own subject noun and
+  // its own verb: either identifies the sentence the question copies.
+  const int64_t most = std::min({c_.span_sentences_max, (T - 7) / kSentence, N, V});
+  const int64_t least = std::min(c_.span_sentences_min, most);
+  const int64_t n = least + d.below(most - least + 1);
+  std::vector<int64_t> subjects(static_cast<size_t>(N)), verbs(static_cast<size_t>(V));
+  for (int64_t i = 0; i < N; ++i) subjects[size_t(i)] = i;
+  for (int64_t i = 0; i < V; ++i) verbs[size_t(i)] = i;
   std::vector<int64_t> context;
-  for (int64_t k = 0; k < n; ++k) {  // a partial Fisher-Yates draw of n distinct pairs
-    std::swap(pairs[size_t(k)], pairs[size_t(k + d.below(N * V - k))]);
-    const int64_t p = pairs[size_t(k)];
-    const std::vector<int64_t> t = grammar_.sentence(topic, d, p / V, p % V);
+  for (int64_t k = 0; k < n; ++k) {  // partial Fisher-Yates draws of n subjects and n verbs
+    std::swap(subjects[size_t(k)], subjects[size_t(k + d.below(N - k))]);
+    std::swap(verbs[size_t(k)], verbs[size_t(k + d.below(V - k))]);
+    const std::vector<int64_t> t =
+        grammar_.sentence(topic, d, subjects[size_t(k)], verbs[size_t(k)]);
     context.insert(context.end(), t.begin(), t.end());
   }
   const int64_t asked = d.below(n);

@@ -36,6 +36,9 @@ struct BertSyntheticConfig {
   int64_t nouns_per_topic = 12, adjectives_per_topic = 6, verbs_per_topic = 6;
   double mask_prob = 0.15;  // pretrain
   int64_t num_labels = 2;   // classify: topic t has label t * num_labels / topics
+  // squad: sentences in a context, uniform in [min, max] (capped by seq_len and by the topic's
+  // nouns and verbs: each sentence has its own subject and verb).
+  int64_t span_sentences_min = 2, span_sentences_max = 4;
   uint64_t seed = 1;
   int64_t epoch_size = 1000000;
   int64_t eval_size = 2000;
@@ -107,12 +110,14 @@ class BertPretrainSynthetic : public BertSyntheticSource {
 };
 
 // The span task of `task=squad` (SQuAD's layout, answers found by reading): a context of
-// sentences of one topic in which each (subject noun, verb) pair occurs at most once, and the
-// question "DET ADJ NOUN VERB" copied from one of its sentences; the answer is that sentence's
-// object phrase "DET NOUN" (two tokens). Sample: [CLS] question [SEP] context [SEP] [PAD]...,
-// whole sentences filling seq_len - 7 positions; batches input_ids, token_type_ids (1 on the
-// context and its [SEP]), attention_mask, start_positions, end_positions (i64, inclusive token
-// positions). Every answer is determined by the text: the attainable exact match and F1 are 100.
+// span_sentences_min..max sentences of one topic, each with its own subject noun and its own verb,
+// and the question "DET ADJ NOUN VERB" copied from one of them (uniformly chosen); the answer is
+// that sentence's object phrase "DET NOUN" (two tokens). The question's noun alone (or its verb)
+// identifies the sentence, so every answer is determined by reading the question against the
+// context (attainable exact match and F1: 100), while a reader that ignores the question can only
+// guess among the sentences (about E[1/n]; docs/bert.md gives the exact ceiling). Sample: [CLS]
+// question [SEP] context [SEP] [PAD]...; batches input_ids, token_type_ids (1 on the context and
+// its [SEP]), attention_mask, start_positions, end_positions (i64, inclusive token positions).
 class BertSpanSynthetic : public BertSyntheticSource {
  public:
   explicit BertSpanSynthetic(BertSyntheticConfig c);

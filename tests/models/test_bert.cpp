@@ -4,6 +4,7 @@
 // classify tasks, f64), and the synthetic span, topic and pre-training tasks (data).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "data/bert_synthetic.h"
+#include "data/squad.h"
 #include "kernels/math_mode.h"
 #include "models/bert.h"
 #include "models/registry.h"
@@ -253,6 +255,7 @@ TEST(BertSynthetic, SpanTaskAnswersAreTheAskedObject) {
   c.seq_len = 64;
   data::BertSpanSynthetic src(c);
   using S = data::BertSyntheticSource;
+  std::vector<int> sentences(5, 0), asked(4, 0);
   for (int64_t i = 0; i < 300; ++i) {
     const auto s = src.sample(i);
     ASSERT_EQ(s.input_ids.size(), 64u);
@@ -263,16 +266,115 @@ TEST(BertSynthetic, SpanTaskAnswersAreTheAskedObject) {
     // The question's four tokens are the four before the answer, in the context.
     for (int k = 0; k < 4; ++k)
       EXPECT_EQ(s.input_ids[size_t(1 + k)], s.input_ids[size_t(s.start_position - 4 + k)]);
-    // (subject, verb) occurs once in the context: the answer is determined.
-    int found = 0;
-    for (size_t t = 6; t + 4 < s.input_ids.size(); t += 7)
-      found += s.input_ids[t + 2] == s.input_ids[3] && s.input_ids[t + 3] == s.input_ids[4];
-    EXPECT_EQ(found, 1) << "sample " << i;
+    // 2..4 sentences of 7 tokens, each with its own subject noun and its own verb: the question's
+    // noun (or verb) alone identifies the sentence, so the answer is determined.
+    const size_t end = size_t(std::find(s.input_ids.begin() + 6, s.input_ids.end(), S::kSep) -
+                              s.input_ids.begin());
+    ASSERT_EQ((end - 6) % 7, 0u) << "sample " << i;
+    const size_t n = (end - 6) / 7;
+    ASSERT_GE(n, 2u);
+    ASSERT_LE(n, 4u);
+    ++sentences[n];
+    ++asked[size_t(s.start_position - 10) / 7];
+    int nouns = 0, verbs = 0;
+    for (size_t t = 6; t < end; t += 7) {
+      nouns += s.input_ids[t + 2] == s.input_ids[3];
+      verbs += s.input_ids[t + 3] == s.input_ids[4];
+    }
+    EXPECT_EQ(nouns, 1) << "sample " << i;
+    EXPECT_EQ(verbs, 1) << "sample " << i;
   }
+  for (size_t n = 2; n <= 4; ++n) EXPECT_GT(sentences[n], 60) << n << " sentences";
+  for (int a : asked) EXPECT_GT(a, 20);  // every sentence position is asked
   const TensorMap b = src.next(4);
   EXPECT_EQ(b.at("start_positions").sizes(), (Shape{4}));
   EXPECT_EQ(b.at("input_ids").sizes(), (Shape{4, 64}));
   EXPECT_EQ(src.position(), 4);
+  c.span_sentences_min = 3, c.span_sentences_max = 2;
+  AIM_EXPECT_ERROR(data::BertSpanSynthetic{c}, "min <= max");
+}
+
+// What a reader that ignores the question can score on the first `count` held-out samples. The
+// asked sentence is uniform among the context's n, so the best question-blind prediction for a
+// context is the span with the highest mean exact match (F1) over its n possible answers; no
+// predictor that reads only the context scores more in expectation. Token-level scores (the
+// official normalisation drops "."; the synthetic words are never articles), checked against
+// data::squad_f1 for the chosen spans.
+struct SpanCeiling {
+  double exact_match = 0, f1 = 0, one_over_n = 0;  // percent
+};
+SpanCeiling question_blind_ceiling(const data::BertSpanSynthetic& src, int64_t count) {
+  using S = data::BertSyntheticSource;
+  const TensorMap b = src.eval_batch(0, count);
+  const int64_t T = b.at("input_ids").size(1), period = src.grammar().period();
+  const V all = b.at("input_ids").to_vector<int64_t>(),
+          starts = b.at("start_positions").to_vector<int64_t>();
+  auto token_f1 = [](const V& pred, const V& truth) {
+    V rest = truth;
+    double common = 0;
+    for (int64_t t : pred) {
+      const auto it = std::find(rest.begin(), rest.end(), t);
+      if (it != rest.end()) ++common, rest.erase(it);
+    }
+    if (common == 0) return 0.0;
+    const double p = common / double(pred.size()), r = common / double(truth.size());
+    return 2 * p * r / (p + r);
+  };
+  SpanCeiling c;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t* x = all.data() + i * T;
+    const int64_t end = std::find(x + 6, x + T, S::kSep) - x, n = (end - 6) / 7;
+    std::vector<V> answers;
+    for (int64_t k = 0; k < n; ++k) answers.push_back({x[6 + 7 * k + 4], x[6 + 7 * k + 5]});
+    EXPECT_EQ(V(x + starts[size_t(i)], x + starts[size_t(i)] + 2),
+              answers[size_t(starts[size_t(i)] - 10) / 7]);
+    double em = 0, f1 = 0;
+    int64_t f1_s = 0, f1_e = 0;
+    for (int64_t s = 6; s < end; ++s)
+      for (int64_t e = s; e < std::min(end, s + 30); ++e) {
+        V words;
+        for (int64_t t = s; t <= e; ++t)
+          if (x[t] != period) words.push_back(x[t]);
+        double m = 0, f = 0;
+        for (const V& a : answers) m += words == a, f += token_f1(words, a);
+        em = std::max(em, m / double(n));
+        if (f / double(n) > f1) f1 = f / double(n), f1_s = s, f1_e = e;
+      }
+    double check = 0;  // the chosen span scored as evaluate-v1.1.py scores it
+    for (const V& a : answers)
+      check += data::squad_f1(src.grammar().text(x + f1_s, x + f1_e + 1),
+                              src.grammar().text(a.data(), a.data() + 2));
+    EXPECT_NEAR(check / double(n), f1, 1e-12);
+    c.exact_match += em, c.f1 += f1, c.one_over_n += 1 / double(n);
+  }
+  c.exact_match *= 100 / double(count), c.f1 *= 100 / double(count);
+  c.one_over_n *= 100 / double(count);
+  return c;
+}
+
+// The question-blind ceiling on the evaluation samples the CI test (300) and docs/bert.md (512)
+// use. Each sentence is asked with probability 1/n (E[1/n] = 36.1% for n uniform in 2..4); answers
+// that repeat in a context (two verbs with the same objects, same determiner) raise the
+// exact-match ceiling a little, and partial overlaps (a shared determiner or noun) give the F1
+// ceiling.
+TEST(BertSynthetic, SpanQuestionBlindCeiling) {
+  data::BertSyntheticConfig c;
+  c.seq_len = 64;
+  const data::BertSpanSynthetic src(c);
+  for (const int64_t count : {300, 512, 2000}) {
+    const SpanCeiling q = question_blind_ceiling(src, count);
+    std::printf(
+        "[bert span] question-blind ceiling over %lld held-out samples: exact match %.2f, "
+        "F1 %.2f (E[1/n] %.2f)\n",
+        (long long)count, q.exact_match, q.f1, q.one_over_n);
+    EXPECT_GE(q.exact_match, q.one_over_n);
+    EXPECT_LT(q.exact_match, 42);
+    EXPECT_LT(q.f1, 52);
+    if (count == 512) {  // the numbers docs/bert.md gives for the measured runs
+      EXPECT_NEAR(q.exact_match, 39.37, 0.01);
+      EXPECT_NEAR(q.f1, 50.25, 0.01);
+    }
+  }
 }
 
 TEST(BertSynthetic, TopicTaskLabels) {
@@ -292,13 +394,14 @@ TEST(BertSynthetic, TopicTaskLabels) {
   AIM_EXPECT_ERROR(data::BertTopicSynthetic{c}, "num_labels");
 }
 
-// The CI-sized learning runs (docs/bert.md): the tiny model (2 x 128, sequence 64) with AdamW
-// 1e-3, weight decay 0.01, batch 32, on the synthetic tasks. Run in the aim_training_tests
-// ctest entry. The bars are about half of what the measured runs reached in the same steps.
-constexpr int kPretrainSteps = 600, kSquadSteps = 600;
-// Measured (docs/bert.md): MLM accuracy 0.0007 -> 0.299; span exact match 0 -> 32 (F1 23 -> 44:
-// an untrained model's spans already share determiners with the answers).
-constexpr double kPretrainMlmBar = 0.2, kSquadExactMatchBar = 16;
+// The CI-sized learning runs (docs/bert.md): the tiny model (2 x 128, sequence 64) with AdamW,
+// weight decay 0.01, batch 32, on the synthetic tasks. Run in the aim_training_tests ctest entry.
+constexpr int kPretrainSteps = 600, kSquadSteps = 1200;
+// Measured (docs/bert.md): MLM accuracy 0.0007 -> 0.299 (bar: about half). Spans (lr 5e-4): exact
+// match 0 -> 67.0, F1 19.3 -> 77.2 on the 300 samples evaluated, whose question-blind ceiling
+// (BertSynthetic.SpanQuestionBlindCeiling) is exact match 39.3, F1 50.2: the bars need the model to
+// find the asked sentence, which it does after a plateau at the ceiling (400-1400 steps).
+constexpr double kPretrainMlmBar = 0.2, kSquadExactMatchBar = 50, kSquadF1Bar = 62;
 
 Metrics train_tiny(const std::string& task, int steps, double lr) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -333,8 +436,9 @@ TEST(BertModel, TinyLearnsPretrain) {
 }
 
 TEST(BertModel, TinyLearnsSquadSpans) {
-  const Metrics m = train_tiny("squad", kSquadSteps, 1e-3);
+  const Metrics m = train_tiny("squad", kSquadSteps, 5e-4);
   EXPECT_GT(m.at("exact_match"), kSquadExactMatchBar);
+  EXPECT_GT(m.at("f1"), kSquadF1Bar);
 }
 
 }  // namespace
