@@ -111,6 +111,7 @@ std::vector<ModelEntry> make_registry() {
   add_vision_models(r);
   add_crnn_model(r);
   add_bert_model(r);
+  add_ssd_models(r);
   return r;
 }
 

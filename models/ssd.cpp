@@ -94,13 +94,16 @@ std::string shape_str(const Shape& s) {
 SsdVgg16::SsdVgg16(const SsdConfig& c) : c_(c) {
   AIM_CHECK(c.num_classes >= 2,
             "[ssd_vgg16] num_classes must count background and >= 1 class, got ", c.num_classes);
+  AIM_CHECK(c.width_divisor >= 1 && 64 % c.width_divisor == 0,
+            "[ssd_vgg16] width_divisor must divide 64 (1, 2, 4, 8, ...), got ", c.width_divisor);
   AIM_CHECK(c.image_size == 300,
             "[ssd_vgg16] image_size must be 300 (the six feature maps 38, 19, ",
             "10, 5, 3, 1 of torchvision's ssd300_vgg16), got ", c.image_size);
   uint64_t seed = c.seed * 1000;
   auto relu = [] { return std::make_shared<layers::ReLU>(); };
+  const int64_t dv = c.width_divisor;
   auto backbone = child("backbone", std::make_shared<Container>("SSDFeatureExtractorVGG"));
-  scale_weight_ = backbone->add_param("scale_weight", Tensor::full({512}, 20.0));
+  scale_weight_ = backbone->add_param("scale_weight", Tensor::full({512 / dv}, 20.0));
 
   // VGG16 config D up to conv4_3 (features.0 .. 22), pool3 with ceil_mode (75 -> 38).
   features_ = backbone->add("features", std::make_shared<Sequential>());
@@ -111,22 +114,22 @@ SsdVgg16::SsdVgg16(const SsdConfig& c) : c_(c) {
       features_->push_back(std::make_shared<layers::MaxPool2d>(2, 2, 0, /*ceil_mode=*/v < 0));
       continue;
     }
-    features_->push_back(conv(in, v, 3, ConvOptions().padding(1), seed));
+    features_->push_back(conv(in, v / dv, 3, ConvOptions().padding(1), seed));
     features_->push_back(relu());
-    in = v;
+    in = v / dv;
   }
   auto extra = backbone->add("extra", std::make_shared<Sequential>());
   // extra.0: pool4, conv5_1 .. conv5_3, then [pool5 3x3/1/1, fc6 atrous, fc7].
   auto e0 = std::make_shared<Sequential>();
   e0->push_back(std::make_shared<layers::MaxPool2d>(2, 2));
   for (int i = 0; i < 3; ++i) {
-    e0->push_back(conv(512, 512, 3, ConvOptions().padding(1), seed));
+    e0->push_back(conv(512 / dv, 512 / dv, 3, ConvOptions().padding(1), seed));
     e0->push_back(relu());
   }
   auto fc = std::make_shared<Sequential>(std::vector<std::shared_ptr<layers::Module>>{
       std::make_shared<layers::MaxPool2d>(3, 1, 1),
-      conv(512, 1024, 3, ConvOptions().padding(6).dilation(6), seed), relu(),
-      conv(1024, 1024, 1, ConvOptions(), seed), relu()});
+      conv(512 / dv, 1024 / dv, 3, ConvOptions().padding(6).dilation(6), seed), relu(),
+      conv(1024 / dv, 1024 / dv, 1, ConvOptions(), seed), relu()});
   e0->push_back(fc);
   extra->push_back(e0);
   // extra.1 .. 4: conv8_2 .. conv11_2.
@@ -139,7 +142,8 @@ SsdVgg16::SsdVgg16(const SsdConfig& c) : c_(c) {
   for (const auto& e : ex) {
     const ConvOptions o3 = e[3] ? ConvOptions().padding(1).stride(e[3]) : ConvOptions();
     auto b = std::make_shared<Sequential>(std::vector<std::shared_ptr<layers::Module>>{
-        conv(e[0], e[1], 1, ConvOptions(), seed), relu(), conv(e[1], e[2], 3, o3, seed), relu()});
+        conv(e[0] / dv, e[1] / dv, 1, ConvOptions(), seed), relu(),
+        conv(e[1] / dv, e[2] / dv, 3, o3, seed), relu()});
     extra->push_back(b);
     extra_blocks.push_back(b);
   }
@@ -156,8 +160,8 @@ SsdVgg16::SsdVgg16(const SsdConfig& c) : c_(c) {
     const int64_t A = spec.boxes_per_cell(size_t(k));
     anchors_per_cell_.push_back(A);
     cls_list->push_back(
-        conv(kMapChannels[k], c.num_classes * A, 3, ConvOptions().padding(1), seed));
-    reg_list->push_back(conv(kMapChannels[k], 4 * A, 3, ConvOptions().padding(1), seed));
+        conv(kMapChannels[k] / dv, c.num_classes * A, 3, ConvOptions().padding(1), seed));
+    reg_list->push_back(conv(kMapChannels[k] / dv, 4 * A, 3, ConvOptions().padding(1), seed));
     cls_.push_back((*cls_list)[size_t(k)]);
     reg_.push_back((*reg_list)[size_t(k)]);
   }
@@ -415,6 +419,52 @@ double SsdVgg16::forward_flops(int64_t B) const {
     reg_[size_t(k)]->count_flops(maps[size_t(k)], flops);
   }
   return flops;
+}
+
+// ---- Model ----------------------------------------------------------------------------------
+
+std::vector<TensorSpec> SsdVgg16::input_specs() const {
+  const std::string S = std::to_string(c_.image_size);
+  return {{"images", DType::f32, {"B", "3", S, S}, "RGB resized to the input size, in [0, 1]"}};
+}
+
+std::vector<TensorSpec> SsdVgg16::label_specs() const {
+  return {{"boxes", DType::f32, {"B", "G", "4"}, "objects (x1, y1, x2, y2) in input pixels"},
+          {"labels", DType::i64, {"B", "G"}, "classes 1..num_classes-1 (0: padding)"},
+          {"num_boxes", DType::i64, {"B"}, "objects per image (the first rows of boxes)"}};
+}
+
+std::vector<TensorSpec> SsdVgg16::output_specs() const {
+  const std::string P = std::to_string(num_priors()), C = std::to_string(c_.num_classes);
+  return {
+      {"cls_logits", DType::f32, {"B", P, C}, "class logits per default box"},
+      {"bbox_regression", DType::f32, {"B", P, "4"}, "box codes per default box (10, 10, 5, 5)"}};
+}
+
+TensorMap SsdVgg16::infer(const TensorMap& batch) {
+  const SsdHeadOutputs o = forward_heads(Variable(batch.at("images")));
+  return {{"cls_logits", o.cls_logits.data()}, {"bbox_regression", o.bbox_regression.data()}};
+}
+
+Variable SsdVgg16::training_loss(const TensorMap& batch) {
+  return training_loss(Variable(batch.at("images")),
+                       SsdTargets{batch.at("boxes"), batch.at("labels"), batch.at("num_boxes")})
+      .total;
+}
+
+double SsdVgg16::forward_flops(const TensorMap& batch) const {
+  return forward_flops(batch.at("images").size(0));
+}
+
+TensorMap SsdVgg16::host_metadata(const TensorMap& host_batch) const {
+  TensorMap r;
+  for (const char* k : {"boxes", "labels", "num_boxes"})
+    if (host_batch.count(k)) r[k] = host_batch.at(k);
+  return r;
+}
+
+std::vector<Model::Fp32Params> SsdVgg16::amp_fp32_params() const {
+  return {{"backbone\\.scale_weight", "the L2Norm scale multiplies f32 normalised features"}};
 }
 
 }  // namespace aim::models

@@ -28,6 +28,7 @@
 
 #include "layers/sequential.h"
 #include "models/detection/box_coder.h"
+#include "models/model.h"
 
 namespace aim::models {
 
@@ -36,6 +37,9 @@ using autograd::Variable;
 struct SsdConfig {
   int64_t num_classes = 21;  // including background (class 0): VOC
   int64_t image_size = 300;  // only 300 gives the six maps 38, 19, 10, 5, 3, 1
+  // Every channel count divided by this (1: torchvision's network; the registry's size=tiny uses
+  // 8: the same maps and priors, 1/64 of the conv FLOPs).
+  int64_t width_divisor = 1;
   uint64_t seed = 0;
   // Post-processing and loss (torchvision's SSD defaults).
   float score_thresh = 0.01f;
@@ -74,10 +78,23 @@ struct SsdDetections {
   Tensor boxes, scores, labels;
 };
 
-class SsdVgg16 : public layers::Module {
+class SsdVgg16 : public Model {
  public:
   explicit SsdVgg16(const SsdConfig& c = {});
   std::string type_name() const override { return "SSD"; }
+
+  // Model (aim-train / aim-infer): batches of the detection sources (docs/detection.md): "images"
+  // [B, 3, 300, 300] in [0, 1]; to train also "boxes" [B, G, 4], "labels" [B, G], "num_boxes" [B];
+  // outputs the two head tensors (post-processing: postprocess()).
+  std::vector<TensorSpec> input_specs() const override;
+  std::vector<TensorSpec> label_specs() const override;
+  std::vector<TensorSpec> output_specs() const override;
+  TensorMap infer(const TensorMap& batch) override;
+  Variable training_loss(const TensorMap& batch) override;
+  double forward_flops(const TensorMap& batch) const override;
+  std::vector<Fp32Params> amp_fp32_params() const override;
+  // The targets stay on the CPU (the matching runs there): a GPU step reads nothing back.
+  TensorMap host_metadata(const TensorMap& host_batch) const override;
   const SsdConfig& config() const { return c_; }
 
   // images [B, 3, S, S] in [0, 1] -> (images - mean) / std, checked for shape.

@@ -293,7 +293,9 @@ TEST(SsdModel, ParityTorchvision) {
     if (dn >= d) worst = n;
     d = std::max(d, dn);
   }
-  if (!std::getenv("AIM_SSD_ALL_GRADS")) EXPECT_EQ(n_grads, 10);
+  if (!std::getenv("AIM_SSD_ALL_GRADS")) {
+    EXPECT_EQ(n_grads, 10);
+  }
   std::printf(
       "[ssd parity] max pool windows whose maximum is another element than torchvision's: "
       "pool4 %lld of %lld, pool5 %lld of %lld\n",
