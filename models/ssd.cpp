@@ -308,16 +308,14 @@ SsdLoss SsdVgg16::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) c
   hn.negatives = Tensor::empty({B, P}, DType::u8, dev);
   hn.ratio = c_.neg_to_pos_ratio;
   kernels::hard_negatives(hn);
-  const std::vector<uint8_t> neg = hn.negatives.to_vector<uint8_t>();
-  std::vector<int64_t> neg_rows;
-  for (int64_t i = 0; i < B * P; ++i)
-    if (neg[size_t(i)]) neg_rows.push_back(i);
-  Variable cls_sum = ag::mul(ag::sum(ce), 0.0);
-  if (F > 0) cls_sum = ag::sum(ag::index_select(ce, 0, Tensor::from_vector(fg_rows, {F}, dev)));
-  if (!neg_rows.empty())
-    cls_sum = ag::add(cls_sum,
-                      ag::sum(ag::index_select(
-                          ce, 0, Tensor::from_vector(neg_rows, {int64_t(neg_rows.size())}, dev))));
+  // Sum of CE over the positives and the chosen negatives as a weighted sum on the device: the
+  // negatives' mask is not read back (a GPU step stays free of host synchronisation).
+  std::vector<float> fg_w(static_cast<size_t>(B * P), 0.0f);
+  for (int64_t row : fg_rows) fg_w[size_t(row)] = 1.0f;
+  const Variable weight(ag::add(Variable(Tensor::from_vector(fg_w, {B * P}).to(dt).to(dev)),
+                                Variable(hn.negatives.reshape({B * P}).to(dt)))
+                            .data());
+  const Variable cls_sum = ag::sum(ag::mul(ce, weight));
   r.bbox_regression = ag::div(bbox_sum, Variable(Tensor::full({}, N, bbox_sum.dtype(), dev)));
   r.classification = ag::div(cls_sum, Variable(Tensor::full({}, N, cls_sum.dtype(), dev)));
   r.total = ag::add(r.bbox_regression, r.classification);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,9 +21,11 @@
 #include "autograd/variable.h"
 #include "kernels/pool/pool2d.h"
 #include "layers/pooling.h"
+#include "models/registry.h"
 #include "models/ssd.h"
 #include "tensor/safetensors.h"
 #include "tests/support/common.h"
+#include "train/optim.h"
 
 namespace aim::models {
 namespace {
@@ -320,6 +323,30 @@ TEST(SsdModel, ParityTorchvision) {
   EXPECT_LT(box_rel, 1e-3);
   EXPECT_LT(score_rel, 1e-3);
   if (!std::getenv("AIM_SSD_KEEP")) std::filesystem::remove_all(dir);
+}
+
+// aim-train ssd_vgg16 --config size=tiny --config num_classes=6 on the synthetic shapes: Adam
+// (lr 1e-3) for 300 steps of 8 lifts the held-out VOC mAP from ~0 (measured 0.003 -> 0.29 in an
+// aim-train run, docs/detection.md). Bar: 0.1.
+TEST(SsdModel, TinyLearnsSyntheticShapes) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelEntry& e = find_model("ssd_vgg16");
+  const ModelConfig cfg = e.parse_config({"size=tiny", "num_classes=6"});
+  auto m = e.build(cfg, 1);
+  auto src = e.source(cfg, "synthetic", 1);
+  const Metrics before = e.evaluate(*m, *src, 64, kCPU);
+  train::Adam opt(m->named_parameters(), 1e-3);
+  for (int step = 0; step < 300; ++step) {
+    const TensorMap b = src->next(8);
+    opt.zero_grad();
+    m->training_loss(batch_to_device(*m, b, kCPU)).backward();
+    opt.step();
+  }
+  const Metrics after = e.evaluate(*m, *src, 64, kCPU);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ssd tiny] held-out VOC mAP %.4f -> %.4f after 300 steps (%.1f s)\n",
+              before.at("map"), after.at("map"), secs);
+  EXPECT_GT(after.at("map"), 0.1);
 }
 
 }  // namespace
