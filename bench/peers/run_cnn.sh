@@ -9,6 +9,10 @@
 # steps, both modes. Training is momentum SGD (0.9, lr 0.01) on both sides; aim's step time
 # includes its synthetic batch generation (in the prefetch thread), the peer's batches are made
 # before timing. --peer-args passes extra flags to cnn.py (e.g. "--channels-last").
+# --model ssd_vgg16: the detector (300x300 only) against torchvision's ssd300_vgg16
+# (bench/peers/ssd.py): training with the recipe's SGD (momentum 0.9, lr 1e-3, weight decay 5e-4)
+# on both sides; inference of the backbone and heads (--peer-args --heads for the same work as
+# aim-infer; without it the peer's time includes torchvision's post-processing).
 # Per mode, aim and PyTorch alternate (aim, torch, aim, torch, ...). The peer runs in the tuned
 # environment of MACHINE.md lesson 4 (bench/peers/lib.sh). Output: a table (p50 of each side =
 # median over rounds of each run's p50; torch/aim = speed-up of aim) and the raw JSON lines
@@ -52,24 +56,29 @@ trap 'rm -rf "$tmp"' EXIT
 status=0
 rows=()
 read -r -a extra <<< "$peer_extra"
+peer_script=$here/cnn.py image_cfg=(--config "image=$image") lr=0.01 wd=()
+if [[ $model == ssd_vgg16 ]]; then
+  [[ $image == 300 ]] || die "ssd_vgg16 takes 300x300 images only, got --image $image"
+  peer_script=$here/ssd.py image_cfg=() lr=1e-3 wd=(--weight-decay 5e-4)
+fi
 for mode in ${modes//,/ }; do
   case $mode in
     train)
       key=step_time_ms aim_bin=$build/aim-train
       aim_args=("$model" --device cpu --batch-size "$batch" --steps $((steps + 2)) --eval-every 0 --eval-samples "$batch"
-                --optimizer sgd --momentum 0.9 --lr 0.01 --threads "$threads"
-                --config "image=$image")
+                --optimizer sgd --momentum 0.9 --lr "$lr" "${wd[@]}" --threads "$threads"
+                "${image_cfg[@]}")
       peer_args=(--model "$model" --mode train --batch-size "$batch" --image "$image"
-                 --steps "$steps" --warmup 2 --lr 0.01 --threads "$threads" "${extra[@]}") ;;
+                 --steps "$steps" --warmup 2 --lr "$lr" --threads "$threads" "${extra[@]}") ;;
     infer)
       key=latency_ms aim_bin=$build/aim-infer
       aim_args=("$model" --device cpu --batch-size "$batch" --iters "$steps" --warmup 2
-                --threads "$threads" --config "image=$image")
+                --threads "$threads" "${image_cfg[@]}")
       peer_args=(--model "$model" --mode infer --batch-size "$batch" --image "$image"
                  --iters "$steps" --warmup 2 --threads "$threads" "${extra[@]}") ;;
     *) die "unknown mode '$mode' in --modes (allowed: train, infer)" ;;
   esac
-  compare_mode "$here/cnn.py"
+  compare_mode "$peer_script"
 done
 
 echo
