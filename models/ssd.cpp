@@ -8,72 +8,47 @@
 
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
-#include "autograd/functions/l2norm.h"
 #include "autograd/functions/loss.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
 #include "autograd/functions/softmax.h"
 #include "kernels/boxes/boxes.h"
 #include "kernels/random/random.h"
-#include "layers/activation.h"
-#include "layers/conv.h"
 #include "layers/init.h"
-#include "layers/pooling.h"
-#include "models/detection/priors.h"
 #include "models/detection/ssd_matcher.h"
 
 namespace aim::models {
 
 namespace ag = autograd;
-using layers::ConvOptions;
-using layers::Sequential;
 
-namespace {
+namespace ssd_parts {
 
-// A named container (torchvision's SSDFeatureExtractorVGG, SSDHead, SSDScoringHead): only holds
-// parameters and children under their names; SsdVgg16 runs the computation.
-class Container : public layers::Module {
- public:
-  explicit Container(std::string type) : type_(std::move(type)) {}
-  std::string type_name() const override { return type_; }
-  layers::Parameter add_param(const std::string& name, Tensor t) {
-    return param(name, std::move(t));
-  }
-  template <class M>
-  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
-    return child(name, std::move(m));
-  }
-
- private:
-  std::string type_;
-};
-
-constexpr int64_t kMaps = 6;
-const int64_t kMapChannels[kMaps] = {512, 1024, 512, 256, 256, 256};
-const int64_t kMapSizes[kMaps] = {38, 19, 10, 5, 3, 1};
-
-std::shared_ptr<layers::Conv2d> conv(int64_t in, int64_t out, int64_t k, const ConvOptions& o,
-                                     uint64_t& seed) {
+std::shared_ptr<layers::Conv2d> conv(int64_t in, int64_t out, int64_t k,
+                                     const layers::ConvOptions& o, uint64_t& seed) {
   return std::make_shared<layers::Conv2d>(in, out, k, o, seed++);
 }
 
-// Re-initialises a conv: weight from `w`, bias 0.
-void init_conv(layers::Conv2d& c, const Tensor& w) {
+namespace {
+// Re-initialises a conv: weight from `w`, bias 0 when zero_bias.
+void init_conv(layers::Conv2d& c, const Tensor& w, bool zero_bias) {
   c.weight.data().copy_(w);
-  if (c.bias.defined()) c.bias.data().fill_(0.0);
+  if (zero_bias && c.bias.defined()) c.bias.data().fill_(0.0);
 }
+}  // namespace
+
 void kaiming_fan_out(layers::Conv2d& c, kernels::Generator& gen) {
   const Shape s = c.weight.sizes();
-  init_conv(c, layers::normal_init(s, 0.0, std::sqrt(2.0 / double(s[0] * s[2] * s[3])), gen));
+  init_conv(c, layers::normal_init(s, 0.0, std::sqrt(2.0 / double(s[0] * s[2] * s[3])), gen), true);
 }
-void xavier_uniform(layers::Conv2d& c, kernels::Generator& gen) {
+
+void xavier_uniform(layers::Conv2d& c, kernels::Generator& gen, bool zero_bias) {
   const Shape s = c.weight.sizes();
   const double rf = double(s[2] * s[3]);
   const double bound = std::sqrt(6.0 / (double(s[1]) * rf + double(s[0]) * rf));
-  init_conv(c, layers::uniform_init(s, -bound, bound, gen));
+  init_conv(c, layers::uniform_init(s, -bound, bound, gen), zero_bias);
 }
-template <class F>
-void for_each_conv(layers::Module& m, F f) {
+
+void for_each_conv(layers::Module& m, const std::function<void(layers::Conv2d&)>& f) {
   for (const auto& [n, ch] : m.children()) {
     (void)n;
     if (ch->type_name() == "Conv2d")
@@ -89,138 +64,78 @@ std::string shape_str(const Shape& s) {
   return r + "]";
 }
 
-}  // namespace
+}  // namespace ssd_parts
 
-SsdVgg16::SsdVgg16(const SsdConfig& c) : c_(c) {
-  AIM_CHECK(c.num_classes >= 2,
-            "[ssd_vgg16] num_classes must count background and >= 1 class, got ", c.num_classes);
-  AIM_CHECK(c.width_divisor >= 1 && 64 % c.width_divisor == 0,
-            "[ssd_vgg16] width_divisor must divide 64 (1, 2, 4, 8, ...), got ", c.width_divisor);
-  AIM_CHECK(c.image_size == 300,
-            "[ssd_vgg16] image_size must be 300 (the six feature maps 38, 19, ",
-            "10, 5, 3, 1 of torchvision's ssd300_vgg16), got ", c.image_size);
-  uint64_t seed = c.seed * 1000;
-  auto relu = [] { return std::make_shared<layers::ReLU>(); };
-  const int64_t dv = c.width_divisor;
-  auto backbone = child("backbone", std::make_shared<Container>("SSDFeatureExtractorVGG"));
-  scale_weight_ = backbone->add_param("scale_weight", Tensor::full({512 / dv}, 20.0));
+using ssd_parts::shape_str;
 
-  // VGG16 config D up to conv4_3 (features.0 .. 22), pool3 with ceil_mode (75 -> 38).
-  features_ = backbone->add("features", std::make_shared<Sequential>());
-  const std::vector<int64_t> cfg = {64, 64, 0, 128, 128, 0, 256, 256, 256, -1, 512, 512, 512};
-  int64_t in = 3;
-  for (int64_t v : cfg) {
-    if (v <= 0) {
-      features_->push_back(std::make_shared<layers::MaxPool2d>(2, 2, 0, /*ceil_mode=*/v < 0));
-      continue;
-    }
-    features_->push_back(conv(in, v / dv, 3, ConvOptions().padding(1), seed));
-    features_->push_back(relu());
-    in = v / dv;
-  }
-  auto extra = backbone->add("extra", std::make_shared<Sequential>());
-  // extra.0: pool4, conv5_1 .. conv5_3, then [pool5 3x3/1/1, fc6 atrous, fc7].
-  auto e0 = std::make_shared<Sequential>();
-  e0->push_back(std::make_shared<layers::MaxPool2d>(2, 2));
-  for (int i = 0; i < 3; ++i) {
-    e0->push_back(conv(512 / dv, 512 / dv, 3, ConvOptions().padding(1), seed));
-    e0->push_back(relu());
-  }
-  auto fc = std::make_shared<Sequential>(std::vector<std::shared_ptr<layers::Module>>{
-      std::make_shared<layers::MaxPool2d>(3, 1, 1),
-      conv(512 / dv, 1024 / dv, 3, ConvOptions().padding(6).dilation(6), seed), relu(),
-      conv(1024 / dv, 1024 / dv, 1, ConvOptions(), seed), relu()});
-  e0->push_back(fc);
-  extra->push_back(e0);
-  // extra.1 .. 4: conv8_2 .. conv11_2.
-  const int64_t ex[4][4] = {// in, mid, out, stride (0: 3x3 unpadded)
-                            {1024, 256, 512, 2},
-                            {512, 128, 256, 2},
-                            {256, 128, 256, 0},
-                            {256, 128, 256, 0}};
-  std::vector<std::shared_ptr<Sequential>> extra_blocks;
-  for (const auto& e : ex) {
-    const ConvOptions o3 = e[3] ? ConvOptions().padding(1).stride(e[3]) : ConvOptions();
-    auto b = std::make_shared<Sequential>(std::vector<std::shared_ptr<layers::Module>>{
-        conv(e[0] / dv, e[1] / dv, 1, ConvOptions(), seed), relu(),
-        conv(e[1] / dv, e[2] / dv, 3, o3, seed), relu()});
-    extra->push_back(b);
-    extra_blocks.push_back(b);
-  }
-  for (size_t i = 0; i < extra->size(); ++i) extra_.push_back((*extra)[i]);
-
-  // Heads.
-  auto head = child("head", std::make_shared<Container>("SSDHead"));
-  auto ch = head->add("classification_head", std::make_shared<Container>("SSDClassificationHead"));
-  auto rh = head->add("regression_head", std::make_shared<Container>("SSDRegressionHead"));
-  auto cls_list = ch->add("module_list", std::make_shared<Sequential>());
-  auto reg_list = rh->add("module_list", std::make_shared<Sequential>());
-  const detection::DefaultBoxSpec spec = detection::ssd300_default_boxes();
-  for (int64_t k = 0; k < kMaps; ++k) {
-    const int64_t A = spec.boxes_per_cell(size_t(k));
-    anchors_per_cell_.push_back(A);
-    cls_list->push_back(
-        conv(kMapChannels[k] / dv, c.num_classes * A, 3, ConvOptions().padding(1), seed));
-    reg_list->push_back(conv(kMapChannels[k] / dv, 4 * A, 3, ConvOptions().padding(1), seed));
-    cls_.push_back((*cls_list)[size_t(k)]);
-    reg_.push_back((*reg_list)[size_t(k)]);
-  }
-
-  // torchvision's init with weights_backbone=None, in its order: VGG's convs, then (its
-  // SSDFeatureExtractorVGG) the extra blocks, fc6/fc7, then the heads.
-  kernels::Generator gen(c.seed);
-  for_each_conv(*features_, [&](layers::Conv2d& m) { kaiming_fan_out(m, gen); });
-  for (size_t i = 0; i + 1 < e0->size(); ++i)
-    if ((*e0)[i]->type_name() == "Conv2d")
-      kaiming_fan_out(static_cast<layers::Conv2d&>(*(*e0)[i]), gen);
-  for (auto& b : extra_blocks)
-    for_each_conv(*b, [&](layers::Conv2d& m) { xavier_uniform(m, gen); });
-  for_each_conv(*fc, [&](layers::Conv2d& m) { xavier_uniform(m, gen); });
-  for_each_conv(*cls_list, [&](layers::Conv2d& m) { xavier_uniform(m, gen); });
-  for_each_conv(*reg_list, [&](layers::Conv2d& m) { xavier_uniform(m, gen); });
-
-  std::vector<std::pair<int64_t, int64_t>> maps;
-  for (int64_t s : kMapSizes) maps.emplace_back(s, s);
-  anchors_ = detection::default_boxes_xyxy(spec, maps, c.image_size, c.image_size);
-  mean_ = Tensor::from_vector(std::vector<double>{0.48235, 0.45882, 0.40784}, {1, 3, 1, 1});
-  std_ = Tensor::from_vector(std::vector<double>(3, 1.0 / 255.0), {1, 3, 1, 1});
+Ssd::Ssd(std::string name, const SsdConfig& c) : c_(c), name_(std::move(name)) {
+  AIM_CHECK(c.num_classes >= 2, "[", name_,
+            "] num_classes must count background and >= 1 class, got ", c.num_classes);
+  AIM_CHECK(c.width_divisor >= 1 && 64 % c.width_divisor == 0, "[", name_,
+            "] width_divisor must divide 64 (1, 2, 4, 8, ...), got ", c.width_divisor);
 }
 
-Variable SsdVgg16::normalize(const Variable& images) const {
+void Ssd::set_heads(std::vector<std::shared_ptr<layers::Conv2d>> cls,
+                    std::vector<std::shared_ptr<layers::Conv2d>> reg, std::vector<int64_t> per_cell,
+                    SsdHeadLayout layout) {
+  AIM_CHECK(cls.size() == reg.size() && cls.size() == per_cell.size(), "[", name_,
+            "] heads: ", cls.size(), " classification convs, ", reg.size(),
+            " regression convs and ", per_cell.size(), " box counts must agree");
+  cls_ = std::move(cls), reg_ = std::move(reg), per_cell_ = std::move(per_cell);
+  layout_ = layout;
+}
+
+void Ssd::set_priors(std::vector<int64_t> map_sizes, const Tensor& anchors_xyxy) {
+  AIM_CHECK(map_sizes.size() == per_cell_.size(), "[", name_, "] ", map_sizes.size(),
+            " feature map sizes for ", per_cell_.size(), " heads");
+  int64_t P = 0;
+  for (size_t k = 0; k < map_sizes.size(); ++k) P += map_sizes[k] * map_sizes[k] * per_cell_[k];
+  AIM_CHECK(anchors_xyxy.sizes() == Shape({P, 4}), "[", name_, "] the heads predict ", P,
+            " boxes, the default boxes are ", shape_str(anchors_xyxy.sizes()));
+  map_sizes_ = std::move(map_sizes);
+  anchors_ = anchors_xyxy.to(kCPU).to(DType::f32).contiguous();
+}
+
+void Ssd::set_normalization(const std::vector<double>& mean, const std::vector<double>& stdv) {
+  mean_ = Tensor::from_vector(mean, {1, 3, 1, 1});
+  std_ = Tensor::from_vector(stdv, {1, 3, 1, 1});
+}
+
+Variable Ssd::normalize(const Variable& images) const {
   const Shape s = images.sizes();
-  AIM_CHECK(s.size() == 4 && s[1] == 3 && s[2] == c_.image_size && s[3] == c_.image_size,
-            "[ssd_vgg16] images must be [B, 3, ", c_.image_size, ", ", c_.image_size,
+  AIM_CHECK(s.size() == 4 && s[1] == 3 && s[2] == c_.image_size && s[3] == c_.image_size, "[",
+            name_, "] images must be [B, 3, ", c_.image_size, ", ", c_.image_size,
             "] (resized, in [0, 1]), got ", shape_str(s));
   const Variable mean(mean_.to(images.dtype()).to(images.device()));
   const Variable stdv(std_.to(images.dtype()).to(images.device()));
   return ag::div(ag::sub(images, mean), stdv);
 }
 
-std::vector<Variable> SsdVgg16::features(const Variable& images) {
-  Variable x = features_->forward(normalize(images));
-  std::vector<Variable> out = {ag::l2_normalize(x, scale_weight_)};
-  for (auto& block : extra_) {
-    x = block->forward(x);
-    out.push_back(x);
-  }
-  for (int64_t k = 0; k < kMaps; ++k)
-    AIM_CHECK(out[size_t(k)].size(2) == kMapSizes[k] && out[size_t(k)].size(3) == kMapSizes[k],
-              "[ssd_vgg16] feature map ", k, " is ", shape_str(out[size_t(k)].sizes()),
-              ", expected ", kMapSizes[k], " x ", kMapSizes[k]);
-  return out;
+void Ssd::check_maps(const std::vector<Variable>& maps) const {
+  AIM_CHECK(maps.size() == map_sizes_.size(), "[", name_, "] ", maps.size(),
+            " feature maps, expected ", map_sizes_.size());
+  for (size_t k = 0; k < maps.size(); ++k)
+    AIM_CHECK(maps[k].size(2) == map_sizes_[k] && maps[k].size(3) == map_sizes_[k], "[", name_,
+              "] feature map ", k, " is ", shape_str(maps[k].sizes()), ", expected ", map_sizes_[k],
+              " x ", map_sizes_[k]);
 }
 
-SsdHeadOutputs SsdVgg16::forward_heads(const Variable& images) {
+SsdHeadOutputs Ssd::forward_heads(const Variable& images) {
   const std::vector<Variable> f = features(images);
-  // SSDScoringHead: [N, A K, H, W] -> view(N, A, K, H, W) -> permute(0, 3, 4, 1, 2) ->
-  // reshape(N, H W A, K); maps concatenated along the priors.
-  auto scoring = [&](const std::vector<std::shared_ptr<layers::Module>>& convs, int64_t K) {
+  check_maps(f);
+  auto scoring = [&](const std::vector<std::shared_ptr<layers::Conv2d>>& convs, int64_t K) {
     std::vector<Variable> parts;
-    for (int64_t k = 0; k < kMaps; ++k) {
-      const Variable y = convs[size_t(k)]->forward(f[size_t(k)]);
-      const int64_t N = y.size(0), H = y.size(2), W = y.size(3);
-      const Variable v = ag::reshape(y, {N, anchors_per_cell_[size_t(k)], K, H, W});
-      parts.push_back(ag::reshape(ag::contiguous(ag::permute(v, {0, 3, 4, 1, 2})), {N, -1, K}));
+    for (size_t k = 0; k < convs.size(); ++k) {
+      const Variable y = convs[k]->forward(f[k]);
+      const int64_t N = y.size(0), H = y.size(2), W = y.size(3), A = per_cell_[k];
+      if (layout_ == SsdHeadLayout::cell_major) {
+        const Variable v = ag::reshape(y, {N, A, K, H, W});
+        parts.push_back(ag::reshape(ag::contiguous(ag::permute(v, {0, 3, 4, 1, 2})), {N, -1, K}));
+      } else {
+        // [N, K, A H W] -> [N, A H W, K].
+        const Variable v = ag::reshape(y, {N, K, A * H * W});
+        parts.push_back(ag::contiguous(ag::permute(v, {0, 2, 1})));
+      }
     }
     return ag::concat(parts, 1);
   };
@@ -230,23 +145,23 @@ SsdHeadOutputs SsdVgg16::forward_heads(const Variable& images) {
   return o;
 }
 
-SsdLoss SsdVgg16::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) const {
+SsdLoss Ssd::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) const {
   const int64_t P = num_priors(), C = c_.num_classes;
   const Shape ls = out.cls_logits.sizes(), rs = out.bbox_regression.sizes();
-  AIM_CHECK(ls.size() == 3 && ls[1] == P && ls[2] == C, "[ssd_vgg16 loss] cls_logits must be [B, ",
-            P, ", ", C, "], got ", shape_str(ls));
+  AIM_CHECK(ls.size() == 3 && ls[1] == P && ls[2] == C, "[", name_,
+            " loss] cls_logits must be [B, ", P, ", ", C, "], got ", shape_str(ls));
   const int64_t B = ls[0];
-  AIM_CHECK(rs == Shape({B, P, 4}), "[ssd_vgg16 loss] bbox_regression must be [", B, ", ", P,
+  AIM_CHECK(rs == Shape({B, P, 4}), "[", name_, " loss] bbox_regression must be [", B, ", ", P,
             ", 4], got ", shape_str(rs));
   AIM_CHECK(t.boxes.defined() && t.boxes.dim() == 3 && t.boxes.size(0) == B && t.boxes.size(2) == 4,
-            "[ssd_vgg16 loss] targets.boxes must be [", B, ", G, 4], got ",
+            "[", name_, " loss] targets.boxes must be [", B, ", G, 4], got ",
             t.boxes.defined() ? shape_str(t.boxes.sizes()) : "undefined");
   const int64_t G = t.boxes.size(1);
-  AIM_CHECK(t.labels.defined() && t.labels.sizes() == Shape({B, G}),
-            "[ssd_vgg16 loss] targets.labels must be [", B, ", ", G, "], got ",
+  AIM_CHECK(t.labels.defined() && t.labels.sizes() == Shape({B, G}), "[", name_,
+            " loss] targets.labels must be [", B, ", ", G, "], got ",
             t.labels.defined() ? shape_str(t.labels.sizes()) : "undefined");
-  AIM_CHECK(t.num_boxes.defined() && t.num_boxes.sizes() == Shape({B}),
-            "[ssd_vgg16 loss] targets.num_boxes must be [", B, "], got ",
+  AIM_CHECK(t.num_boxes.defined() && t.num_boxes.sizes() == Shape({B}), "[", name_,
+            " loss] targets.num_boxes must be [", B, "], got ",
             t.num_boxes.defined() ? shape_str(t.num_boxes.sizes()) : "undefined");
   const std::vector<float> boxes = t.boxes.to_vector<float>();
   const std::vector<int64_t> labels = t.labels.to_vector<int64_t>();
@@ -258,16 +173,16 @@ SsdLoss SsdVgg16::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) c
   std::vector<float> matched, fg_anchors;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = counts[size_t(b)];
-    AIM_CHECK(n >= 0 && n <= G, "[ssd_vgg16 loss] targets.num_boxes[", b, "] = ", n,
+    AIM_CHECK(n >= 0 && n <= G, "[", name_, " loss] targets.num_boxes[", b, "] = ", n,
               " is outside [0, ", G, "]");
     if (n == 0) continue;  // torchvision: every prior background
     const float* gt = boxes.data() + b * G * 4;
     for (int64_t g = 0; g < n; ++g) {
       const int64_t l = labels[size_t(b * G + g)];
-      AIM_CHECK(l >= 1 && l < C, "[ssd_vgg16 loss] targets.labels[", b, ", ", g, "] = ", l,
+      AIM_CHECK(l >= 1 && l < C, "[", name_, " loss] targets.labels[", b, ", ", g, "] = ", l,
                 " is outside [1, ", C - 1, "]");
-      AIM_CHECK(gt[g * 4 + 2] > gt[g * 4] && gt[g * 4 + 3] > gt[g * 4 + 1],
-                "[ssd_vgg16 loss] targets.boxes[", b, ", ", g,
+      AIM_CHECK(gt[g * 4 + 2] > gt[g * 4] && gt[g * 4 + 3] > gt[g * 4 + 1], "[", name_,
+                " loss] targets.boxes[", b, ", ", g,
                 "] is degenerate: boxes need x2 > x1 and y2 > y1");
     }
     const std::vector<int64_t> m = detection::ssd_match(gt, n, anchors, P, c_.iou_thresh);
@@ -285,18 +200,28 @@ SsdLoss SsdVgg16::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) c
 
   SsdLoss r;
   r.num_foreground = F;
-  const double N = double(std::max<int64_t>(1, F));
-  // Box regression: smooth L1 (beta 1, summed) of the positives' outputs against their targets.
-  Variable bbox_sum;
+  // Per-row weights of both sums: 1 / N with N = max(1, positives of the batch) (torchvision), or
+  // 1 / (positives of the row's image * B), 0 for an image without positives (MLPerf).
+  std::vector<float> image_w(size_t(B), float(1.0 / double(std::max<int64_t>(1, F))));
+  if (c_.loss_per_image) {
+    std::vector<int64_t> pos(size_t(B), 0);
+    for (int64_t row : fg_rows) ++pos[size_t(row / P)];
+    for (int64_t b = 0; b < B; ++b)
+      image_w[size_t(b)] = pos[size_t(b)] ? float(1.0 / (double(pos[size_t(b)]) * double(B))) : 0;
+  }
+  // Box regression: smooth L1 (beta 1) of the positives' outputs against their targets.
   if (F > 0) {
-    std::vector<float> enc(size_t(F * 4));
+    std::vector<float> enc(static_cast<size_t>(F * 4)), row_w(static_cast<size_t>(F));
     detection::encode_boxes(matched.data(), fg_anchors.data(), F, coder_, enc.data());
+    for (int64_t i = 0; i < F; ++i) row_w[size_t(i)] = image_w[size_t(fg_rows[size_t(i)] / P)];
     const Tensor rows = Tensor::from_vector(fg_rows, {F}, dev);
     const Variable sel = ag::index_select(ag::reshape(out.bbox_regression, {B * P, 4}), 0, rows);
-    bbox_sum = ag::smooth_l1_loss(sel, Tensor::from_vector(enc, {F, 4}).to(dt).to(dev), 1.0,
-                                  kernels::Reduction::sum);
+    const Variable l1 = ag::smooth_l1_loss(sel, Tensor::from_vector(enc, {F, 4}).to(dt).to(dev),
+                                           1.0, kernels::Reduction::none);
+    r.bbox_regression =
+        ag::sum(ag::mul(l1, Variable(Tensor::from_vector(row_w, {F, 1}).to(dt).to(dev))));
   } else {
-    bbox_sum = ag::mul(ag::sum(out.bbox_regression), 0.0);  // an empty sum, still on the graph
+    r.bbox_regression = ag::mul(ag::sum(out.bbox_regression), 0.0);  // empty, still on the graph
   }
   // Classification: CE per prior; the positives plus the hard negatives (3:1 per image).
   const Tensor target = Tensor::from_vector(cls_targets, {B * P}, dev);
@@ -310,27 +235,26 @@ SsdLoss SsdVgg16::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) c
   kernels::hard_negatives(hn);
   // Sum of CE over the positives and the chosen negatives as a weighted sum on the device: the
   // negatives' mask is not read back (a GPU step stays free of host synchronisation).
-  std::vector<float> fg_w(static_cast<size_t>(B * P), 0.0f);
+  std::vector<float> fg_w(static_cast<size_t>(B * P), 0.0f), row_w(static_cast<size_t>(B * P));
   for (int64_t row : fg_rows) fg_w[size_t(row)] = 1.0f;
-  const Variable weight(ag::add(Variable(Tensor::from_vector(fg_w, {B * P}).to(dt).to(dev)),
-                                Variable(hn.negatives.reshape({B * P}).to(dt)))
-                            .data());
-  const Variable cls_sum = ag::sum(ag::mul(ce, weight));
-  r.bbox_regression = ag::div(bbox_sum, Variable(Tensor::full({}, N, bbox_sum.dtype(), dev)));
-  r.classification = ag::div(cls_sum, Variable(Tensor::full({}, N, cls_sum.dtype(), dev)));
+  for (int64_t i = 0; i < B * P; ++i) row_w[size_t(i)] = image_w[size_t(i / P)];
+  const Tensor weight = ag::mul(ag::add(Variable(Tensor::from_vector(fg_w, {B * P}).to(dt).to(dev)),
+                                        Variable(hn.negatives.reshape({B * P}).to(dt))),
+                                Variable(Tensor::from_vector(row_w, {B * P}).to(dt).to(dev)))
+                            .data();
+  r.classification = ag::sum(ag::mul(ce, Variable(weight)));
   r.total = ag::add(r.bbox_regression, r.classification);
   return r;
 }
 
-std::vector<SsdDetections> SsdVgg16::postprocess(const SsdHeadOutputs& out) const {
+std::vector<SsdDetections> Ssd::postprocess(const SsdHeadOutputs& out) const {
   const int64_t P = num_priors(), C = c_.num_classes;
   const Shape ls = out.cls_logits.sizes();
-  AIM_CHECK(ls.size() == 3 && ls[1] == P && ls[2] == C,
-            "[ssd_vgg16 postprocess] cls_logits must be [B, ", P, ", ", C, "], got ",
-            shape_str(ls));
+  AIM_CHECK(ls.size() == 3 && ls[1] == P && ls[2] == C, "[", name_,
+            " postprocess] cls_logits must be [B, ", P, ", ", C, "], got ", shape_str(ls));
   const int64_t B = ls[0];
-  AIM_CHECK(out.bbox_regression.sizes() == Shape({B, P, 4}),
-            "[ssd_vgg16 postprocess] bbox_regression must be [", B, ", ", P, ", 4], got ",
+  AIM_CHECK(out.bbox_regression.sizes() == Shape({B, P, 4}), "[", name_,
+            " postprocess] bbox_regression must be [", B, ", ", P, ", 4], got ",
             shape_str(out.bbox_regression.sizes()));
   std::vector<float> scores, codes;
   {
@@ -401,68 +325,58 @@ std::vector<SsdDetections> SsdVgg16::postprocess(const SsdHeadOutputs& out) cons
   return dets;
 }
 
-double SsdVgg16::forward_flops(int64_t B) const {
+double Ssd::forward_flops(int64_t B) const {
   const int64_t S = c_.image_size;
   double flops = 2.0 * double(B * 3 * S * S);  // (x - mean) / std
-  Shape s = features_->count_flops({B, 3, S, S}, flops);
-  // L2Norm: per element a square and an add (the norm), a division and the scale product.
-  flops += 4.0 * double(shape_numel(s));
-  std::vector<Shape> maps = {s};
-  for (const auto& block : extra_) {
-    s = block->count_flops(s, flops);
-    maps.push_back(s);
-  }
-  for (int64_t k = 0; k < kMaps; ++k) {
-    cls_[size_t(k)]->count_flops(maps[size_t(k)], flops);
-    reg_[size_t(k)]->count_flops(maps[size_t(k)], flops);
+  std::vector<Shape> maps;
+  flops += feature_flops(B, maps);
+  for (size_t k = 0; k < cls_.size(); ++k) {
+    cls_[k]->count_flops(maps[k], flops);
+    reg_[k]->count_flops(maps[k], flops);
   }
   return flops;
 }
 
 // ---- Model ----------------------------------------------------------------------------------
 
-std::vector<TensorSpec> SsdVgg16::input_specs() const {
+std::vector<TensorSpec> Ssd::input_specs() const {
   const std::string S = std::to_string(c_.image_size);
   return {{"images", DType::f32, {"B", "3", S, S}, "RGB resized to the input size, in [0, 1]"}};
 }
 
-std::vector<TensorSpec> SsdVgg16::label_specs() const {
+std::vector<TensorSpec> Ssd::label_specs() const {
   return {{"boxes", DType::f32, {"B", "G", "4"}, "objects (x1, y1, x2, y2) in input pixels"},
           {"labels", DType::i64, {"B", "G"}, "classes 1..num_classes-1 (0: padding)"},
           {"num_boxes", DType::i64, {"B"}, "objects per image (the first rows of boxes)"}};
 }
 
-std::vector<TensorSpec> SsdVgg16::output_specs() const {
+std::vector<TensorSpec> Ssd::output_specs() const {
   const std::string P = std::to_string(num_priors()), C = std::to_string(c_.num_classes);
   return {
       {"cls_logits", DType::f32, {"B", P, C}, "class logits per default box"},
       {"bbox_regression", DType::f32, {"B", P, "4"}, "box codes per default box (10, 10, 5, 5)"}};
 }
 
-TensorMap SsdVgg16::infer(const TensorMap& batch) {
+TensorMap Ssd::infer(const TensorMap& batch) {
   const SsdHeadOutputs o = forward_heads(Variable(batch.at("images")));
   return {{"cls_logits", o.cls_logits.data()}, {"bbox_regression", o.bbox_regression.data()}};
 }
 
-Variable SsdVgg16::training_loss(const TensorMap& batch) {
+Variable Ssd::training_loss(const TensorMap& batch) {
   return training_loss(Variable(batch.at("images")),
                        SsdTargets{batch.at("boxes"), batch.at("labels"), batch.at("num_boxes")})
       .total;
 }
 
-double SsdVgg16::forward_flops(const TensorMap& batch) const {
+double Ssd::forward_flops(const TensorMap& batch) const {
   return forward_flops(batch.at("images").size(0));
 }
 
-TensorMap SsdVgg16::host_metadata(const TensorMap& host_batch) const {
+TensorMap Ssd::host_metadata(const TensorMap& host_batch) const {
   TensorMap r;
   for (const char* k : {"boxes", "labels", "num_boxes"})
     if (host_batch.count(k)) r[k] = host_batch.at(k);
   return r;
-}
-
-std::vector<Model::Fp32Params> SsdVgg16::amp_fp32_params() const {
-  return {{"backbone\\.scale_weight", "the L2Norm scale multiplies f32 normalised features"}};
 }
 
 }  // namespace aim::models

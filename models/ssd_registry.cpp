@@ -1,6 +1,9 @@
-// The SSD300-VGG16 registry entry (MODELS.md §6.1, docs/detection.md): torchvision's ssd300_vgg16
-// on the synthetic shapes (default), Pascal VOC or COCO; evaluated by its post-processing and VOC
-// mAP (VOC07 11-point) or COCO AP.
+// The SSD family's registry entries (MODELS.md §6, docs/detection.md): what every detector of
+// models/ssd.h shares (--data synthetic shapes (default), Pascal VOC or COCO; evaluation by its
+// post-processing and VOC mAP (VOC07 11-point) or COCO AP; num_classes, size), and ssd_vgg16
+// (torchvision's ssd300_vgg16).
+#include "models/ssd_registry.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -12,78 +15,73 @@
 #include "data/detection_synthetic.h"
 #include "data/voc_source.h"
 #include "models/registry.h"
-#include "models/ssd.h"
+#include "models/ssd_vgg16.h"
 #include "tensor/check.h"
 
 namespace aim::models {
 namespace {
 
-int64_t num_classes(const ModelConfig& c, const std::string& data) {
+int64_t num_classes(const std::string& model, const ModelConfig& c) {
   const std::string& v = c.at("num_classes");
   if (v != "auto") {
     char* end = nullptr;
     const long long n = std::strtoll(v.c_str(), &end, 10);
-    AIM_CHECK(end && *end == '\0' && n >= 2, "ssd_vgg16: --config num_classes=", v,
+    AIM_CHECK(end && *end == '\0' && n >= 2, model, ": --config num_classes=", v,
               ": expected auto or an integer >= 2 (classes + background)");
     return n;
   }
-  (void)data;
   return 21;  // VOC's 20 classes (and the synthetic source's); coco:ROOT needs num_classes=81
-}
-
-SsdConfig ssd_config(const ModelConfig& c, const std::string& data, uint64_t seed) {
-  SsdConfig s;
-  s.num_classes = num_classes(c, data);
-  s.width_divisor = c.at("size") == "tiny" ? 8 : 1;
-  s.seed = seed;
-  return s;
 }
 
 // --data: synthetic | voc:ROOT (ROOT/VOC2007:trainval [+ ROOT/VOC2012:trainval], eval
 // ROOT/VOC2007:test) | coco:ROOT (ROOT/{train2017,val2017}, ROOT/annotations/instances_*.json).
-std::unique_ptr<data::BatchSource> ssd_source(const ModelConfig& c, const std::string& data,
+std::unique_ptr<data::BatchSource> ssd_source(const std::string& model, int64_t size,
+                                              const ModelConfig& c, const std::string& data,
                                               uint64_t seed) {
-  const int64_t classes = num_classes(c, data) - 1;
+  const int64_t classes = num_classes(model, c) - 1;
   if (data == "synthetic") {
-    AIM_CHECK(classes <= 40, "ssd_vgg16: the synthetic data has at most 40 classes, --config ",
+    AIM_CHECK(classes <= 40, model, ": the synthetic data has at most 40 classes, --config ",
               "num_classes=", classes + 1);
     data::DetectionSyntheticConfig d;
     d.classes = classes;
     d.seed = seed;
+    d.height = d.width = size;
     if (c.at("size") == "tiny") d.max_objects = 3, d.min_size = 0.2, d.max_size = 0.6;
     return std::make_unique<data::DetectionSyntheticSource>(d);
   }
   if (data.rfind("voc:", 0) == 0) {
-    AIM_CHECK(classes == 20, "ssd_vgg16: VOC has 20 classes, --config num_classes=", classes + 1);
+    AIM_CHECK(classes == 20, model, ": VOC has 20 classes, --config num_classes=", classes + 1);
     const std::string root = data.substr(4);
     data::VocSourceConfig v;
     v.train_sets = {root + "/VOC2007:trainval"};
     if (std::filesystem::exists(root + "/VOC2012/ImageSets/Main/trainval.txt"))
       v.train_sets.push_back(root + "/VOC2012:trainval");
     v.eval_set = root + "/VOC2007:test";
+    v.size = size;
     v.seed = seed;
     return std::make_unique<data::VocSource>(v);
   }
   if (data.rfind("coco:", 0) == 0) {
-    AIM_CHECK(classes == 80, "ssd_vgg16: COCO has 80 classes, --config num_classes=", classes + 1);
+    AIM_CHECK(classes == 80, model, ": COCO has 80 classes, --config num_classes=", classes + 1);
     const std::string root = data.substr(5);
     data::CocoSourceConfig v;
     v.train_images = root + "/train2017";
     v.eval_images = root + "/val2017";
     v.train_annotations = root + "/annotations/instances_train2017.json";
     v.eval_annotations = root + "/annotations/instances_val2017.json";
+    v.size = size;
     v.seed = seed;
     return std::make_unique<data::CocoSource>(v);
   }
-  AIM_FAIL("ssd_vgg16: --data '", data, "': expected synthetic, voc:ROOT or coco:ROOT");
+  AIM_FAIL(model, ": --data '", data, "': expected synthetic, voc:ROOT or coco:ROOT");
 }
 
 // Detections of the first n evaluation images, in the images' original coordinates when the
 // batch says them (orig_size), with the ground truth of the batch (VOC's difficult flags).
 Metrics ssd_evaluate(Model& model, const data::BatchSource& src, int64_t n, Device dev) {
-  AIM_CHECK(n > 0 && n <= src.eval_size(), "ssd_vgg16 evaluation: ", n,
+  auto& m = dynamic_cast<Ssd&>(model);
+  AIM_CHECK(n > 0 && n <= src.eval_size(), m.name(), " evaluation: ", n,
             " samples asked, the evaluation set has ", src.eval_size());
-  auto& m = dynamic_cast<SsdVgg16&>(model);
   autograd::NoGradGuard ng;
   const bool was_training = m.is_training();
   m.eval();
@@ -157,18 +155,22 @@ Metrics ssd_evaluate(Model& model, const data::BatchSource& src, int64_t n, Devi
 
 }  // namespace
 
-void add_ssd_models(std::vector<ModelEntry>& r) {
+SsdConfig ssd_family_config(const std::string& model, const ModelConfig& c, uint64_t seed) {
+  SsdConfig s;
+  s.num_classes = num_classes(model, c);
+  s.width_divisor = c.at("size") == "tiny" ? 8 : 1;
+  s.seed = seed;
+  return s;
+}
+
+ModelEntry ssd_family_entry(const std::string& name, int64_t image_size) {
   ModelEntry e;
-  e.name = "ssd_vgg16";
+  e.name = name;
   e.task = "cv";
-  e.description =
-      "SSD300 with VGG16 (MODELS.md \xC2\xA7"
-      "6.1) as torchvision's ssd300_vgg16: module tree and parameter names, MultiBox loss "
-      "(3:1 hard negatives), post-processing (NMS 0.45, 200 per image)";
   e.config = {{"size",
                "full",
                {"full", "tiny"},
-               "full: torchvision's widths; tiny: every channel count / 8 (same 8732 priors)"},
+               "full: the reference's widths; tiny: every channel count / 8 (same priors)"},
               {"num_classes",
                "auto",
                {},
@@ -176,16 +178,28 @@ void add_ssd_models(std::vector<ModelEntry>& r) {
   e.data_doc =
       "'synthetic' (shapes of 20 classes on textures, data/detection_synthetic.h), voc:ROOT "
       "(ROOT/VOC2007 [+ VOC2012] trainval, VOC2007 test), coco:ROOT (train2017/val2017 + "
-      "annotations/instances_*.json)";
+      "annotations/instances_*.json); images resized to " +
+      std::to_string(image_size) + " x " + std::to_string(image_size);
   e.metrics = {"map", "ap50", "ap75"};
+  e.source = [name, image_size](const ModelConfig& c, const std::string& data, uint64_t seed) {
+    return ssd_source(name, image_size, c, data, seed);
+  };
+  e.evaluate = ssd_evaluate;
+  return e;
+}
+
+void add_ssd_models(std::vector<ModelEntry>& r) {
+  ModelEntry e = ssd_family_entry("ssd_vgg16", 300);
+  e.description =
+      "SSD300 with VGG16 (MODELS.md \xC2\xA7"
+      "6.1) as torchvision's ssd300_vgg16: module tree and parameter names, MultiBox loss "
+      "(3:1 hard negatives), post-processing (NMS 0.45, 200 per image)";
   // MODELS.md §6.1: SGD momentum 0.9, lr 1e-3, weight decay 5e-4, batch 8 (the harness's smallest).
   e.train_defaults = {"--optimizer=sgd", "--momentum=0.9", "--lr=1e-3", "--weight-decay=5e-4",
                       "--batch-size=8"};
   e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
-    return std::make_unique<SsdVgg16>(ssd_config(c, "synthetic", seed));
+    return std::make_unique<SsdVgg16>(ssd_family_config("ssd_vgg16", c, seed));
   };
-  e.source = ssd_source;
-  e.evaluate = ssd_evaluate;
   r.push_back(std::move(e));
 }
 

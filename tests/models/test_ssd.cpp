@@ -22,7 +22,7 @@
 #include "kernels/pool/pool2d.h"
 #include "layers/pooling.h"
 #include "models/registry.h"
-#include "models/ssd.h"
+#include "models/ssd_vgg16.h"
 #include "tensor/safetensors.h"
 #include "tests/support/common.h"
 #include "train/optim.h"
