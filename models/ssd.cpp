@@ -185,7 +185,9 @@ SsdLoss Ssd::compute_loss(const SsdHeadOutputs& out, const SsdTargets& t) const 
                 " loss] targets.boxes[", b, ", ", g,
                 "] is degenerate: boxes need x2 > x1 and y2 > y1");
     }
-    const std::vector<int64_t> m = detection::ssd_match(gt, n, anchors, P, c_.iou_thresh);
+    const std::vector<int64_t> m = c_.caffe_matching
+                                       ? detection::caffe_match(gt, n, anchors, P, c_.iou_thresh)
+                                       : detection::ssd_match(gt, n, anchors, P, c_.iou_thresh);
     for (int64_t p = 0; p < P; ++p) {
       if (m[size_t(p)] < 0) continue;
       cls_targets[size_t(b * P + p)] = labels[size_t(b * G + m[size_t(p)])];

@@ -40,6 +40,9 @@ struct SsdConfig {
   // Loss.
   double neg_to_pos_ratio = 3.0;  // (1 - positive_fraction) / positive_fraction, 0.25
   float iou_thresh = 0.5f;        // a prior matches its best object at IoU >= this
+  // torchvision's SSDMatcher (each object's best prior forced) or Caffe's bipartite then
+  // per-prediction MatchBBox (models/detection/ssd_matcher.h).
+  bool caffe_matching = false;
   // How the loss is normalised: torchvision divides both sums by the positives of the whole batch;
   // MLPerf's SSD (per_image) divides each image's sum by its own positives (an image without any
   // adds 0) and averages over the batch.

@@ -12,4 +12,12 @@ namespace aim::models::detection {
 std::vector<int64_t> ssd_match(const float* gt, int64_t G, const float* priors, int64_t P,
                                float threshold = 0.5f);
 
+// Caffe SSD's MatchBBox (MultiBoxLoss with match_type PER_PREDICTION, the ssd_resnet18 and dssd
+// references): first a bipartite matching, repeatedly the largest IoU among unmatched boxes and
+// unmatched objects (ties: the lower box, then the object first in the pool), until every object
+// has a box or no pair overlaps (IoU > 1e-6); then each remaining box takes its best object when
+// that IoU >= threshold (ties: the first object). Same arguments and result as ssd_match.
+std::vector<int64_t> caffe_match(const float* gt, int64_t G, const float* priors, int64_t P,
+                                 float threshold = 0.5f);
+
 }  // namespace aim::models::detection

@@ -128,6 +128,27 @@ TEST(DetectionParts, MatcherThresholdAndForcedBestPrior) {
   EXPECT_EQ(ssd_match(gt.data(), 0, priors.data(), 3), (std::vector<int64_t>{-1, -1, -1}));
 }
 
+// Two objects whose best prior is the same: torchvision forces it to the later object (the earlier
+// keeps only what the threshold gives it), Caffe's bipartite matching gives it to the pair with
+// the largest IoU and the other object its next best prior.
+//   IoU: A = [0, 0, 10, 10] with p0 1.0, p1 0.833; B = [0, 0, 10, 10.5] with p0 0.952, p1 0.875.
+TEST(DetectionParts, CaffeBipartiteMatching) {
+  const std::vector<float> gt = {0, 0, 10, 10, 0, 0, 10, 10.5f};
+  const std::vector<float> priors = {0, 0, 10, 10, 0, 0, 10, 12, 50, 50, 60, 60};
+  EXPECT_EQ(ssd_match(gt.data(), 2, priors.data(), 3), (std::vector<int64_t>{1, 1, -1}));
+  EXPECT_EQ(caffe_match(gt.data(), 2, priors.data(), 3), (std::vector<int64_t>{0, 1, -1}));
+  // Below the threshold only the bipartite stage matches: object 1 of the first test case takes
+  // prior 1 at IoU 0.2 (its best), object 0 prior 0; a prior overlapping nothing stays -1.
+  const std::vector<float> gt2 = {0, 0, 10, 10, 20, 20, 30, 30};
+  const std::vector<float> pr2 = {1, 1, 9, 9, 24, 24, 28, 28.5f, 50, 50, 60, 60};
+  EXPECT_EQ(caffe_match(gt2.data(), 2, pr2.data(), 3), (std::vector<int64_t>{0, 1, -1}));
+  // More objects than overlapping priors: the bipartite stage stops when no pair overlaps.
+  const std::vector<float> gt3 = {0, 0, 10, 10, 1, 1, 9, 9, 200, 200, 210, 210};
+  const std::vector<float> pr3 = {0, 0, 10, 10};
+  EXPECT_EQ(caffe_match(gt3.data(), 3, pr3.data(), 1), (std::vector<int64_t>{0}));
+  EXPECT_EQ(caffe_match(gt3.data(), 0, pr3.data(), 1), (std::vector<int64_t>{-1}));
+}
+
 TEST(DetectionParts, DefaultBoxSpecErrors) {
   DefaultBoxSpec s = ssd300_default_boxes();
   try {
