@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
      "int8: use these quantized weights and scales instead of calibrating")
     ("compare-samples", po::value<int64_t>(&io.compare_samples)->default_value(1000),
      "low precision: evaluation samples for the metric comparison with fp32 (0: none)")
+    ("postprocess", "time the model's post-processing (a detector's decoding and NMS) inside "
+     "each batch, as end-to-end inference")
     ("cuda-graph", "CUDA: capture one inference step in a CUDA graph and replay it")
     ("inputs", po::value<std::string>(&io.inputs),
      "run on these input tensors (.safetensors; names and shapes: --list-inputs)")
@@ -137,6 +139,7 @@ int main(int argc, char** argv) {
         throw UsageError("--calib-percentile must be in (50, 100]");
       if (io.compare_samples < 0) throw UsageError("--compare-samples must be >= 0");
       io.cuda_graph = vm.count("cuda-graph") > 0;
+      io.postprocess = vm.count("postprocess") > 0;
     }
     io.profile = vm.count("profile") > 0;
     aim::profiler::set_nvtx(vm.count("nvtx") > 0);
@@ -179,6 +182,7 @@ int main(int argc, char** argv) {
                      {"kept_f32", r.int8_kept},
                      {"calibration", io.load_quantized.empty() ? io.calib.method : "loaded"}};
       if (io.cuda_graph) j["cuda_graph"] = {{"eager_ms", r.eager_ms}, {"graph_ms", r.graph_ms}};
+      if (io.postprocess) j["postprocess_ms_p50"] = r.postprocess_p50_ms;
       j["batch"] = r.batch;
       j["config"] = cfg;
       j["data"] = r.data_description;

@@ -32,6 +32,9 @@ struct InferOptions {
   // Low precision: outputs compared with f32 on the first batches, and the model's metric on
   // this many evaluation samples in both precisions (0: no metric comparison).
   int64_t compare_samples = 1000;
+  // The model's post-processing (a detector's decoding and NMS, on the host) inside each timed
+  // batch, as an end-to-end inference; its own time is reported too.
+  bool postprocess = false;
   // CUDA: capture one inference step in a CUDA graph and replay it (launch overhead saved).
   bool cuda_graph = false;
   // Profiling of the timed batches (profiler/profiler.h): tables, Chrome trace, roofline SVG.
@@ -53,6 +56,8 @@ struct InferResult {
   std::vector<OutputDiff> diffs;
   models::Metrics metrics_f32, metrics_lowp;
   int64_t int8_layers = 0, int8_kept = 0;
+  // --postprocess: its time per batch (p50, ms), inside the latency above.
+  double postprocess_p50_ms = 0;
   // --cuda-graph: eager and graph-replay device time per batch (ms).
   double eager_ms = 0, graph_ms = 0;
 };

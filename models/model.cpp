@@ -13,6 +13,11 @@ std::string TensorSpec::shape_str() const {
   return s + "]";
 }
 
+TensorMap Model::postprocess_outputs(const TensorMap& host_outputs) const {
+  (void)host_outputs;
+  AIM_FAIL(type_name(), " has no post-processing (--postprocess is for detectors)");
+}
+
 namespace {
 
 std::string shape_of(const Tensor& t) {

@@ -53,6 +53,12 @@ class Model : public layers::Module {
     return {};
   }
 
+  // The model's post-processing of infer()'s outputs into its final results (a detector's
+  // decoding and NMS), on the host: aim-infer --postprocess times it with the network, as a user's
+  // end-to-end inference. Default: none (has_postprocess() false; postprocess_outputs() fails).
+  virtual bool has_postprocess() const { return false; }
+  virtual TensorMap postprocess_outputs(const TensorMap& host_outputs) const;
+
   // CUDA graphs (aim-train --cuda-graph) replay one captured step, so every batch must have the
   // captured shapes. padded_shape(): the shape a batch tensor is padded to before a capture
   // (default: its own, no padding); pad_batch(): the batch padded to `shapes` (each dimension at

@@ -327,6 +327,26 @@ std::vector<SsdDetections> Ssd::postprocess(const SsdHeadOutputs& out) const {
   return dets;
 }
 
+TensorMap Ssd::postprocess_outputs(const TensorMap& out) const {
+  const std::vector<SsdDetections> d =
+      postprocess({Variable(out.at("cls_logits")), Variable(out.at("bbox_regression"))});
+  const int64_t B = int64_t(d.size()), D = c_.detections_per_img;
+  std::vector<float> boxes(static_cast<size_t>(B * D * 4), 0.0f),
+      scores(static_cast<size_t>(B * D), 0.0f);
+  std::vector<int64_t> labels(static_cast<size_t>(B * D), 0), count(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = d[size_t(b)].scores.numel();
+    count[size_t(b)] = n;
+    std::copy_n(d[size_t(b)].boxes.data<float>(), n * 4, boxes.begin() + b * D * 4);
+    std::copy_n(d[size_t(b)].scores.data<float>(), n, scores.begin() + b * D);
+    std::copy_n(d[size_t(b)].labels.data<int64_t>(), n, labels.begin() + b * D);
+  }
+  return {{"boxes", Tensor::from_vector(boxes, {B, D, 4})},
+          {"scores", Tensor::from_vector(scores, {B, D})},
+          {"labels", Tensor::from_vector(labels, {B, D})},
+          {"num_detections", Tensor::from_vector(count, {B})}};
+}
+
 double Ssd::forward_flops(int64_t B) const {
   const int64_t S = c_.image_size;
   double flops = 2.0 * double(B * 3 * S * S);  // (x - mean) / std

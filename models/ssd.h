@@ -97,6 +97,10 @@ class Ssd : public Model {
   TensorMap infer(const TensorMap& batch) override;
   Variable training_loss(const TensorMap& batch) override;
   double forward_flops(const TensorMap& batch) const override;
+  // postprocess() on infer()'s outputs: "boxes" [B, D, 4] f32, "scores" [B, D] f32, "labels"
+  // [B, D] i64 (D = detections_per_img, padded with zeros), "num_detections" [B] i64.
+  bool has_postprocess() const override { return true; }
+  TensorMap postprocess_outputs(const TensorMap& host_outputs) const override;
   // The targets stay on the CPU (the matching runs there): a GPU step reads nothing back.
   TensorMap host_metadata(const TensorMap& host_batch) const override;
   const SsdConfig& config() const { return c_; }

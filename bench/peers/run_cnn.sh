@@ -11,8 +11,9 @@
 # before timing. --peer-args passes extra flags to cnn.py (e.g. "--channels-last").
 # --model ssd_vgg16: the detector (300x300 only) against torchvision's ssd300_vgg16
 # (bench/peers/ssd.py): training with the recipe's SGD (momentum 0.9, lr 1e-3, weight decay 5e-4)
-# on both sides; inference of the backbone and heads (--peer-args --heads for the same work as
-# aim-infer; without it the peer's time includes torchvision's post-processing).
+# on both sides; inference of the backbone and heads with --peer-args --heads, else end to end:
+# torchvision's eval forward (transform, network, post-processing with NMS) against aim-infer
+# --postprocess (network, then decoding and NMS on the host).
 # Per mode, aim and PyTorch alternate (aim, torch, aim, torch, ...). The peer runs in the tuned
 # environment of MACHINE.md lesson 4 (bench/peers/lib.sh). Output: a table (p50 of each side =
 # median over rounds of each run's p50; torch/aim = speed-up of aim) and the raw JSON lines
@@ -74,6 +75,9 @@ for mode in ${modes//,/ }; do
       key=latency_ms aim_bin=$build/aim-infer
       aim_args=("$model" --device cpu --batch-size "$batch" --iters "$steps" --warmup 2
                 --threads "$threads" "${image_cfg[@]}")
+      if [[ $model == ssd_vgg16 && " ${extra[*]} " != *" --heads "* ]]; then
+        aim_args+=(--postprocess)
+      fi
       peer_args=(--model "$model" --mode infer --batch-size "$batch" --image "$image"
                  --iters "$steps" --warmup 2 --threads "$threads" "${extra[@]}") ;;
     *) die "unknown mode '$mode' in --modes (allowed: train, infer)" ;;
