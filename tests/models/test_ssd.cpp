@@ -121,6 +121,23 @@ TEST(SsdModel, ModuleTreeShapesAndErrors) {
   const std::vector<SsdDetections> d = m.postprocess(o);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_LE(d[0].scores.numel(), 200);
+  {  // aim-infer --postprocess's packing: the same detections, zero-padded to 200.
+    ASSERT_TRUE(m.has_postprocess());
+    const TensorMap p = m.postprocess_outputs(
+        {{"cls_logits", o.cls_logits.data()}, {"bbox_regression", o.bbox_regression.data()}});
+    const int64_t n = d[0].scores.numel();
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(p.at("num_detections").to_vector<int64_t>(), std::vector<int64_t>{n});
+    EXPECT_EQ(p.at("boxes").sizes(), Shape({1, 200, 4}));
+    const std::vector<float> sc = p.at("scores").to_vector<float>();
+    const std::vector<int64_t> lb = p.at("labels").to_vector<int64_t>();
+    const std::vector<float> bx = p.at("boxes").to_vector<float>();
+    for (int64_t i = 0; i < 200; ++i) {
+      EXPECT_EQ(sc[size_t(i)], i < n ? d[0].scores.to_vector<float>()[size_t(i)] : 0.f) << i;
+      EXPECT_EQ(lb[size_t(i)], i < n ? d[0].labels.to_vector<int64_t>()[size_t(i)] : 0) << i;
+    }
+    EXPECT_EQ(bx[size_t(4 * (n - 1) + 3)], d[0].boxes.to_vector<float>()[size_t(4 * (n - 1) + 3)]);
+  }
 
   {  // No objects: every prior background, no hard negatives (3 x 0), loss 0 as torchvision's.
     SsdTargets none = random_targets(1, 2, {0}, 21, rng);
