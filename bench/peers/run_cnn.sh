@@ -3,12 +3,14 @@
 #
 #   bench/peers/run_cnn.sh [BUILD_DIR] [--model M] [--batch B] [--image S] [--threads T]
 #                          [--rounds R] [--steps N] [--out FILE] [--modes train,infer]
-#                          [--peer-env tuned|stock] [--peer-args "..."]
+#                          [--peer-env tuned|stock] [--peer-args "..."] [--peer-python PY]
 #
 # Defaults: resnet50, batch 16, 224x224, 2 threads, 2 rounds, 6 timed steps after 2 warm-up
 # steps, both modes. Training is momentum SGD (0.9, lr 0.01) on both sides; aim's step time
 # includes its synthetic batch generation (in the prefetch thread), the peer's batches are made
-# before timing. --peer-args passes extra flags to cnn.py (e.g. "--channels-last").
+# before timing. --peer-args passes extra flags to cnn.py (e.g. "--channels-last"). --peer-python
+# runs the peer with another Python (default Debian's /usr/bin/python3 with torch 1.13), e.g.
+# /work/venv-torch/bin/python for PyPI's current torch (its torchvision: bench/peers/README.md).
 # --model ssd_vgg16: the detector (300x300 only) against torchvision's ssd300_vgg16
 # (bench/peers/ssd.py): training with the recipe's SGD (momentum 0.9, lr 1e-3, weight decay 5e-4)
 # on both sides; inference of the backbone and heads with --peer-args --heads, else end to end:
@@ -22,7 +24,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=build model=resnet50 batch=16 image=224 threads=2 rounds=2 steps=6 out=bench-cnn.jsonl
-modes=train,infer peer_env=tuned peer_extra=""
+modes=train,infer peer_env=tuned peer_extra="" peer_python=/usr/bin/python3
 die() { echo "run_cnn.sh: $*" >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -36,7 +38,8 @@ while [[ $# -gt 0 ]]; do
     --modes) modes=${2:?--modes needs a value}; shift 2 ;;
     --peer-env) peer_env=${2:?--peer-env needs a value}; shift 2 ;;
     --peer-args) peer_extra=${2?--peer-args needs a value}; shift 2 ;;
-    -h | --help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --peer-python) peer_python=${2:?--peer-python needs a value}; shift 2 ;;
+    -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) build=$1; shift ;;
   esac
@@ -47,8 +50,8 @@ done
 [[ $peer_env == tuned || $peer_env == stock ]] || die "--peer-env must be tuned or stock, got '$peer_env'"
 [[ -d $build ]] || die "build directory '$build' does not exist (build aim-train/aim-infer first)"
 build=$(cd "$build" && pwd)
-python=/usr/bin/python3
-[[ -x $python ]] || die "$python not found (the peer needs Debian's python3-torch and torchvision)"
+python=$peer_python
+[[ -x $python ]] || die "$python not found (the peer needs torch and torchvision: Debian's python3-torch, or bench/peers/README.md for PyPI's)"
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 
