@@ -449,13 +449,8 @@ void register_rnn_cpu(Registry& r) {
   auto& f = r.op<RnnFwdArgs>("rnn_fwd");
   f.description = "LSTM/GRU/AUGRU over a sequence, one direction of one layer (torch.nn.LSTM/GRU)";
   f.add({"cpu.ref", Backend::CPU, Provider::Own, rnn_cpu::rnn_fwd_cpu_ref, float_dtypes()});
-  f.add({"cpu.fast",
-         Backend::CPU,
-         Provider::Own,
-         rnn_cpu::rnn_fwd_cpu_fast,
-         {DType::f32, DType::f64}});
-  f.set_default(Backend::CPU, "cpu.ref");
-  f.set_default(Backend::CPU, "cpu.fast", {DType::f32, DType::f64});
+  f.add({"cpu.fast", Backend::CPU, Provider::Own, rnn_cpu::rnn_fwd_cpu_fast, float_dtypes()});
+  f.set_default(Backend::CPU, "cpu.fast");
   f.set_cost(rnn_fwd_cost);
   f.make_case = rnn_cpu::make_fwd_case;
   f.set_shape_fields(rnn_cpu::shape_fields());
@@ -466,13 +461,8 @@ void register_rnn_cpu(Registry& r) {
   auto& b = r.op<RnnBwdArgs>("rnn_bwd");
   b.description = "gradients of rnn_fwd: dx, dh0, dc0, datt (=); dW, db (+=)";
   b.add({"cpu.ref", Backend::CPU, Provider::Own, rnn_bwd_cpu_ref, float_dtypes()});
-  b.add({"cpu.fast",
-         Backend::CPU,
-         Provider::Own,
-         rnn_cpu::rnn_bwd_cpu_fast,
-         {DType::f32, DType::f64}});
-  b.set_default(Backend::CPU, "cpu.ref");
-  b.set_default(Backend::CPU, "cpu.fast", {DType::f32, DType::f64});
+  b.add({"cpu.fast", Backend::CPU, Provider::Own, rnn_cpu::rnn_bwd_cpu_fast, float_dtypes()});
+  b.set_default(Backend::CPU, "cpu.fast");
   b.set_cost(rnn_bwd_cost);
   b.make_case = rnn_cpu::make_bwd_case;
   b.set_shape_fields(rnn_cpu::shape_fields());

@@ -1,4 +1,5 @@
-// cpu.fast (default for f32 and f64): the PyTorch/cuDNN structure with the project's GEMMs.
+// cpu.fast (the CPU default): the PyTorch/cuDNN structure with the project's GEMMs; f16 and bf16
+// run the f32 path on f32 copies and round each stored value once (fwd_16bit below).
 //   Valid (t, b) positions are packed time-major (rows of time t: the sequences with len > t, in
 //   b order, no sorting), so the packed matrices have sum(len) rows and padding costs nothing.
 //   Forward: one GEMM for the input projection of every valid step, gx = x_p W_ih^T + b_ih
@@ -447,14 +448,60 @@ void bwd_fast(const RnnBwdArgs& a, const Dims& d) {
 
 }  // namespace
 
+namespace {
+
+// f16 / bf16: the f32 path on f32 copies, each stored value rounded once into its 16-bit tensor
+// (cpu.ref's contract: the state carried between steps is never rounded to 16 bits; here it is
+// f32 instead of double). The copies cost O(T B (I + H) + weights) against the GEMMs'
+// O(T B G H (I + H)), and the f32 path has the threads and the AVX-512 GEMMs.
+Tensor f32_of(const Tensor& t) { return t.defined() ? t.to(DType::f32) : t; }
+Tensor f32_like(const Tensor& t) {
+  return t.defined() ? Tensor::empty(t.sizes(), DType::f32, t.device()) : t;
+}
+void store(const Tensor& dst, const Tensor& f32) {
+  if (dst.defined()) dst.copy_(f32);
+}
+
+void fwd_16bit(const RnnFwdArgs& a, const Dims& d) {
+  RnnFwdArgs f = a;
+  f.x = f32_of(a.x), f.h0 = f32_of(a.h0), f.c0 = f32_of(a.c0), f.att = f32_of(a.att);
+  f.w_ih = f32_of(a.w_ih), f.w_hh = f32_of(a.w_hh), f.b_ih = f32_of(a.b_ih);
+  f.b_hh = f32_of(a.b_hh);
+  f.y = f32_like(a.y), f.hn = f32_like(a.hn), f.cn = f32_like(a.cn);
+  f.workspace = f32_like(a.workspace);
+  fwd_fast<float>(f, d);
+  store(a.y, f.y), store(a.hn, f.hn), store(a.cn, f.cn), store(a.workspace, f.workspace);
+}
+
+void bwd_16bit(const RnnBwdArgs& a, const Dims& d) {
+  RnnBwdArgs f = a;
+  f.x = f32_of(a.x), f.h0 = f32_of(a.h0), f.c0 = f32_of(a.c0), f.att = f32_of(a.att);
+  f.w_ih = f32_of(a.w_ih), f.w_hh = f32_of(a.w_hh), f.b_ih = f32_of(a.b_ih);
+  f.b_hh = f32_of(a.b_hh), f.y = f32_of(a.y), f.workspace = f32_of(a.workspace);
+  f.dy = f32_of(a.dy), f.dhn = f32_of(a.dhn), f.dcn = f32_of(a.dcn);
+  f.dx = f32_like(a.dx), f.dh0 = f32_like(a.dh0), f.dc0 = f32_like(a.dc0);
+  f.datt = f32_like(a.datt);
+  // The weight gradients accumulate (+=): start from their current values.
+  f.dw_ih = f32_of(a.dw_ih), f.dw_hh = f32_of(a.dw_hh), f.db_ih = f32_of(a.db_ih);
+  f.db_hh = f32_of(a.db_hh);
+  bwd_fast<float>(f, d);
+  store(a.dx, f.dx), store(a.dh0, f.dh0), store(a.dc0, f.dc0), store(a.datt, f.datt);
+  store(a.dw_ih, f.dw_ih), store(a.dw_hh, f.dw_hh), store(a.db_ih, f.db_ih);
+  store(a.db_hh, f.db_hh);
+}
+
+}  // namespace
+
 void rnn_fwd_cpu_fast(const RnnFwdArgs& a) {
   const Dims d = check_fwd(a);
   if (a.x.dtype() == DType::f32)
     fwd_fast<float>(a, d);
   else if (a.x.dtype() == DType::f64)
     fwd_fast<double>(a, d);
+  else if (a.x.dtype() == DType::f16 || a.x.dtype() == DType::bf16)
+    fwd_16bit(a, d);
   else
-    AIM_FAIL("[rnn_fwd] cpu.fast takes f32 and f64, got ", dtype_name(a.x.dtype()));
+    AIM_FAIL("[rnn_fwd] cpu.fast takes f32, f64, f16 and bf16, got ", dtype_name(a.x.dtype()));
 }
 void rnn_bwd_cpu_fast(const RnnBwdArgs& a) {
   const Dims d = check_bwd(a);
@@ -462,8 +509,10 @@ void rnn_bwd_cpu_fast(const RnnBwdArgs& a) {
     bwd_fast<float>(a, d);
   else if (a.x.dtype() == DType::f64)
     bwd_fast<double>(a, d);
+  else if (a.x.dtype() == DType::f16 || a.x.dtype() == DType::bf16)
+    bwd_16bit(a, d);
   else
-    AIM_FAIL("[rnn_bwd] cpu.fast takes f32 and f64, got ", dtype_name(a.x.dtype()));
+    AIM_FAIL("[rnn_bwd] cpu.fast takes f32, f64, f16 and bf16, got ", dtype_name(a.x.dtype()));
 }
 
 }  // namespace aim::kernels::rnn_cpu
