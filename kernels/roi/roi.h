@@ -227,11 +227,12 @@ AIM_ROI_HD RoiSpan roi_pool_span(int64_t p, T bin, int64_t roi_start, int64_t ex
 }
 
 // ---- cost ------------------------------------------------------------------------------------
-// roi_align: per output, grid_h * grid_w bilinear samples (4 loads, 4 products, 4 sums) and one
-// division. The adaptive grid depends on the RoIs, which the cost does not read: it is counted
-// as one sample per bin (the least a non-empty RoI takes), a lower bound. Bytes: the RoIs, x
-// once or the samples' four corners when those are fewer, y once. Backward: the same samples
-// (4 products, 4 additions each) into dx, which is written whole (zeroed, then scattered).
+// roi_align: per output, grid_h * grid_w bilinear samples (4 products, 4 sums; the weights are
+// shared by the channels and not counted) and one division. The adaptive grid depends on the RoIs,
+// which the cost does not read: it is counted as one sample per bin (the least a non-empty RoI
+// takes), a lower bound. Bytes: the RoIs, x once or the samples' four corners when those are fewer,
+// y once. Backward: the same samples (4 products, 4 additions each) and the division into dx, which
+// is written whole (zeroed, then scattered).
 inline double roi_align_samples_per_bin(const RoiAlignParams& p) {
   return p.sampling_ratio > 0 ? double(p.sampling_ratio) * double(p.sampling_ratio) : 1.0;
 }
@@ -239,12 +240,12 @@ inline Cost roi_align_fwd_cost(const RoiAlignFwdArgs& a) {
   const double e = double(dtype_size(a.x.dtype())), out = double(a.y.numel());
   const double s = roi_align_samples_per_bin(a.p);
   const double x_reads = std::fmin(double(a.x.numel()), 4 * s * out);
-  return Cost{out * (12 * s + 1), (x_reads + double(a.rois.numel())) * e, out * e};
+  return Cost{out * (8 * s + 1), (x_reads + double(a.rois.numel())) * e, out * e};
 }
 inline Cost roi_align_bwd_cost(const RoiAlignBwdArgs& a) {
   const double e = double(dtype_size(a.dy.dtype())), out = double(a.dy.numel());
   const double s = roi_align_samples_per_bin(a.p);
-  return Cost{out * 8 * s, (out + double(a.rois.numel())) * e, double(a.dx.numel()) * e};
+  return Cost{out * (8 * s + 1), (out + double(a.rois.numel())) * e, double(a.dx.numel()) * e};
 }
 // roi_pool: one comparison per bin element; the bins' extents depend on the RoIs (not read), so
 // one comparison per output is counted, a lower bound. Backward: one addition per output.
