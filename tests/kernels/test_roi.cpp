@@ -9,6 +9,7 @@
 //  - what torchvision leaves implicit (no RoIs, bad batch indices) and the argument errors.
 // The registry test (test_variants.cpp) compares every other variant with cpu.ref.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <map>
@@ -294,6 +295,36 @@ TEST(InterpolateAutograd, GradcheckBothCpuVariants) {
         {leaf({1, 2, 4, 6}, 4)});
     EXPECT_TRUE(r.ok) << v << " scale factors: " << r.message;
   }
+}
+
+// The CPU backward passes own their output (channels, planes): dx is bitwise the same with one
+// thread and with all of them.
+TEST(Roi, CpuBackwardIsDeterministicAcrossThreadCounts) {
+  const int threads = omp_get_max_threads();
+  if (threads < 2) GTEST_SKIP() << "one OpenMP thread: nothing to compare";
+  const Tensor rois = roi_cpu::make_rois(2, 20, 24, 200, 4, DType::f32, 11);
+  const Tensor dy = random_tensor({200, 16, 7, 7}, DType::f32, 12, -1.0, 1.0);
+  const Tensor am = random_indices({200, 16, 7, 7}, 20 * 24, DType::i32, 13);
+  const Tensor dyi = random_tensor({2, 16, 41, 47}, DType::f32, 14, -1.0, 1.0);
+  RoiAlignParams p;
+  p.spatial_scale = 0.25;
+  InterpolateParams ip;
+  ip.align_corners = true;
+  auto run = [&](int n) {
+    omp_set_num_threads(n);
+    std::vector<Tensor> r = {Tensor::empty({2, 16, 20, 24}), Tensor::empty({2, 16, 20, 24}),
+                             Tensor::empty({2, 16, 20, 24})};
+    ScopedVariant a("roi_align_bwd", "cpu.omp"), b("roi_pool_bwd", "cpu.omp"),
+        c("interpolate_bwd", "cpu.omp");
+    roi_align_bwd({dy, rois, r[0], p});
+    roi_pool_bwd({dy, am, rois, r[1]});
+    interpolate_bwd({dyi, r[2], ip});
+    omp_set_num_threads(threads);
+    return r;
+  };
+  const std::vector<Tensor> one = run(1), all = run(threads);
+  for (size_t i = 0; i < one.size(); ++i)
+    EXPECT_EQ(one[i].to_vector<float>(), all[i].to_vector<float>()) << "op " << i;
 }
 
 // ---- semantics and errors --------------------------------------------------------------------
