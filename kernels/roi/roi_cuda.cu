@@ -1,0 +1,225 @@
+// roi_align, roi_pool: own CUDA variants (torchvision's CUDA decomposition).
+// roi_align_fwd cuda.direct: one thread per output (k, c, ph, pw), grid-stride with pw fastest, so
+// a warp covers neighbouring bins of one RoI and channel. Each thread derives its RoI's box
+// (roi.h, the same arithmetic as the CPU), walks its bin's grid_h x grid_w samples and sums the
+// four bilinear corners in the data's dtype. Traffic: the corners come through L1/L2 (bins of a
+// RoI overlap little; RoIs of one image overlap much), y written once, coalesced. Bound: the
+// gathers' latency for small grids, the FLOPs of large adaptive grids.
+// roi_align_bwd cuda.atomic: dx zeroed (memset), then one thread per dy element scatters
+// dy / count times each corner's weight with atomicAdd (float/double): the order of the additions
+// varies from run to run, so dx does in its last bits (the CPU variants are deterministic).
+// roi_pool_fwd cuda.direct: one thread per output; the bin rounded as on the CPU, max in
+// row-major order (strict >, first maximum, NaN never taken), argmax written.
+// roi_pool_bwd cuda.atomic: dx zeroed, one thread per dy element adds dy at argmax (atomicAdd).
+// All: a RoI whose batch index is outside [0, N) gives zeros and no gradient (the CPU variants
+// throw; here that would need a device-to-host read). Index arithmetic in int64. Not yet timed on
+// a GPU.
+#include "kernels/cuda_common.h"
+// (cuda_common.h first, as every *_cuda.cu)
+#include <cfloat>
+
+#include "kernels/roi/roi.h"
+
+namespace aim::kernels::AIM_CUDA_NS {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ int64_t grid_start() {
+  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_step() { return int64_t(blockDim.x) * gridDim.x; }
+
+// Shapes of one call (by value to every kernel).
+struct Dims {
+  int64_t N, C, H, W, K, PH, PW;
+};
+
+template <class T>
+__global__ void roi_align_fwd_kernel(const T* x, const T* rois, T* y, Dims d, T scale,
+                                     int64_t sampling_ratio, bool aligned) {
+  const int64_t total = d.K * d.C * d.PH * d.PW;
+  for (int64_t o = grid_start(); o < total; o += grid_step()) {
+    const int64_t pw = o % d.PW, ph = (o / d.PW) % d.PH, c = (o / (d.PW * d.PH)) % d.C;
+    const int64_t k = o / (d.PW * d.PH * d.C);
+    const T* roi = rois + k * 5;
+    if (!roi_batch_ok(roi[0], d.N)) {
+      y[o] = T(0);
+      continue;
+    }
+    const RoiAlignBox<T> b = roi_align_box(roi, scale, d.PH, d.PW, sampling_ratio, aligned);
+    const T* plane = x + (b.n * d.C + c) * d.H * d.W;
+    T acc = T(0);
+    for (int64_t iy = 0; iy < b.grid_h; ++iy) {
+      const T sy = roi_align_sample(b.start_h, ph, b.bin_h, iy, b.grid_h);
+      for (int64_t ix = 0; ix < b.grid_w; ++ix) {
+        const T sx = roi_align_sample(b.start_w, pw, b.bin_w, ix, b.grid_w);
+        const RoiBilinear<T> s = roi_bilinear(sy, sx, d.H, d.W);
+        if (!s.valid) continue;
+        acc += s.w1 * plane[s.o1] + s.w2 * plane[s.o2] + s.w3 * plane[s.o3] + s.w4 * plane[s.o4];
+      }
+    }
+    y[o] = acc / b.count;
+  }
+}
+
+template <class T>
+__global__ void roi_align_bwd_kernel(const T* dy, const T* rois, T* dx, Dims d, T scale,
+                                     int64_t sampling_ratio, bool aligned) {
+  const int64_t total = d.K * d.C * d.PH * d.PW;
+  for (int64_t o = grid_start(); o < total; o += grid_step()) {
+    const int64_t pw = o % d.PW, ph = (o / d.PW) % d.PH, c = (o / (d.PW * d.PH)) % d.C;
+    const int64_t k = o / (d.PW * d.PH * d.C);
+    const T* roi = rois + k * 5;
+    if (!roi_batch_ok(roi[0], d.N)) continue;
+    const RoiAlignBox<T> b = roi_align_box(roi, scale, d.PH, d.PW, sampling_ratio, aligned);
+    T* plane = dx + (b.n * d.C + c) * d.H * d.W;
+    const T g = dy[o] / b.count;
+    for (int64_t iy = 0; iy < b.grid_h; ++iy) {
+      const T sy = roi_align_sample(b.start_h, ph, b.bin_h, iy, b.grid_h);
+      for (int64_t ix = 0; ix < b.grid_w; ++ix) {
+        const T sx = roi_align_sample(b.start_w, pw, b.bin_w, ix, b.grid_w);
+        const RoiBilinear<T> s = roi_bilinear(sy, sx, d.H, d.W);
+        if (!s.valid) continue;
+        atomicAdd(plane + s.o1, g * s.w1);
+        atomicAdd(plane + s.o2, g * s.w2);
+        atomicAdd(plane + s.o3, g * s.w3);
+        atomicAdd(plane + s.o4, g * s.w4);
+      }
+    }
+  }
+}
+
+template <class T>
+__global__ void roi_pool_fwd_kernel(const T* x, const T* rois, T* y, int32_t* argmax, Dims d,
+                                    T scale) {
+  const int64_t total = d.K * d.C * d.PH * d.PW;
+  for (int64_t o = grid_start(); o < total; o += grid_step()) {
+    const int64_t pw = o % d.PW, ph = (o / d.PW) % d.PH, c = (o / (d.PW * d.PH)) % d.C;
+    const int64_t k = o / (d.PW * d.PH * d.C);
+    const T* roi = rois + k * 5;
+    T m = T(0);
+    int64_t at = -1;
+    if (roi_batch_ok(roi[0], d.N)) {
+      const RoiPoolBox<T> b = roi_pool_box(roi, scale, d.PH, d.PW);
+      const RoiSpan hs = roi_pool_span(ph, b.bin_h, b.start_h, d.H);
+      const RoiSpan ws = roi_pool_span(pw, b.bin_w, b.start_w, d.W);
+      if (hs.end > hs.start && ws.end > ws.start) {
+        m = T(-FLT_MAX);
+        const T* plane = x + (b.n * d.C + c) * d.H * d.W;
+        for (int64_t h = hs.start; h < hs.end; ++h)
+          for (int64_t w = ws.start; w < ws.end; ++w)
+            if (plane[h * d.W + w] > m) m = plane[h * d.W + w], at = h * d.W + w;
+      }
+    }
+    y[o] = m;
+    if (argmax) argmax[o] = int32_t(at);
+  }
+}
+
+template <class T>
+__global__ void roi_pool_bwd_kernel(const T* dy, const int32_t* argmax, const T* rois, T* dx,
+                                    Dims d) {
+  const int64_t total = d.K * d.C * d.PH * d.PW, HW = d.H * d.W;
+  for (int64_t o = grid_start(); o < total; o += grid_step()) {
+    const int64_t i = argmax[o];
+    const int64_t c = (o / (d.PW * d.PH)) % d.C, k = o / (d.PW * d.PH * d.C);
+    const T bi = rois[k * 5];
+    // An index outside the plane (not from this forward) is skipped, never used as an address.
+    if (i < 0 || i >= HW || !roi_batch_ok(bi, d.N)) continue;
+    atomicAdd(dx + (int64_t(bi) * d.C + c) * HW + i, dy[o]);
+  }
+}
+
+Dims dims_of(const Tensor& x, const Tensor& rois, const Tensor& y) {
+  return Dims{x.size(0), x.size(1), x.size(2), x.size(3), rois.size(0), y.size(2), y.size(3)};
+}
+
+template <class F>
+void dispatch_roi(DType t, F f) {
+  if (t == DType::f32)
+    f(float{});
+  else
+    f(double{});  // the checks admit f32 and f64 only
+}
+
+void roi_align_fwd_cuda_direct(const RoiAlignFwdArgs& a) {
+  check_roi_align_fwd_args(a);
+  const Dims d = dims_of(a.x, a.rois, a.y);
+  const int64_t total = a.y.numel();
+  if (total == 0) return;
+  dispatch_roi(a.x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    AIM_LAUNCH(grid_for(total, kThreads), kThreads, 0, stream_for(a.x.device()),
+               roi_align_fwd_kernel<T>)
+    (a.x.data<T>(), a.rois.data<T>(), a.y.data<T>(), d, T(a.p.spatial_scale), a.p.sampling_ratio,
+     a.p.aligned);
+    AIM_CHECK_LAUNCH();
+  });
+}
+
+void roi_align_bwd_cuda_atomic(const RoiAlignBwdArgs& a) {
+  check_roi_align_bwd_args(a);
+  const Dims d = dims_of(a.dx, a.rois, a.dy);
+  memset_zero(a.dx.raw_data(), size_t(a.dx.nbytes()), a.dx.device());
+  const int64_t total = a.dy.numel();
+  if (total == 0) return;
+  dispatch_roi(a.dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    AIM_LAUNCH(grid_for(total, kThreads), kThreads, 0, stream_for(a.dy.device()),
+               roi_align_bwd_kernel<T>)
+    (a.dy.data<T>(), a.rois.data<T>(), a.dx.data<T>(), d, T(a.p.spatial_scale), a.p.sampling_ratio,
+     a.p.aligned);
+    AIM_CHECK_LAUNCH();
+  });
+}
+
+void roi_pool_fwd_cuda_direct(const RoiPoolFwdArgs& a) {
+  check_roi_pool_fwd_args(a);
+  const Dims d = dims_of(a.x, a.rois, a.y);
+  const int64_t total = a.y.numel();
+  if (total == 0) return;
+  dispatch_roi(a.x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    AIM_LAUNCH(grid_for(total, kThreads), kThreads, 0, stream_for(a.x.device()),
+               roi_pool_fwd_kernel<T>)
+    (a.x.data<T>(), a.rois.data<T>(), a.y.data<T>(),
+     a.argmax.defined() ? a.argmax.data<int32_t>() : nullptr, d, T(a.spatial_scale));
+    AIM_CHECK_LAUNCH();
+  });
+}
+
+void roi_pool_bwd_cuda_atomic(const RoiPoolBwdArgs& a) {
+  check_roi_pool_bwd_args(a);
+  const Dims d = dims_of(a.dx, a.rois, a.dy);
+  memset_zero(a.dx.raw_data(), size_t(a.dx.nbytes()), a.dx.device());
+  const int64_t total = a.dy.numel();
+  if (total == 0) return;
+  dispatch_roi(a.dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    AIM_LAUNCH(grid_for(total, kThreads), kThreads, 0, stream_for(a.dy.device()),
+               roi_pool_bwd_kernel<T>)
+    (a.dy.data<T>(), a.argmax.data<int32_t>(), a.rois.data<T>(), a.dx.data<T>(), d);
+    AIM_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+void register_roi_cuda(Registry& r) {
+  const std::vector<DType> dt = {DType::f32, DType::f64};
+  r.op<RoiAlignFwdArgs>("roi_align_fwd")
+      .add({"cuda.direct", AIM_CUDA_BACKEND, Provider::Own, roi_align_fwd_cuda_direct, dt});
+  r.op<RoiAlignBwdArgs>("roi_align_bwd")
+      .add({"cuda.atomic", AIM_CUDA_BACKEND, Provider::Own, roi_align_bwd_cuda_atomic, dt});
+  r.op<RoiPoolFwdArgs>("roi_pool_fwd")
+      .add({"cuda.direct", AIM_CUDA_BACKEND, Provider::Own, roi_pool_fwd_cuda_direct, dt});
+  r.op<RoiPoolBwdArgs>("roi_pool_bwd")
+      .add({"cuda.atomic", AIM_CUDA_BACKEND, Provider::Own, roi_pool_bwd_cuda_atomic, dt});
+  r.op<RoiAlignFwdArgs>("roi_align_fwd").set_default(AIM_CUDA_BACKEND, "cuda.direct");
+  r.op<RoiAlignBwdArgs>("roi_align_bwd").set_default(AIM_CUDA_BACKEND, "cuda.atomic");
+  r.op<RoiPoolFwdArgs>("roi_pool_fwd").set_default(AIM_CUDA_BACKEND, "cuda.direct");
+  r.op<RoiPoolBwdArgs>("roi_pool_bwd").set_default(AIM_CUDA_BACKEND, "cuda.atomic");
+}
+
+}  // namespace aim::kernels::AIM_CUDA_NS
