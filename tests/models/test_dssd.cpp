@@ -129,6 +129,11 @@ TEST(DssdModel, ModuleTreeShapesAndErrors) {
       "FLOPs per 321 x 321 image\n",
       (long long)m.num_parameters(), (long long)trained, (long long)frozen, m.forward_flops(1));
 
+  DssdOptions affine = tiny_options();
+  affine.train_bn_affine = true;
+  for (const auto& [n, p] : Dssd(tiny_config(), affine).named_parameters())
+    EXPECT_TRUE(p.requires_grad()) << n;
+
   Dssd t(tiny_config(), tiny_options());
   std::mt19937 rng(3);
   const Tensor img = random_images(1, rng);
@@ -262,6 +267,30 @@ TEST(DssdModel, ParityPeer) {
   EXPECT_EQ(double(full.num_parameters()), peer_params);
   EXPECT_LT(std::fabs(full.forward_flops(1) - peer_flops) / peer_flops, 1e-9);
   if (!std::getenv("AIM_DSSD_KEEP")) std::filesystem::remove_all(dir);
+}
+
+// aim-train dssd --config size=tiny --config num_classes=6 on the synthetic shapes at 321: Adam
+// (lr 1e-3) for 200 steps of 4 lifts the held-out VOC mAP from ~0.01 (docs/detection.md has
+// the measured curve). Bar: 0.1 (measured 0.30 at step 200).
+TEST(DssdModel, TinyLearnsSyntheticShapes) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelEntry& e = find_model("dssd");
+  const ModelConfig cfg = e.parse_config({"size=tiny", "num_classes=6"});
+  auto m = e.build(cfg, 1);
+  auto src = e.source(cfg, "synthetic", 1);
+  const Metrics before = e.evaluate(*m, *src, 64, kCPU);
+  train::Adam opt(m->named_parameters(), 1e-3);
+  for (int step = 0; step < 200; ++step) {
+    const TensorMap b = src->next(4);
+    opt.zero_grad();
+    m->training_loss(batch_to_device(*m, b, kCPU)).backward();
+    opt.step();
+  }
+  const Metrics after = e.evaluate(*m, *src, 64, kCPU);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[dssd tiny] held-out VOC mAP %.4f -> %.4f after 200 steps (%.1f s)\n",
+              before.at("map"), after.at("map"), secs);
+  EXPECT_GT(after.at("map"), 0.1);
 }
 
 }  // namespace
