@@ -113,6 +113,7 @@ std::vector<ModelEntry> make_registry() {
   add_bert_model(r);
   add_ssd_models(r);
   add_seglink_model(r);
+  add_dssd_model(r);
   return r;
 }
 

@@ -79,6 +79,7 @@ void add_crnn_model(std::vector<ModelEntry>& r);       // models/crnn_registry.c
 void add_bert_model(std::vector<ModelEntry>& r);       // models/bert_registry.cpp
 void add_ssd_models(std::vector<ModelEntry>& r);       // models/ssd_registry.cpp
 void add_seglink_model(std::vector<ModelEntry>& r);    // models/seglink_registry.cpp
+void add_dssd_model(std::vector<ModelEntry>& r);       // models/dssd_registry.cpp
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 
