@@ -112,6 +112,7 @@ std::vector<ModelEntry> make_registry() {
   add_crnn_model(r);
   add_bert_model(r);
   add_ssd_models(r);
+  add_ssd_resnet_models(r);
   return r;
 }
 

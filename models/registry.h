@@ -78,6 +78,7 @@ void add_wide_deep_model(std::vector<ModelEntry>& r);  // models/wide_deep_regis
 void add_crnn_model(std::vector<ModelEntry>& r);       // models/crnn_registry.cpp
 void add_bert_model(std::vector<ModelEntry>& r);       // models/bert_registry.cpp
 void add_ssd_models(std::vector<ModelEntry>& r);       // models/ssd_registry.cpp
+void add_ssd_resnet_models(std::vector<ModelEntry>& r);
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 
