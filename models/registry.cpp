@@ -114,6 +114,7 @@ std::vector<ModelEntry> make_registry() {
   add_ssd_models(r);
   add_seglink_model(r);
   add_dssd_model(r);
+  add_ssd_resnet_models(r);
   return r;
 }
 

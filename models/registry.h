@@ -74,12 +74,13 @@ const std::vector<ModelEntry>& model_registry();
 void add_vision_models(std::vector<ModelEntry>& r);
 void add_ncf_model(std::vector<ModelEntry>& r);  // models/ncf_registry.cpp
 void add_dien_model(std::vector<ModelEntry>& r);
-void add_wide_deep_model(std::vector<ModelEntry>& r);  // models/wide_deep_registry.cpp
-void add_crnn_model(std::vector<ModelEntry>& r);       // models/crnn_registry.cpp
-void add_bert_model(std::vector<ModelEntry>& r);       // models/bert_registry.cpp
-void add_ssd_models(std::vector<ModelEntry>& r);       // models/ssd_registry.cpp
-void add_seglink_model(std::vector<ModelEntry>& r);    // models/seglink_registry.cpp
-void add_dssd_model(std::vector<ModelEntry>& r);       // models/dssd_registry.cpp
+void add_wide_deep_model(std::vector<ModelEntry>& r);    // models/wide_deep_registry.cpp
+void add_crnn_model(std::vector<ModelEntry>& r);         // models/crnn_registry.cpp
+void add_bert_model(std::vector<ModelEntry>& r);         // models/bert_registry.cpp
+void add_ssd_models(std::vector<ModelEntry>& r);         // models/ssd_registry.cpp
+void add_seglink_model(std::vector<ModelEntry>& r);      // models/seglink_registry.cpp
+void add_dssd_model(std::vector<ModelEntry>& r);         // models/dssd_registry.cpp
+void add_ssd_resnet_models(std::vector<ModelEntry>& r);  // models/ssd_resnet_registry.cpp
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 

@@ -7,6 +7,44 @@
 
 namespace aim::models::detection {
 
+namespace {
+
+void check_spec(const DefaultBoxSpec& spec, size_t maps) {
+  const size_t K = spec.aspect_ratios.size();
+  AIM_CHECK(maps == K && spec.steps.size() == K && spec.scales.size() == K + 1,
+            "default boxes: ", maps, " feature maps, ", K, " aspect-ratio lists, ",
+            spec.steps.size(), " steps and ", spec.scales.size(),
+            " scales (expected maps = lists = steps = scales - 1)");
+}
+
+// Map k's (w, h) pairs in double, in the references' order: [s_k, s'_k, (ar, 1/ar)...].
+std::vector<std::pair<double, double>> box_sizes(const DefaultBoxSpec& spec, size_t k) {
+  const double s = spec.scales[k], sp = std::sqrt(spec.scales[k] * spec.scales[k + 1]);
+  std::vector<std::pair<double, double>> wh = {{s, s}, {sp, sp}};
+  for (double ar : spec.aspect_ratios[k]) {
+    const double q = std::sqrt(ar);
+    wh.push_back({s * q, s / q});
+    wh.push_back({s / q, s * q});
+  }
+  return wh;
+}
+
+// (cx, cy, w, h) relative -> (x1, y1, x2, y2) pixels, in place: (c -+ 0.5 w) in f32, then times
+// the image size (torchvision's generator and MLPerf's dboxes_ltrb both round in this order).
+void to_xyxy_pixels(Tensor& d, int64_t image_h, int64_t image_w) {
+  float* p = d.data<float>();
+  const float sx = float(image_w), sy = float(image_h);
+  for (int64_t i = 0; i < d.size(0); ++i, p += 4) {
+    const float cx = p[0], cy = p[1], w = p[2], h = p[3];
+    p[0] = (cx - 0.5f * w) * sx;
+    p[1] = (cy - 0.5f * h) * sy;
+    p[2] = (cx + 0.5f * w) * sx;
+    p[3] = (cy + 0.5f * h) * sy;
+  }
+}
+
+}  // namespace
+
 DefaultBoxSpec ssd300_default_boxes() {
   DefaultBoxSpec s;
   s.aspect_ratios = {{2}, {2, 3}, {2, 3}, {2, 3}, {2}, {2}};
@@ -19,10 +57,7 @@ Tensor default_boxes_cxcywh(const DefaultBoxSpec& spec,
                             const std::vector<std::pair<int64_t, int64_t>>& feature_maps,
                             int64_t image_h, int64_t image_w) {
   const size_t K = spec.aspect_ratios.size();
-  AIM_CHECK(feature_maps.size() == K && spec.steps.size() == K && spec.scales.size() == K + 1,
-            "default boxes: ", feature_maps.size(), " feature maps, ", K, " aspect-ratio lists, ",
-            spec.steps.size(), " steps and ", spec.scales.size(),
-            " scales (expected maps = lists = steps = scales - 1)");
+  check_spec(spec, feature_maps.size());
   AIM_CHECK(image_h > 0 && image_w > 0, "default boxes: image ", image_h, "x", image_w);
   std::vector<float> out;
   for (size_t k = 0; k < K; ++k) {
@@ -31,14 +66,7 @@ Tensor default_boxes_cxcywh(const DefaultBoxSpec& spec,
               "x", fw, " with step ", spec.steps[k]);
     // The (w, h) pairs in double, then f32 (torch.as_tensor(wh_pairs, dtype=float32)), clipped.
     std::vector<std::pair<float, float>> wh;
-    const double s = spec.scales[k], sp = std::sqrt(spec.scales[k] * spec.scales[k + 1]);
-    wh.push_back({float(s), float(s)});
-    wh.push_back({float(sp), float(sp)});
-    for (double ar : spec.aspect_ratios[k]) {
-      const double q = std::sqrt(ar);
-      wh.push_back({float(s * q), float(s / q)});
-      wh.push_back({float(s / q), float(s * q)});
-    }
+    for (const auto& [w, h] : box_sizes(spec, k)) wh.push_back({float(w), float(h)});
     if (spec.clip)
       for (auto& [w, h] : wh) w = std::clamp(w, 0.0f, 1.0f), h = std::clamp(h, 0.0f, 1.0f);
     // Centres in f32: (arange + 0.5) / (image / step), the divisor rounded to f32 first.
@@ -58,15 +86,41 @@ Tensor default_boxes_xyxy(const DefaultBoxSpec& spec,
                           const std::vector<std::pair<int64_t, int64_t>>& feature_maps,
                           int64_t image_h, int64_t image_w) {
   Tensor d = default_boxes_cxcywh(spec, feature_maps, image_h, image_w);
-  float* p = d.data<float>();
-  const float sx = float(image_w), sy = float(image_h);
-  for (int64_t i = 0; i < d.size(0); ++i, p += 4) {
-    const float cx = p[0], cy = p[1], w = p[2], h = p[3];
-    p[0] = (cx - 0.5f * w) * sx;
-    p[1] = (cy - 0.5f * h) * sy;
-    p[2] = (cx + 0.5f * w) * sx;
-    p[3] = (cy + 0.5f * h) * sy;
+  to_xyxy_pixels(d, image_h, image_w);
+  return d;
+}
+
+DefaultBoxSpec mlperf_ssd300_default_boxes() {
+  DefaultBoxSpec s = ssd300_default_boxes();
+  s.scales.clear();
+  for (double v : {21, 45, 99, 153, 207, 261, 315}) s.scales.push_back(v / 300.0);
+  return s;
+}
+
+Tensor size_major_default_boxes_cxcywh(const DefaultBoxSpec& spec,
+                                       const std::vector<int64_t>& map_sizes, int64_t image_size) {
+  check_spec(spec, map_sizes.size());
+  AIM_CHECK(image_size > 0, "default boxes: image ", image_size, "x", image_size);
+  std::vector<float> out;
+  for (size_t k = 0; k < map_sizes.size(); ++k) {
+    const int64_t n = map_sizes[k];
+    AIM_CHECK(n > 0 && spec.steps[k] > 0, "default boxes: feature map ", k, " is ", n, "x", n,
+              " with step ", spec.steps[k]);
+    const double fk = double(image_size) / spec.steps[k];
+    for (const auto& [w, h] : box_sizes(spec, k))
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          for (double v : {(double(j) + 0.5) / fk, (double(i) + 0.5) / fk, w, h})
+            out.push_back(std::clamp(float(v), 0.0f, 1.0f));
   }
+  const int64_t P = int64_t(out.size()) / 4;
+  return Tensor::from_vector(out, {P, 4});
+}
+
+Tensor size_major_default_boxes_xyxy(const DefaultBoxSpec& spec,
+                                     const std::vector<int64_t>& map_sizes, int64_t image_size) {
+  Tensor d = size_major_default_boxes_cxcywh(spec, map_sizes, image_size);
+  to_xyxy_pixels(d, image_size, image_size);
   return d;
 }
 

@@ -36,4 +36,20 @@ Tensor default_boxes_xyxy(const DefaultBoxSpec& spec,
                           const std::vector<std::pair<int64_t, int64_t>>& feature_maps,
                           int64_t image_h, int64_t image_w);
 
+// MLPerf SSD-ResNet34's (single_stage_detector/ssd, dboxes300_coco): ssd300's aspect ratios and
+// steps with the scales 21, 45, 99, 153, 207, 261, 315 over 300.
+DefaultBoxSpec mlperf_ssd300_default_boxes();
+
+// MLPerf's DefaultBoxes on square maps (sizes `map_sizes`) of an image_size x image_size image:
+// the same boxes as above, but size-major (per map, for each box size every cell, row-major: the
+// order of its heads' [N, 4, nd H W] view), and computed as the reference computes them: (cx, cy,
+// w, h) in double (centres (j + 0.5) / (image_size / step)), rounded to f32 once, then all four
+// clamped to [0, 1] (spec.clip is not read: the reference always clamps). [P, 4] f32.
+Tensor size_major_default_boxes_cxcywh(const DefaultBoxSpec& spec,
+                                       const std::vector<int64_t>& map_sizes, int64_t image_size);
+// The same as (x1, y1, x2, y2) in pixels: the reference's ltrb (cx -+ 0.5 w in f32) times the
+// image size.
+Tensor size_major_default_boxes_xyxy(const DefaultBoxSpec& spec,
+                                     const std::vector<int64_t>& map_sizes, int64_t image_size);
+
 }  // namespace aim::models::detection

@@ -1,0 +1,140 @@
+#include "models/ssd_resnet.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "kernels/random/random.h"
+#include "layers/activation.h"
+#include "layers/batchnorm.h"
+#include "layers/conv.h"
+#include "layers/pooling.h"
+#include "models/detection/priors.h"
+#include "models/resnet_basic.h"
+
+namespace aim::models {
+
+using layers::ConvOptions;
+using layers::Sequential;
+using ssd_parts::Container;
+using ssd_parts::conv;
+using ssd_parts::for_each_conv;
+using ssd_parts::kaiming_fan_out;
+using ssd_parts::xavier_uniform;
+
+namespace {
+
+std::shared_ptr<layers::ReLU> relu() { return std::make_shared<layers::ReLU>(); }
+
+}  // namespace
+
+// ---- ssd_resnet34 ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kR34Maps = 6;
+const int64_t kR34Channels[kR34Maps] = {256, 512, 512, 256, 256, 256};
+const int64_t kR34Sizes[kR34Maps] = {38, 19, 10, 5, 3, 1};
+
+}  // namespace
+
+SsdConfig SsdResnet34::reference_config() {
+  SsdConfig c;
+  c.loss_per_image = true;
+  c.iou_thresh = std::nextafter(0.5f, 1.0f);
+  c.score_thresh = 0.05f;
+  c.nms_thresh = std::nextafter(0.5f, 0.0f);
+  c.topk_candidates = 200;
+  c.detections_per_img = 200;
+  return c;
+}
+
+SsdResnet34::SsdResnet34(const SsdConfig& c) : Ssd("ssd_resnet34", c) {
+  AIM_CHECK(c.image_size == 300,
+            "[ssd_resnet34] image_size must be 300 (the six feature maps 38, 19, 10, 5, 3, 1 of "
+            "MLPerf's SSD300), got ",
+            c.image_size);
+  uint64_t seed = c.seed * 1000;
+  const int64_t dv = c.width_divisor;
+  auto model = child("model", std::make_shared<Container>("ResNet34"));
+  // model.layer1 = torchvision resnet34's children [:6]; model.layer2 = [layer3] (stride 1).
+  layer1_ = model->add("layer1", std::make_shared<Sequential>());
+  layer1_->push_back(conv(3, 64 / dv, 7, ConvOptions().stride(2).padding(3).no_bias(), seed));
+  layer1_->push_back(std::make_shared<layers::BatchNorm2d>(64 / dv));
+  layer1_->push_back(relu());
+  layer1_->push_back(std::make_shared<layers::MaxPool2d>(3, 2, 1));
+  layer1_->push_back(make_basic_layer(64 / dv, 64 / dv, 3, 1, seed));
+  layer1_->push_back(make_basic_layer(64 / dv, 128 / dv, 4, 2, seed));
+  layer2_ = model->add("layer2", std::make_shared<Sequential>());
+  layer2_->push_back(make_basic_layer(128 / dv, 256 / dv, 6, /*stride=*/1, seed));
+
+  auto extra = child("additional_blocks", std::make_shared<Sequential>());
+  const int64_t mid[kR34Maps - 1] = {256, 256, 128, 128, 128};
+  for (int64_t k = 0; k + 1 < kR34Maps; ++k) {
+    // 38 -> 19 -> 10 -> 5 with stride 2 (pad 1), then 5 -> 3 -> 1 unpadded.
+    const ConvOptions o3 = k < 3 ? ConvOptions().padding(1).stride(2) : ConvOptions();
+    auto b = std::make_shared<Sequential>(std::vector<std::shared_ptr<layers::Module>>{
+        conv(kR34Channels[k] / dv, mid[k] / dv, 1, ConvOptions(), seed), relu(),
+        conv(mid[k] / dv, kR34Channels[k + 1] / dv, 3, o3, seed), relu()});
+    extra->push_back(b);
+    extra_.push_back(b);
+  }
+
+  auto loc = child("loc", std::make_shared<Sequential>());
+  auto conf = child("conf", std::make_shared<Sequential>());
+  const detection::DefaultBoxSpec spec = detection::mlperf_ssd300_default_boxes();
+  std::vector<std::shared_ptr<layers::Conv2d>> cls, reg;
+  std::vector<int64_t> per_cell;
+  for (int64_t k = 0; k < kR34Maps; ++k) {
+    const int64_t A = spec.boxes_per_cell(size_t(k));
+    per_cell.push_back(A);
+    reg.push_back(conv(kR34Channels[k] / dv, 4 * A, 3, ConvOptions().padding(1), seed));
+    cls.push_back(conv(kR34Channels[k] / dv, c.num_classes * A, 3, ConvOptions().padding(1), seed));
+  }
+  for (auto& r : reg) loc->push_back(r);
+  for (auto& l : cls) conf->push_back(l);
+  set_heads(cls, reg, per_cell, SsdHeadLayout::size_major);
+
+  // torchvision's resnet34 init for the trunk, then SSD300._init_weights: xavier_uniform on the
+  // weights of the additional blocks, loc and conf (in that order); their biases keep the
+  // default init.
+  kernels::Generator gen(c.seed);
+  for_each_conv(*model, [&](layers::Conv2d& m) { kaiming_fan_out(m, gen); });
+  for (auto* m : {extra.get(), loc.get(), conf.get()})
+    for_each_conv(*m, [&](layers::Conv2d& cv) { xavier_uniform(cv, gen, /*zero_bias=*/false); });
+
+  set_priors({kR34Sizes, kR34Sizes + kR34Maps},
+             detection::size_major_default_boxes_xyxy(spec, {kR34Sizes, kR34Sizes + kR34Maps},
+                                                      c.image_size));
+  set_normalization({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});
+}
+
+std::vector<Variable> SsdResnet34::features(const Variable& images) {
+  Variable x = layer2_->forward(layer1_->forward(normalize(images)));
+  std::vector<Variable> out = {x};
+  for (auto& block : extra_) {
+    x = block->forward(x);
+    out.push_back(x);
+  }
+  return out;
+}
+
+double SsdResnet34::feature_flops(int64_t B, std::vector<Shape>& maps) const {
+  const int64_t S = c_.image_size;
+  double flops = 0;
+  Shape s = layer2_->count_flops(layer1_->count_flops({B, 3, S, S}, flops), flops);
+  maps = {s};
+  for (const auto& block : extra_) {
+    s = block->count_flops(s, flops);
+    maps.push_back(s);
+  }
+  return flops;
+}
+
+std::vector<Model::Fp32Params> SsdResnet34::amp_fp32_params() const {
+  // Convs in 16 bits; BN statistics and affine parameters, softmax and the loss are f32 by the op
+  // policy. No parameter of its own needs declaring (no L2Norm scale, unlike ssd_vgg16).
+  return {};
+}
+
+}  // namespace aim::models
