@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "autograd/functions/batch_norm.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
 #include "kernels/random/random.h"
@@ -149,6 +150,45 @@ constexpr int64_t kR18Maps = 4;
 const int64_t kR18Channels[kR18Maps] = {128, 256, 512, 512};
 const int64_t kR18Sizes[kR18Maps] = {40, 20, 10, 5};
 
+// Caffe's BatchNorm averages the batch statistics as sum_i l^(t-i) s_i / sum_i l^(t-i) (its blobs
+// start at 0 and its scale factor divides: unbiased from the first step; l =
+// moving_average_fraction 0.999). The buffers follow torchvision's rule with momentum 1 - l but
+// start at (0, 0) as Caffe's, so after t steps they hold (1 - l^t) times that average, and
+// evaluation divides it out: Caffe's estimate (without it, 1000s of steps pass before the buffers
+// mean anything; from a variance of 1 the division would cancel catastrophically in f32). t is
+// num_batches_tracked; 0 (an untrained net, or converted Caffe statistics) uses the buffers as
+// they are.
+class CaffeBatchNorm2d : public layers::BatchNorm2d {
+ public:
+  CaffeBatchNorm2d(int64_t channels, double eps, double momentum)
+      : BatchNorm2d(channels, eps, momentum), eps_(eps), fraction_(1.0 - momentum) {
+    buffer_named("running_var").fill_(0.0);
+  }
+
+  Variable forward(const Variable& x) override {
+    if (is_training() && uses_batch_statistics()) return BatchNorm2d::forward(x);
+    const int64_t t = buffer_named("num_batches_tracked").to_vector<int64_t>()[0];
+    if (t == 0) return BatchNorm2d::forward(x);
+    const double scale = 1.0 / (1.0 - std::pow(fraction_, double(t)));
+    Tensor m, v;
+    {
+      autograd::NoGradGuard ng;
+      m = autograd::mul(Variable(buffer_named("running_mean")), scale).data();
+      v = autograd::mul(Variable(buffer_named("running_var")), scale).data();
+    }
+    return autograd::batch_norm(x, weight, bias, m, v, /*training=*/false, 0.0, eps_);
+  }
+
+ private:
+  Tensor buffer_named(const std::string& name) const {
+    for (const auto& [n, t] : named_buffers())
+      if (n == name) return t;
+    AIM_CHECK(false, "[ssd_resnet18] BatchNorm2d has no buffer ", name);
+    return Tensor();
+  }
+  double eps_, fraction_;
+};
+
 // Caffe's gaussian (std 0.01) and xavier (uniform +-sqrt(3 / fan_in)) fillers; biases 0.
 void caffe_gaussian(layers::Conv2d& c, kernels::Generator& gen) {
   c.weight.data().copy_(layers::normal_init(c.weight.sizes(), 0.0, 0.01, gen));
@@ -179,9 +219,11 @@ SsdResnet18::SsdResnet18(const SsdConfig& c) : Ssd("ssd_resnet18", c) {
   const int64_t dv = c.width_divisor;
   BasicBlockOptions bo;
   bo.bn_eps = 1e-3, bo.bn_momentum = 1e-3, bo.always_project = true;
-  auto bn = [&](int64_t ch) {
-    return std::make_shared<layers::BatchNorm2d>(ch, bo.bn_eps, bo.bn_momentum);
+  auto bn = [eps = bo.bn_eps,
+             momentum = bo.bn_momentum](int64_t ch) -> std::shared_ptr<layers::BatchNorm2d> {
+    return std::make_shared<CaffeBatchNorm2d>(ch, eps, momentum);
   };
+  bo.make_bn = bn;
   conv1_ = child("conv1", conv(3, 64 / dv, 7, ConvOptions().stride(2).padding(3).no_bias(), seed));
   bn1_ = child("bn1", bn(64 / dv));
   maxpool_ = child("maxpool", std::make_shared<layers::MaxPool2d>(3, 2, 0, /*ceil_mode=*/true));

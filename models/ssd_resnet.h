@@ -72,12 +72,14 @@ class SsdResnet34 : public Ssd {
 //                 (layer3, 20), res5b_relu (layer4, 10), conv7_relu (5): 8 boxes per cell, Caffe's
 //                 permute + flatten (SsdHeadLayout::cell_major); 17000 priors
 // Priors: Caffe's PriorBox (detection::ssd_resnet18_321_prior_layers()). BNs with Caffe's eps
-// 1e-3 and moving_average_fraction 0.999 (momentum 0.001: Caffe's running average, without its
-// bias correction). BN in training mode (batch statistics): the reference's ConvBNLayer leaves
-// use_global_stats unset, which Caffe takes as false in TRAIN. Input [0, 1] RGB, 255 x - mean with
-// Caffe's means 104, 117, 123 (BGR) given to their colours, then reordered to BGR as dssd does.
-// Init: the reference's fillers (it starts from a pretrained resnet-18.caffemodel, not
-// reproduced): convs before a BN gaussian std 0.01, BN 1 and 0, heads Caffe's xavier (uniform
+// 1e-3 and moving_average_fraction 0.999: the buffers torchvision's average at momentum 0.001,
+// evaluation dividing out its start (0, 1) as Caffe's scale factor does (Caffe's unbiased
+// estimate; ssd_resnet.cpp's CaffeBatchNorm2d). BN in training mode (batch statistics): the
+// reference's ConvBNLayer leaves use_global_stats unset, which Caffe takes as false in TRAIN. Input
+// [0, 1] RGB, 255 x - mean with Caffe's means 104, 117, 123 (BGR) given to their colours, then
+// reordered to BGR as dssd does. Init: the reference's fillers (it starts from a pretrained
+// resnet-18.caffemodel, not reproduced): convs before a BN gaussian std 0.01, BN 1 and 0, heads
+// Caffe's xavier (uniform
 // +-sqrt(3 / fan_in)) with biases 0.
 // Loss (reference_config): MultiBoxLoss with PER_PREDICTION matching at 0.5 (caffe_matching),
 // MAX_NEGATIVE 3:1, loc_weight 1, normalisation VALID (both sums / the batch's matches);

@@ -308,6 +308,9 @@ TEST(SsdResnetModel, Resnet18ModuleTreeShapesAndErrors) {
   EXPECT_EQ(shapes.at("extras.1.num_batches_tracked"), Shape({}));
   EXPECT_EQ(shapes.at("extras.3.weight"), Shape({512, 256, 3, 3}));
   EXPECT_EQ(shapes.at("extras.4.running_var"), Shape({512}));
+  for (const auto& [n, t] : sd) {  // Caffe's variance blobs start at 0 (see CaffeBatchNorm2d)
+    if (n == "bn1.running_var") EXPECT_EQ(t.to_vector<float>(), std::vector<float>(64, 0.f));
+  }
   EXPECT_EQ(shapes.at("loc.0.weight"), Shape({32, 128, 3, 3}));
   EXPECT_EQ(shapes.at("conf.3.weight"), Shape({168, 512, 3, 3}));
   EXPECT_EQ(sd.back().first, "conf.3.bias");
@@ -362,6 +365,43 @@ TEST(SsdResnetModel, Resnet18ModuleTreeShapesAndErrors) {
   SsdResnet18 small(tiny);
   EXPECT_EQ(small.state_dict().size(), sd.size());
   EXPECT_EQ(small.num_priors(), 17000);
+
+  // Evaluation reads the BN buffers (from 0, 0) as Caffe's unbiased averages: after 3 training
+  // forwards, the same as buffers holding mean / (1 - l^3), var / (1 - l^3) (l = 0.999), t = 0.
+  SsdResnet18 corrected(tiny);
+  small.train();
+  const Tensor img2 = random_images(2, 321, rng);
+  {
+    autograd::NoGradGuard ng;
+    for (int i = 0; i < 3; ++i) small.forward_heads(Variable(img2));
+  }
+  layers::StateDict csd = small.state_dict();
+  const double start = std::pow(0.999, 3.0);
+  int n_bns = 0;
+  for (auto& [n, t] : csd) {
+    const std::string leaf = n.substr(n.rfind('.') + 1);
+    if (leaf == "num_batches_tracked") {
+      EXPECT_EQ(t.to_vector<int64_t>()[0], 3) << n;
+      t = Tensor::zeros({}, DType::i64);
+      ++n_bns;
+    } else if (leaf == "running_mean" || leaf == "running_var") {
+      std::vector<float> v = t.to_vector<float>();
+      for (float& x : v) x = float(double(x) / (1.0 - start));
+      t = Tensor::from_vector(v, t.sizes());
+    }
+  }
+  EXPECT_EQ(n_bns, 21 + 2);
+  corrected.load_state_dict(csd, /*strict=*/true);
+  small.eval();
+  corrected.eval();
+  {
+    autograd::NoGradGuard ng;
+    const SsdHeadOutputs a = small.forward_heads(Variable(img2)),
+                         b = corrected.forward_heads(Variable(img2));
+    const double d = rel_diff(a.cls_logits.data(), b.cls_logits.data());
+    std::printf("[ssd_resnet18] Caffe-corrected BN statistics vs corrected buffers: %.3g\n", d);
+    EXPECT_LT(d, 1e-5);
+  }
 }
 
 TEST(SsdResnetModel, Resnet18ParityCaffeReference) {
