@@ -309,7 +309,9 @@ TEST(SsdResnetModel, Resnet18ModuleTreeShapesAndErrors) {
   EXPECT_EQ(shapes.at("extras.3.weight"), Shape({512, 256, 3, 3}));
   EXPECT_EQ(shapes.at("extras.4.running_var"), Shape({512}));
   for (const auto& [n, t] : sd) {  // Caffe's variance blobs start at 0 (see CaffeBatchNorm2d)
-    if (n == "bn1.running_var") EXPECT_EQ(t.to_vector<float>(), std::vector<float>(64, 0.f));
+    if (n == "bn1.running_var") {
+      EXPECT_EQ(t.to_vector<float>(), std::vector<float>(64, 0.f));
+    }
   }
   EXPECT_EQ(shapes.at("loc.0.weight"), Shape({32, 128, 3, 3}));
   EXPECT_EQ(shapes.at("conf.3.weight"), Shape({168, 512, 3, 3}));
@@ -515,6 +517,32 @@ TEST(SsdResnetModel, TinyLearnsSyntheticShapesResnet34) {
   std::printf("[ssd_resnet34 tiny] held-out VOC mAP %.4f -> %.4f after 300 steps (%.1f s)\n",
               before.at("map"), after.at("map"), secs);
   EXPECT_GT(after.at("map"), 0.2);
+}
+
+// size=tiny on the synthetic shapes (5 classes): Adam (lr 1e-3) for 120 steps of 8 lifts the
+// held-out VOC mAP over 64 images from 0.000 to 0.182 (measured: 260 s on the 2-core machine at
+// load 3.9; the same 120 steps + evaluation took 17 s in aim-train when it was quiet;
+// docs/detection.md). Bar: 0.1. Evaluation reads Caffe's unbiased BN averages
+// (CaffeBatchNorm2d), which still weigh the first steps' statistics.
+TEST(SsdResnetModel, TinyLearnsSyntheticShapesResnet18) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelEntry& e = find_model("ssd_resnet18");
+  const ModelConfig cfg = e.parse_config({"size=tiny", "num_classes=6"});
+  auto m = e.build(cfg, 1);
+  auto src = e.source(cfg, "synthetic", 1);
+  const Metrics before = e.evaluate(*m, *src, 64, kCPU);
+  train::Adam opt(m->named_parameters(), 1e-3);
+  for (int step = 0; step < 120; ++step) {
+    const TensorMap b = src->next(8);
+    opt.zero_grad();
+    m->training_loss(batch_to_device(*m, b, kCPU)).backward();
+    opt.step();
+  }
+  const Metrics after = e.evaluate(*m, *src, 64, kCPU);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ssd_resnet18 tiny] held-out VOC mAP %.4f -> %.4f after 120 steps (%.1f s)\n",
+              before.at("map"), after.at("map"), secs);
+  EXPECT_GT(after.at("map"), 0.1);
 }
 
 }  // namespace
