@@ -9,7 +9,10 @@ using layers::ConvOptions;
 
 BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, uint64_t seed,
                        const BasicBlockOptions& o) {
-  auto bn = [&] { return std::make_shared<layers::BatchNorm2d>(planes, o.bn_eps, o.bn_momentum); };
+  auto bn = [&] {
+    return o.make_bn ? o.make_bn(planes)
+                     : std::make_shared<layers::BatchNorm2d>(planes, o.bn_eps, o.bn_momentum);
+  };
   conv1_ = child("conv1",
                  std::make_shared<layers::Conv2d>(
                      inplanes, planes, 3, ConvOptions().stride(stride).padding(1).no_bias(), seed));

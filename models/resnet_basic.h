@@ -6,6 +6,7 @@
 //   the width changes (or always: Caffe's ResNet-18 projects in res2a too), else x.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,9 @@ struct BasicBlockOptions {
   double bn_eps = 1e-5;
   double bn_momentum = 0.1;
   bool always_project = false;  // a downsample even when stride 1 and inplanes == planes
+  // When set, builds the BNs (of that many channels) instead of layers::BatchNorm2d with bn_eps
+  // and bn_momentum (ssd_resnet18: Caffe's moving averages).
+  std::function<std::shared_ptr<layers::BatchNorm2d>(int64_t)> make_bn;
 };
 
 class BasicBlock : public layers::Module {

@@ -4,11 +4,16 @@
 #include <string>
 #include <utility>
 
+#include "autograd/functions/batch_norm.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/index.h"
 #include "kernels/random/random.h"
 #include "layers/activation.h"
 #include "layers/batchnorm.h"
 #include "layers/conv.h"
+#include "layers/init.h"
 #include "layers/pooling.h"
+#include "models/detection/caffe_priors.h"
 #include "models/detection/priors.h"
 #include "models/resnet_basic.h"
 
@@ -135,6 +140,169 @@ std::vector<Model::Fp32Params> SsdResnet34::amp_fp32_params() const {
   // Convs in 16 bits; BN statistics and affine parameters, softmax and the loss are f32 by the op
   // policy. No parameter of its own needs declaring (no L2Norm scale, unlike ssd_vgg16).
   return {};
+}
+
+// ---- ssd_resnet18 ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kR18Maps = 4;
+const int64_t kR18Channels[kR18Maps] = {128, 256, 512, 512};
+const int64_t kR18Sizes[kR18Maps] = {40, 20, 10, 5};
+
+// Caffe's BatchNorm averages the batch statistics as sum_i l^(t-i) s_i / sum_i l^(t-i) (its blobs
+// start at 0 and its scale factor divides: unbiased from the first step; l =
+// moving_average_fraction 0.999). The buffers follow torchvision's rule with momentum 1 - l but
+// start at (0, 0) as Caffe's, so after t steps they hold (1 - l^t) times that average, and
+// evaluation divides it out: Caffe's estimate (without it, 1000s of steps pass before the buffers
+// mean anything; from a variance of 1 the division would cancel catastrophically in f32). t is
+// num_batches_tracked; 0 (an untrained net, or converted Caffe statistics) uses the buffers as
+// they are.
+class CaffeBatchNorm2d : public layers::BatchNorm2d {
+ public:
+  CaffeBatchNorm2d(int64_t channels, double eps, double momentum)
+      : BatchNorm2d(channels, eps, momentum), eps_(eps), fraction_(1.0 - momentum) {
+    buffer_named("running_var").fill_(0.0);
+  }
+
+  Variable forward(const Variable& x) override {
+    if (is_training() && uses_batch_statistics()) return BatchNorm2d::forward(x);
+    const int64_t t = buffer_named("num_batches_tracked").to_vector<int64_t>()[0];
+    if (t == 0) return BatchNorm2d::forward(x);
+    const double scale = 1.0 / (1.0 - std::pow(fraction_, double(t)));
+    Tensor m, v;
+    {
+      autograd::NoGradGuard ng;
+      m = autograd::mul(Variable(buffer_named("running_mean")), scale).data();
+      v = autograd::mul(Variable(buffer_named("running_var")), scale).data();
+    }
+    return autograd::batch_norm(x, weight, bias, m, v, /*training=*/false, 0.0, eps_);
+  }
+
+ private:
+  Tensor buffer_named(const std::string& name) const {
+    for (const auto& [n, t] : named_buffers())
+      if (n == name) return t;
+    AIM_CHECK(false, "[ssd_resnet18] BatchNorm2d has no buffer ", name);
+    return Tensor();
+  }
+  double eps_, fraction_;
+};
+
+// Caffe's gaussian (std 0.01) and xavier (uniform +-sqrt(3 / fan_in)) fillers; biases 0.
+void caffe_gaussian(layers::Conv2d& c, kernels::Generator& gen) {
+  c.weight.data().copy_(layers::normal_init(c.weight.sizes(), 0.0, 0.01, gen));
+  if (c.bias.defined()) c.bias.data().fill_(0.0);
+}
+void caffe_xavier(layers::Conv2d& c, kernels::Generator& gen) {
+  const Shape s = c.weight.sizes();
+  const double bound = std::sqrt(3.0 / double(s[1] * s[2] * s[3]));
+  c.weight.data().copy_(layers::uniform_init(s, -bound, bound, gen));
+  if (c.bias.defined()) c.bias.data().fill_(0.0);
+}
+
+}  // namespace
+
+SsdConfig SsdResnet18::reference_config() {
+  SsdConfig c;
+  c.image_size = 321;
+  c.caffe_matching = true;
+  return c;
+}
+
+SsdResnet18::SsdResnet18(const SsdConfig& c) : Ssd("ssd_resnet18", c) {
+  AIM_CHECK(c.image_size == 321,
+            "[ssd_resnet18] image_size must be 321 (the maps 40, 20, 10, 5 of the Caffe "
+            "reference), got ",
+            c.image_size);
+  uint64_t seed = c.seed * 1000;
+  const int64_t dv = c.width_divisor;
+  BasicBlockOptions bo;
+  bo.bn_eps = 1e-3, bo.bn_momentum = 1e-3, bo.always_project = true;
+  auto bn = [eps = bo.bn_eps,
+             momentum = bo.bn_momentum](int64_t ch) -> std::shared_ptr<layers::BatchNorm2d> {
+    return std::make_shared<CaffeBatchNorm2d>(ch, eps, momentum);
+  };
+  bo.make_bn = bn;
+  conv1_ = child("conv1", conv(3, 64 / dv, 7, ConvOptions().stride(2).padding(3).no_bias(), seed));
+  bn1_ = child("bn1", bn(64 / dv));
+  maxpool_ = child("maxpool", std::make_shared<layers::MaxPool2d>(3, 2, 0, /*ceil_mode=*/true));
+  int64_t in = 64 / dv;
+  for (int64_t i = 0; i < 4; ++i) {
+    const int64_t planes = (64 << i) / dv;
+    layers_.push_back(child("layer" + std::to_string(i + 1),
+                            make_basic_layer(in, planes, 2, i ? 2 : 1, seed, bo)));
+    in = planes;
+  }
+  extras_ =
+      child("extras",
+            std::make_shared<Sequential>(std::vector<std::shared_ptr<layers::Module>>{
+                conv(512 / dv, 256 / dv, 1, ConvOptions().no_bias(), seed), bn(256 / dv), relu(),
+                conv(256 / dv, 512 / dv, 3, ConvOptions().stride(2).padding(1).no_bias(), seed),
+                bn(512 / dv), relu()}));
+
+  auto loc = child("loc", std::make_shared<Sequential>());
+  auto conf = child("conf", std::make_shared<Sequential>());
+  const std::vector<detection::CaffePriorBoxSpec> priors =
+      detection::ssd_resnet18_321_prior_layers();
+  std::vector<std::shared_ptr<layers::Conv2d>> cls, reg;
+  std::vector<int64_t> per_cell;
+  for (int64_t k = 0; k < kR18Maps; ++k) {
+    const int64_t A = detection::caffe_priors_per_cell(priors[size_t(k)]);
+    per_cell.push_back(A);
+    reg.push_back(conv(kR18Channels[k] / dv, 4 * A, 3, ConvOptions().padding(1), seed));
+    cls.push_back(conv(kR18Channels[k] / dv, c.num_classes * A, 3, ConvOptions().padding(1), seed));
+    loc->push_back(reg.back());
+    conf->push_back(cls.back());
+  }
+  set_heads(cls, reg, per_cell, SsdHeadLayout::cell_major);
+
+  kernels::Generator gen(c.seed);
+  conv1_->weight.data().copy_(layers::normal_init(conv1_->weight.sizes(), 0.0, 0.01, gen));
+  for (auto& l : layers_) for_each_conv(*l, [&](layers::Conv2d& m) { caffe_gaussian(m, gen); });
+  for_each_conv(*extras_, [&](layers::Conv2d& m) { caffe_gaussian(m, gen); });
+  for (auto* m : {loc.get(), conf.get()})
+    for_each_conv(*m, [&](layers::Conv2d& cv) { caffe_xavier(cv, gen); });
+
+  std::vector<std::pair<int64_t, int64_t>> maps;
+  for (int64_t s : kR18Sizes) maps.emplace_back(s, s);
+  set_priors({kR18Sizes, kR18Sizes + kR18Maps},
+             detection::caffe_prior_boxes_pixels(priors, maps, c.image_size, c.image_size));
+  // 255 x - mean in RGB order; features() turns it into Caffe's BGR.
+  set_normalization({123 / 255.0, 117 / 255.0, 104 / 255.0}, std::vector<double>(3, 1 / 255.0));
+}
+
+std::vector<Variable> SsdResnet18::features(const Variable& images) {
+  Variable x = normalize(images);
+  x = autograd::index_select(x, 1,
+                             Tensor::from_vector(std::vector<int64_t>{2, 1, 0}, {3}, x.device()));
+  x = maxpool_->forward(autograd::relu(bn1_->forward(conv1_->forward(x))));
+  std::vector<Variable> out;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    x = layers_[i]->forward(x);
+    if (i) out.push_back(x);  // res3b_relu, res4b_relu, res5b_relu
+  }
+  out.push_back(extras_->forward(x));  // conv7_relu
+  return out;
+}
+
+double SsdResnet18::feature_flops(int64_t B, std::vector<Shape>& maps) const {
+  const int64_t S = c_.image_size;
+  double flops = 0;
+  Shape s = bn1_->count_flops(conv1_->count_flops({B, 3, S, S}, flops), flops);
+  flops += double(shape_numel(s));  // relu
+  s = maxpool_->count_flops(s, flops);
+  maps.clear();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    s = layers_[i]->count_flops(s, flops);
+    if (i) maps.push_back(s);
+  }
+  maps.push_back(extras_->count_flops(s, flops));
+  return flops;
+}
+
+std::vector<Model::Fp32Params> SsdResnet18::amp_fp32_params() const {
+  return {};  // as ssd_resnet34: BN and the loss are f32 by the op policy
 }
 
 }  // namespace aim::models

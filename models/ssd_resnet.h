@@ -27,6 +27,9 @@
 #include <memory>
 #include <vector>
 
+#include "layers/batchnorm.h"
+#include "layers/conv.h"
+#include "layers/pooling.h"
 #include "layers/sequential.h"
 #include "models/ssd.h"
 
@@ -54,6 +57,54 @@ class SsdResnet34 : public Ssd {
  private:
   std::shared_ptr<layers::Sequential> layer1_, layer2_;     // model.layer1, model.layer2
   std::vector<std::shared_ptr<layers::Sequential>> extra_;  // additional_blocks.0 .. 4
+};
+
+// SsdResnet18: AI Matrix's SSD_ResNet18_Caffe (MODELS.md §6.2: DSSD's Caffe,
+// examples/ssd/ssd_pascal_resnet18_321.py with model_libs.py's ResNet18Body), 321 x 321. Its
+// Caffe layers under torchvision resnet18's names for the trunk (Caffe's conv + BatchNorm + Scale
+// is one conv + BatchNorm2d), extras.* and loc.* / conf.* for the rest:
+//   conv1 7x7/2 pad 3, bn1, ReLU, max pool 3/2 (Caffe's rounding up: 161 -> 80)
+//   layer1..layer4 (res2a..res5b): 2 BasicBlocks each, 64, 128, 256, 512; every stage's first
+//                 block projects (downsample.{0,1}: res2a too, unlike torchvision); 80, 40, 20, 10
+//   extras.{0,1}  conv6 1x1 256 (no bias) + BN, ReLU; extras.{3,4} conv7 3x3/2 pad 1 512 + BN,
+//                 ReLU: 5 x 5
+//   loc.{0..3}, conf.{0..3}: conv 3x3 pad 1 (biases) on res3b_relu (layer2, 40), res4b_relu
+//                 (layer3, 20), res5b_relu (layer4, 10), conv7_relu (5): 8 boxes per cell, Caffe's
+//                 permute + flatten (SsdHeadLayout::cell_major); 17000 priors
+// Priors: Caffe's PriorBox (detection::ssd_resnet18_321_prior_layers()). BNs with Caffe's eps
+// 1e-3 and moving_average_fraction 0.999: the buffers torchvision's average at momentum 0.001,
+// evaluation dividing out its start (0, 1) as Caffe's scale factor does (Caffe's unbiased
+// estimate; ssd_resnet.cpp's CaffeBatchNorm2d). BN in training mode (batch statistics): the
+// reference's ConvBNLayer leaves use_global_stats unset, which Caffe takes as false in TRAIN. Input
+// [0, 1] RGB, 255 x - mean with Caffe's means 104, 117, 123 (BGR) given to their colours, then
+// reordered to BGR as dssd does. Init: the reference's fillers (it starts from a pretrained
+// resnet-18.caffemodel, not reproduced): convs before a BN gaussian std 0.01, BN 1 and 0, heads
+// Caffe's xavier (uniform
+// +-sqrt(3 / fan_in)) with biases 0.
+// Loss (reference_config): MultiBoxLoss with PER_PREDICTION matching at 0.5 (caffe_matching),
+// MAX_NEGATIVE 3:1, loc_weight 1, normalisation VALID (both sums / the batch's matches);
+// post-processing as its DetectionOutput (score 0.01, top 400, NMS 0.45, keep 200): SsdConfig's
+// defaults.
+class SsdResnet18 : public Ssd {
+ public:
+  static SsdConfig reference_config();
+  // c.image_size must be 321 (the maps 40, 20, 10, 5).
+  explicit SsdResnet18(const SsdConfig& c = reference_config());
+  std::string type_name() const override { return "SSD_ResNet18"; }
+  std::vector<Fp32Params> amp_fp32_params() const override;
+
+  // layer2's, layer3's, layer4's and conv7's outputs.
+  std::vector<Variable> features(const Variable& images) override;
+
+ protected:
+  double feature_flops(int64_t B, std::vector<Shape>& maps) const override;
+
+ private:
+  std::shared_ptr<layers::Conv2d> conv1_;
+  std::shared_ptr<layers::BatchNorm2d> bn1_;
+  std::shared_ptr<layers::MaxPool2d> maxpool_;
+  std::vector<std::shared_ptr<layers::Sequential>> layers_;  // layer1 .. layer4
+  std::shared_ptr<layers::Sequential> extras_;
 };
 
 }  // namespace aim::models

@@ -36,6 +36,22 @@ void add_ssd_resnet_models(std::vector<ModelEntry>& r) {
         with_family_keys(SsdResnet34::reference_config(), "ssd_resnet34", c, seed));
   };
   r.push_back(std::move(e));
+
+  e = ssd_family_entry("ssd_resnet18", 321);
+  e.description =
+      "SSD with ResNet-18 at 321 (MODELS.md \xC2\xA7"
+      "6.2) as AI Matrix's Caffe SSD_ResNet18: torchvision names with res2a's projection, "
+      "Caffe's pool rounding, conv6/conv7 extras with BN, cell-major 3x3 heads on 40, 20, 10, 5, "
+      "17000 Caffe priors, per-prediction matching, VALID-normalised MultiBox loss";
+  // ssd_pascal_resnet18_321.py: base_lr 4e-5 times its loss multiplier 25 (the VALID
+  // normalisation's), SGD momentum 0.9, weight decay 5e-4, batch 8.
+  e.train_defaults = {"--optimizer=sgd", "--momentum=0.9", "--lr=1e-3", "--weight-decay=5e-4",
+                      "--batch-size=8"};
+  e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
+    return std::make_unique<SsdResnet18>(
+        with_family_keys(SsdResnet18::reference_config(), "ssd_resnet18", c, seed));
+  };
+  r.push_back(std::move(e));
 }
 
 }  // namespace aim::models

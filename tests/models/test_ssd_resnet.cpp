@@ -1,5 +1,7 @@
 // The SSD detectors on ResNet trunks (models/ssd_resnet.h) against their references' PyTorch
-// peers (tests/peers/ssd_resnet.py: MLPerf's SSD300-ResNet34 on torchvision's resnet34). The peer
+// peers (tests/peers/ssd_resnet.py: MLPerf's SSD300-ResNet34 on torchvision's resnet34, and with
+// --resnet18 the Caffe SSD ResNet-18 at 321 on torchvision's BasicBlock with dssd.py's Caffe
+// matching and loss). The peer
 // builds the model with its own random init (a fixed seed), aim loads that state_dict by name; on
 // two random 300 x 300 images and their padded ground truth, in f32: the default boxes, the
 // eval-mode head outputs, the training-mode loss (the reference's Encoder and Loss), its gradient
@@ -286,6 +288,213 @@ TEST(SsdResnetModel, Resnet34ParityMlperfReference) {
   if (!std::getenv("AIM_SSD_KEEP")) std::filesystem::remove_all(dir);
 }
 
+TEST(SsdResnetModel, Resnet18ModuleTreeShapesAndErrors) {
+  SsdResnet18 m;
+  const layers::StateDict sd = m.state_dict();
+  std::map<std::string, Shape> shapes;
+  for (const auto& [n, t] : sd) shapes[n] = t.sizes();
+  // conv1, 8 blocks x 2 convs and 4 projections (res2a's too), each with a BN (5 entries); the
+  // extras' 2 convs and BNs; 8 head convs with biases.
+  EXPECT_EQ(sd.size(), 21u + 21 * 5 + 2 + 2 * 5 + 16);
+  EXPECT_EQ(sd.front().first, "conv1.weight");
+  EXPECT_EQ(shapes.at("conv1.weight"), Shape({64, 3, 7, 7}));
+  EXPECT_EQ(shapes.at("bn1.running_var"), Shape({64}));
+  EXPECT_EQ(shapes.at("layer1.0.downsample.0.weight"), Shape({64, 64, 1, 1}));
+  EXPECT_EQ(shapes.count("layer1.1.downsample.0.weight"), 0u);
+  EXPECT_EQ(shapes.at("layer3.0.downsample.0.weight"), Shape({256, 128, 1, 1}));
+  EXPECT_EQ(shapes.at("layer4.1.bn2.running_mean"), Shape({512}));
+  EXPECT_EQ(shapes.count("layer4.2.conv1.weight"), 0u);  // 2 blocks per stage
+  EXPECT_EQ(shapes.at("extras.0.weight"), Shape({256, 512, 1, 1}));
+  EXPECT_EQ(shapes.at("extras.1.num_batches_tracked"), Shape({}));
+  EXPECT_EQ(shapes.at("extras.3.weight"), Shape({512, 256, 3, 3}));
+  EXPECT_EQ(shapes.at("extras.4.running_var"), Shape({512}));
+  for (const auto& [n, t] : sd) {  // Caffe's variance blobs start at 0 (see CaffeBatchNorm2d)
+    if (n == "bn1.running_var") {
+      EXPECT_EQ(t.to_vector<float>(), std::vector<float>(64, 0.f));
+    }
+  }
+  EXPECT_EQ(shapes.at("loc.0.weight"), Shape({32, 128, 3, 3}));
+  EXPECT_EQ(shapes.at("conf.3.weight"), Shape({168, 512, 3, 3}));
+  EXPECT_EQ(sd.back().first, "conf.3.bias");
+  EXPECT_EQ(m.num_parameters(), 15028192);  // the peer's count for 21 classes
+  EXPECT_EQ(m.num_priors(), 17000);         // 8 per cell on 40, 20, 10, 5
+  const SsdConfig rc = SsdResnet18::reference_config();
+  EXPECT_TRUE(rc.caffe_matching);
+  EXPECT_FALSE(rc.loss_per_image);
+  EXPECT_EQ(rc.image_size, 321);
+  // The convolutions' multiply-adds are 2 x 4.441 G per image (the peer's model, counted with
+  // forward hooks); BNs, ReLUs, adds, the pool and the normalisation add a little.
+  const double flops = m.forward_flops(1);
+  std::printf("[ssd_resnet18] forward FLOPs per 321 x 321 image: %.4g\n", flops);
+  EXPECT_GT(flops, 2 * 4.441138368e9);
+  EXPECT_LT(flops, 2 * 4.441138368e9 * 1.03);
+
+  std::mt19937 rng(3);
+  const Tensor img = random_images(1, 321, rng);
+  SsdHeadOutputs o;
+  std::vector<Variable> maps;
+  {
+    autograd::NoGradGuard ng;
+    m.eval();
+    maps = m.features(Variable(img));
+    o = m.forward_heads(Variable(img));
+  }
+  ASSERT_EQ(maps.size(), 4u);
+  EXPECT_EQ(maps[0].sizes(), Shape({1, 128, 40, 40}));  // res3b_relu
+  EXPECT_EQ(maps[1].sizes(), Shape({1, 256, 20, 20}));  // res4b_relu
+  EXPECT_EQ(maps[2].sizes(), Shape({1, 512, 10, 10}));  // res5b_relu
+  EXPECT_EQ(maps[3].sizes(), Shape({1, 512, 5, 5}));    // conv7_relu
+  EXPECT_EQ(o.cls_logits.sizes(), Shape({1, 17000, 21}));
+  EXPECT_EQ(o.bbox_regression.sizes(), Shape({1, 17000, 4}));
+  const std::vector<SsdDetections> det = m.postprocess(o);
+  ASSERT_EQ(det.size(), 1u);
+  EXPECT_LE(det[0].scores.numel(), 200);
+
+  expect_throws_with(
+      [&] {
+        m.forward_heads(Variable(Tensor::zeros({1, 3, 300, 300})));
+      },
+      "images must be [B, 3, 321, 321]");
+  expect_throws_with(
+      [] {
+        SsdConfig c = SsdResnet18::reference_config();
+        c.image_size = 300;
+        SsdResnet18 bad(c);
+      },
+      "image_size must be 321");
+  SsdConfig tiny = SsdResnet18::reference_config();
+  tiny.width_divisor = 8;
+  SsdResnet18 small(tiny);
+  EXPECT_EQ(small.state_dict().size(), sd.size());
+  EXPECT_EQ(small.num_priors(), 17000);
+
+  // Evaluation reads the BN buffers (from 0, 0) as Caffe's unbiased averages: after 3 training
+  // forwards, the same as buffers holding mean / (1 - l^3), var / (1 - l^3) (l = 0.999), t = 0.
+  SsdResnet18 corrected(tiny);
+  small.train();
+  const Tensor img2 = random_images(2, 321, rng);
+  {
+    autograd::NoGradGuard ng;
+    for (int i = 0; i < 3; ++i) small.forward_heads(Variable(img2));
+  }
+  layers::StateDict csd = small.state_dict();
+  const double start = std::pow(0.999, 3.0);
+  int n_bns = 0;
+  for (auto& [n, t] : csd) {
+    const std::string leaf = n.substr(n.rfind('.') + 1);
+    if (leaf == "num_batches_tracked") {
+      EXPECT_EQ(t.to_vector<int64_t>()[0], 3) << n;
+      t = Tensor::zeros({}, DType::i64);
+      ++n_bns;
+    } else if (leaf == "running_mean" || leaf == "running_var") {
+      std::vector<float> v = t.to_vector<float>();
+      for (float& x : v) x = float(double(x) / (1.0 - start));
+      t = Tensor::from_vector(v, t.sizes());
+    }
+  }
+  EXPECT_EQ(n_bns, 21 + 2);
+  corrected.load_state_dict(csd, /*strict=*/true);
+  small.eval();
+  corrected.eval();
+  {
+    autograd::NoGradGuard ng;
+    const SsdHeadOutputs a = small.forward_heads(Variable(img2)),
+                         b = corrected.forward_heads(Variable(img2));
+    const double d = rel_diff(a.cls_logits.data(), b.cls_logits.data());
+    std::printf("[ssd_resnet18] Caffe-corrected BN statistics vs corrected buffers: %.3g\n", d);
+    EXPECT_LT(d, 1e-5);
+  }
+}
+
+TEST(SsdResnetModel, Resnet18ParityCaffeReference) {
+  if (!have_torchvision()) GTEST_SKIP() << "/usr/bin/python3 cannot import torchvision";
+  const std::string dir = testing::make_temp_dir("aim_ssd_resnet18_parity");
+  const int64_t B = 2, G = 4;
+  std::mt19937 rng(11);
+  const Tensor images = random_images(B, 321, rng);
+  SsdTargets t;
+  t.boxes =
+      Tensor::from_vector(std::vector<float>{30,  40,  60, 75, 100, 120, 190, 200, 160, 20,  310,
+                                             160, 0,   0,  0,  0,   20,  30,  270, 300, 210, 210,
+                                             260, 280, 5,  5,  45,  35,  120, 60,  250, 170},
+                          {B, G, 4});
+  t.labels = Tensor::from_vector(std::vector<int64_t>{3, 17, 9, 0, 1, 20, 5, 12}, {B, G});
+  t.num_boxes = Tensor::from_vector(std::vector<int64_t>{3, 4}, {B});
+  SsdResnet18 m;
+  // aim's priors go to the peer (test_caffe_priors.cpp checks them against Caffe's PriorBox).
+  save_safetensors(dir + "/b.safetensors", {{"images", images},
+                                            {"boxes", t.boxes},
+                                            {"labels", t.labels},
+                                            {"num_boxes", t.num_boxes},
+                                            {"priors", m.anchors()}});
+  const std::string cmd = std::string(testing::kPython) + " " + testing::source_root() +
+                          "/tests/peers/ssd_resnet.py --resnet18 --batch " + dir +
+                          "/b.safetensors --weights " + dir + "/w.safetensors --out " + dir +
+                          "/o.safetensors --seed 0 --f64";
+  ASSERT_EQ(testing::run_command(cmd), 0) << cmd;
+  const SafetensorsFile w = load_safetensors(dir + "/w.safetensors");
+  const SafetensorsFile o = load_safetensors(dir + "/o.safetensors");
+
+  m.load_state_dict(w.tensors, /*strict=*/true);
+  m.eval();
+  SsdHeadOutputs out;
+  {
+    autograd::NoGradGuard ng;
+    out = m.forward_heads(Variable(images));
+  }
+  const double d_cls = rel_diff(out.cls_logits.data(), o.at("cls_logits"));
+  const double d_reg = rel_diff(out.bbox_regression.data(), o.at("bbox_regression"));
+
+  m.train();
+  const SsdLoss loss = m.training_loss(Variable(images), t);
+  loss.total.backward();
+  const double want = o.at("loss").to_vector<double>()[0];
+  const double d_loss = std::fabs(loss.total.data().to_vector<double>()[0] - want) / want;
+  // Gradients against PyTorch's f32 ones and its f64 model's. From the heads down to layer4 aim's
+  // are within ~1e-5 of both; in layer3 and below the train-mode BN + ReLU + conv chain amplifies
+  // f32 rounding (as in ssd_resnet34): PyTorch's f32 gradients are up to 4e-3 off the f64 ones,
+  // aim's up to 1.6e-3 (conv1), so those are checked against f64 at 5e-3.
+  double d_grad = 0, d_deep = 0;
+  std::string worst, worst_deep;
+  int n_grads = 0;
+  for (const auto& [n, p] : m.named_parameters()) {
+    if (!o.has("grad." + n)) continue;
+    ++n_grads;
+    const Tensor& ref = o.at("grad64." + n);
+    const double d32 = rel_diff(p.grad(), o.at("grad." + n)), d64 = rel_diff(p.grad(), ref),
+                 t64 = rel_diff(o.at("grad." + n), ref);
+    std::printf(
+        "[ssd_resnet18 parity] grad %s: aim vs PyTorch f32 %.3g, vs f64 %.3g (PyTorch f32 vs f64 "
+        "%.3g)\n",
+        n.c_str(), d32, d64, t64);
+    const bool deep = n.rfind("conv1.", 0) == 0 || n.rfind("layer1.", 0) == 0 ||
+                      n.rfind("layer2.", 0) == 0 || n.rfind("layer3.", 0) == 0;
+    if (deep) {
+      if (d64 >= d_deep) worst_deep = n;
+      d_deep = std::max(d_deep, d64);
+    } else {
+      if (std::max(d32, d64) >= d_grad) worst = n;
+      d_grad = std::max({d_grad, d32, d64});
+    }
+  }
+  std::printf(
+      "[ssd_resnet18 parity] cls %.3g, reg %.3g (max rel); loss %.3g (rel; %lld matches, the "
+      "peer's %lld, f64 %lld); grads %.3g (%s), layer3 and below %.3g vs f64 (%s)\n",
+      d_cls, d_reg, d_loss, (long long)loss.num_foreground,
+      (long long)o.at("num_pos").to_vector<int64_t>()[0],
+      (long long)o.at("num_pos64").to_vector<int64_t>()[0], d_grad, worst.c_str(), d_deep,
+      worst_deep.c_str());
+  EXPECT_EQ(loss.num_foreground, o.at("num_pos").to_vector<int64_t>()[0]);
+  EXPECT_EQ(loss.num_foreground, o.at("num_pos64").to_vector<int64_t>()[0]);
+  EXPECT_EQ(n_grads, 11);
+  EXPECT_LT(d_cls, 1e-4);
+  EXPECT_LT(d_reg, 1e-4);
+  EXPECT_LT(d_loss, 1e-5);
+  EXPECT_LT(d_grad, 1e-3) << worst;
+  EXPECT_LT(d_deep, 5e-3) << worst_deep;
+  if (!std::getenv("AIM_SSD_KEEP")) std::filesystem::remove_all(dir);
+}
+
 // size=tiny on the synthetic shapes (5 classes): Adam (lr 1e-3) for 300 steps of 8 lifts the
 // held-out VOC mAP over 64 images from 0.000 to 0.457 (measured, 46 s on the quiet 2-core
 // machine; docs/detection.md). Bar: 0.2.
@@ -308,6 +517,32 @@ TEST(SsdResnetModel, TinyLearnsSyntheticShapesResnet34) {
   std::printf("[ssd_resnet34 tiny] held-out VOC mAP %.4f -> %.4f after 300 steps (%.1f s)\n",
               before.at("map"), after.at("map"), secs);
   EXPECT_GT(after.at("map"), 0.2);
+}
+
+// size=tiny on the synthetic shapes (5 classes): Adam (lr 1e-3) for 120 steps of 8 lifts the
+// held-out VOC mAP over 64 images from 0.000 to 0.182 (measured: 260 s on the 2-core machine at
+// load 3.9; the same 120 steps + evaluation took 17 s in aim-train when it was quiet;
+// docs/detection.md). Bar: 0.1. Evaluation reads Caffe's unbiased BN averages
+// (CaffeBatchNorm2d), which still weigh the first steps' statistics.
+TEST(SsdResnetModel, TinyLearnsSyntheticShapesResnet18) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelEntry& e = find_model("ssd_resnet18");
+  const ModelConfig cfg = e.parse_config({"size=tiny", "num_classes=6"});
+  auto m = e.build(cfg, 1);
+  auto src = e.source(cfg, "synthetic", 1);
+  const Metrics before = e.evaluate(*m, *src, 64, kCPU);
+  train::Adam opt(m->named_parameters(), 1e-3);
+  for (int step = 0; step < 120; ++step) {
+    const TensorMap b = src->next(8);
+    opt.zero_grad();
+    m->training_loss(batch_to_device(*m, b, kCPU)).backward();
+    opt.step();
+  }
+  const Metrics after = e.evaluate(*m, *src, 64, kCPU);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ssd_resnet18 tiny] held-out VOC mAP %.4f -> %.4f after 120 steps (%.1f s)\n",
+              before.at("map"), after.at("map"), secs);
+  EXPECT_GT(after.at("map"), 0.1);
 }
 
 }  // namespace

@@ -18,6 +18,18 @@ state_dict (aim loads it by name). O receives
   running_mean.<name>, running_var.<name>: BN statistics after that training forward, for BNS
   with --f64: loss64, grad64.<name> of the model cast to f64 on f64 images (default boxes and
   matching as in f32): the f32 gradients' reference
+
+  ssd_resnet.py --resnet18 --batch B.safetensors --weights W.safetensors --out O.safetensors
+                [--seed S] [--classes C] [--f64]
+The peer of aim's ssd_resnet18: AI Matrix's Caffe SSD_ResNet18 at 321 (ssd_pascal_resnet18_321.py,
+model_libs.py's ResNet18Body) on torchvision's BasicBlock: res2a projects too, pool1 rounds up,
+conv6 1x1 256 + BN + ReLU and conv7 3x3/2 512 + BN + ReLU, 3x3 heads on 40, 20, 10, 5 flattened
+cell-major, BN eps 1e-3 (training mode: batch statistics). B (321 x 321 images) also holds priors
+[P, 4] (pixels, x1 y1 x2 y2: aim's, tested against Caffe's PriorBox in test_caffe_priors.cpp).
+Random weights and BN statistics as dssd.py's randomise; the loss is dssd.py's MatchBBox and
+VALID MultiBox loss (imported). O receives cls_logits [B, P, C], bbox_regression [B, P, 4] (eval
+mode), loss [] (training mode: loss_bbox + loss_cls), num_pos [] and grad.<name> for GRADS18;
+with --f64 also loss64, num_pos64 and grad64.<name> of the model, batch and priors cast to f64.
 """
 import argparse
 import copy
@@ -30,6 +42,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.models import resnet34
+from torchvision.models.resnet import BasicBlock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "parity"))
 import st  # noqa: E402
@@ -183,6 +196,101 @@ def multibox_loss(ploc, plabel, gloc, glabel, dboxes):
     return ((sl1 + closs) * has / pos.to(con.dtype).clamp(min=1e-6)).mean(0), pos
 
 
+GRADS18 = ["conv1.weight", "layer1.0.downsample.0.weight", "layer2.1.bn2.weight",
+           "layer3.0.conv1.weight", "layer4.1.conv2.weight", "extras.0.weight", "extras.4.bias",
+           "loc.0.weight", "loc.3.bias", "conf.1.weight", "conf.2.bias"]
+
+
+class SsdResnet18(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        bn = lambda c: nn.BatchNorm2d(c, eps=1e-3, momentum=1e-3)  # noqa: E731
+        self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
+        self.bn1 = bn(64)
+        self.maxpool = nn.MaxPool2d(3, 2, ceil_mode=True)  # Caffe's pooling rounds up: 161 -> 80
+        inplanes = 64
+        for i, planes in enumerate([64, 128, 256, 512]):
+            stride = 1 if i == 0 else 2
+            down = nn.Sequential(nn.Conv2d(inplanes, planes, 1, stride=stride, bias=False),
+                                 bn(planes))  # every stage's first block projects (res2a too)
+            setattr(self, "layer%d" % (i + 1), nn.Sequential(
+                BasicBlock(inplanes, planes, stride, down, norm_layer=bn),
+                BasicBlock(planes, planes, norm_layer=bn)))
+            inplanes = planes
+        self.extras = nn.Sequential(nn.Conv2d(512, 256, 1, bias=False), bn(256), nn.ReLU(),
+                                    nn.Conv2d(256, 512, 3, stride=2, padding=1, bias=False),
+                                    bn(512), nn.ReLU())
+        chans = [128, 256, 512, 512]
+        self.loc = nn.ModuleList([nn.Conv2d(c, 8 * 4, 3, padding=1) for c in chans])
+        self.conf = nn.ModuleList([nn.Conv2d(c, 8 * classes, 3, padding=1) for c in chans])
+        self.classes = classes
+
+    def forward(self, images):
+        mean = torch.tensor([123.0, 117.0, 104.0], dtype=images.dtype)[:, None, None]
+        x = (images * 255.0 - mean)[:, [2, 1, 0]]  # Caffe's BGR
+        x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
+        x = self.layer1(x)
+        maps = []
+        for layer in [self.layer2, self.layer3, self.layer4, self.extras]:
+            x = layer(x)
+            maps.append(x)
+        n = images.size(0)
+        # Caffe's permute (N, H, W, C) + flatten: per cell its boxes' values.
+        conf = torch.cat([c(m).permute(0, 2, 3, 1).reshape(n, -1, self.classes)
+                          for m, c in zip(maps, self.conf)], 1)
+        loc = torch.cat([l(m).permute(0, 2, 3, 1).reshape(n, -1, 4)
+                         for m, l in zip(maps, self.loc)], 1)
+        return conf, loc
+
+
+def main_resnet18(a):
+    import dssd  # noqa: E402  (its MatchBBox, MultiBox loss and weight randomisation)
+    torch.manual_seed(a.seed)
+    model = SsdResnet18(a.classes)
+    with torch.no_grad():
+        for name, m in model.named_modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.7, 1.3)
+                m.bias.uniform_(-0.2, 0.2)
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.6, 1.4)
+                if name == "bn1":  # conv1 sees 0..255 pixels
+                    m.running_mean.mul_(58.0)
+                    m.running_var.mul_(58.0 ** 2)
+            elif isinstance(m, nn.Conv2d):
+                m.weight.normal_(0, math.sqrt(1.0 / m.weight[0].numel()))
+                if name.startswith(("loc", "conf")):
+                    m.weight.mul_(0.5)
+                if m.bias is not None:
+                    m.bias.uniform_(-0.1, 0.1)
+    st.save(a.weights, model.state_dict())
+    model64 = copy.deepcopy(model).double() if a.f64 else None
+    b = st.load(a.batch)
+    out = {}
+    model.eval()
+    with torch.no_grad():
+        out["cls_logits"], out["bbox_regression"] = model(b["images"])
+
+    def train_step(m, dt, prefix):
+        m.train()
+        bd = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in b.items()}
+        conf, loc = m(bd["images"])
+        lb, lc, npos = dssd.multibox_loss(conf, loc, bd["priors"], bd)
+        loss = lb + lc
+        loss.backward()
+        params = dict(m.named_parameters())
+        for n in GRADS18:
+            out[prefix + "." + n] = params[n].grad
+        return loss.detach(), npos
+
+    out["loss"], npos = train_step(model, torch.float32, "grad")
+    out["num_pos"] = torch.tensor(npos)
+    if a.f64:
+        out["loss64"], npos64 = train_step(model64, torch.float64, "grad64")
+        out["num_pos64"] = torch.tensor(npos64)
+    st.save(a.out, out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", required=True)
@@ -191,8 +299,11 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--classes", type=int, default=21)
     ap.add_argument("--f64", action="store_true", help="also the f64 loss and gradients")
+    ap.add_argument("--resnet18", action="store_true", help="the Caffe SSD ResNet-18 at 321")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.resnet18:
+        return main_resnet18(a)
     torch.manual_seed(a.seed)
     model = SSD300(a.classes)
     st.save(a.weights, model.state_dict())
