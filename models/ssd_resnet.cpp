@@ -167,14 +167,22 @@ class CaffeBatchNorm2d : public layers::BatchNorm2d {
 
   Variable forward(const Variable& x) override {
     if (is_training() && uses_batch_statistics()) return BatchNorm2d::forward(x);
-    const int64_t t = buffer_named("num_batches_tracked").to_vector<int64_t>()[0];
-    if (t == 0) return BatchNorm2d::forward(x);
-    const double scale = 1.0 / (1.0 - std::pow(fraction_, double(t)));
+    // scale = 1 / (1 - fraction^t), t = num_batches_tracked, computed in f64 on the buffers'
+    // device (no read-back: an eval forward stays free of host synchronisation and can be
+    // captured in a CUDA graph); t = 0 (statistics loaded as they are): scale 1.
     Tensor m, v;
     {
       autograd::NoGradGuard ng;
-      m = autograd::mul(Variable(buffer_named("running_mean")), scale).data();
-      v = autograd::mul(Variable(buffer_named("running_var")), scale).data();
+      const Tensor mean = buffer_named("running_mean"), var = buffer_named("running_var");
+      const Variable t(buffer_named("num_batches_tracked").to(DType::f64));
+      const Variable one(Tensor::full({}, 1.0, DType::f64, t.device()));
+      const Variable denom =
+          autograd::sub(one, autograd::exp(autograd::mul(t, std::log(fraction_))));
+      const Tensor fresh = autograd::eq(t, Variable(Tensor::zeros({}, DType::f64, t.device())));
+      const Variable scale = autograd::where(fresh, one, autograd::div(one, denom));
+      const Variable s(scale.data().to(mean.dtype()));
+      m = autograd::mul(Variable(mean), s).data();
+      v = autograd::mul(Variable(var), s).data();
     }
     return autograd::batch_norm(x, weight, bias, m, v, /*training=*/false, 0.0, eps_);
   }
