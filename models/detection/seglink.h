@@ -22,7 +22,8 @@
 // Cross-layer links (layers l >= 1) of a node (y, x) to its 4 children on layer l - 1, rows
 // min(2y, H_{l-1} - 2) .. +1 and columns min(2x, W_{l-1} - 2) .. +1 (row-major):
 //   -1 when either is negative; 1 when both are positive on the same word; else 0 (the
-//   reference's rule for two positives on different words is a FIXME that never fires: 0).
+//   reference leaves two positives on different words at 0, a rule its own comment calls
+//   unsettled; kept).
 //
 // Dense layout (the order the head's outputs are flattened in, layer by layer, cells row-major):
 //   node labels / offsets: [P] / [P, 6], P = sum H_l W_l, node (l, y, x) at node_begin[l] +
