@@ -196,6 +196,7 @@ int main(int argc, char** argv) {
       j["throughput"] = r.samples_per_s;
       j["throughput_device"] = r.device_samples_per_s;
       j["throughput_unit"] = "samples/s";
+      j["memory"] = {{"max_rss_bytes", aim::profiler::max_rss_bytes()}};
       j["gflop_per_batch"] = r.forward_flops / 1e9;
       j["achieved_gflops"] =
           r.latency_p50_ms > 0 ? r.forward_flops / (r.latency_p50_ms * 1e6) : 0.0;

@@ -1,6 +1,7 @@
 #include "profiler/run_info.h"
 
 #include <omp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,6 +121,12 @@ double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t k = size_t(std::ceil(p / 100.0 * double(v.size())));
   return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+}
+
+int64_t max_rss_bytes() {
+  struct rusage u {};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return int64_t(u.ru_maxrss) * 1024;  // KiB on Linux
 }
 
 }  // namespace aim::profiler

@@ -2,6 +2,7 @@
 // cores, threads, GPUs), library versions (compiler, OpenBLAS, CUDA, cuDNN, NCCL), the git commit
 // and the command line, so a number can be traced to what produced it.
 #pragma once
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -21,5 +22,8 @@ std::string command_line(int argc, char** argv);
 void write_text_atomic(const std::string& path, const std::string& text, const std::string& what);
 // Nearest-rank percentile (p in [0, 100]) of an unsorted sample; 0 for an empty one.
 double percentile(std::vector<double> v, double p);
+// The process's peak resident set in bytes (getrusage's ru_maxrss), as another framework's run
+// would report it.
+int64_t max_rss_bytes();
 
 }  // namespace aim::profiler

@@ -77,7 +77,8 @@ void parse_warmup(const std::string& w, aim::train::TrainOptions& to) {
 
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
-      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, warmup, denormals;
+      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, warmup,
+      denormals;
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0, ranks = 0, gpus = 0;
@@ -503,6 +504,7 @@ int main(int argc, char** argv) {
         j["step_time_ms"] = {
             {"p50", r.step_p50_ms}, {"p90", r.step_p90_ms}, {"p99", r.step_p99_ms}};
         j["data_wait_s"] = r.data_wait_s;
+        j["memory"] = {{"peak_step_bytes", r.peak_step_bytes}, {"max_rss_bytes", r.max_rss_bytes}};
         if (aim::parse_device(to.device).is_cuda())  // per training step (steps after the first)
           j["host_syncs_per_step"] = r.host_syncs_per_step,
           j["d2h_bytes_per_step"] = r.d2h_bytes_per_step;

@@ -93,7 +93,14 @@ void Reporter::read_losses_if_due(int64_t step) {
   if (!defer_loss_ || log_point) read_back(step);  // syncs
 }
 
+namespace {
+Allocator& step_allocator(Device d) {
+  return d.is_cuda() ? cuda_allocator(d.index) : cpu_allocator();
+}
+}  // namespace
+
 void Reporter::begin_step() {
+  step_allocator(s_.dev).reset_peak();
   const DeviceSyncCounters c = device_sync_counters(s_.dev);
   syncs0_ = c.host_syncs;
   d2h0_ = c.d2h_bytes;
@@ -101,6 +108,7 @@ void Reporter::begin_step() {
 
 void Reporter::end_step(int64_t step, double step_s, double loop_s, double flops) {
   loop_s_ += loop_s;
+  peak_step_bytes_ = std::max(peak_step_bytes_, step_allocator(s_.dev).stats().peak_bytes);
   if (step > s_.first_step + 1 || s_.total_steps - s_.first_step == 1) {
     const DeviceSyncCounters c = device_sync_counters(s_.dev);
     syncs_in_steps_ += c.host_syncs - syncs0_;
@@ -185,6 +193,8 @@ void Reporter::finish(int64_t step, double data_wait_s, const DataParallel& dp,
   r.step_p50_ms = profiler::percentile(step_ms_, 50);
   r.step_p90_ms = profiler::percentile(step_ms_, 90);
   r.step_p99_ms = profiler::percentile(step_ms_, 99);
+  r.peak_step_bytes = peak_step_bytes_;
+  r.max_rss_bytes = profiler::max_rss_bytes();
   std::string dist_line;
   if (s_.comm) {
     dist_line = summarise_data_parallel(*s_.comm, *dp.reducer, dp.sparse_tables, dist,

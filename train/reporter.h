@@ -106,6 +106,7 @@ class Reporter {
   // checkpoints between steps excluded), over the steps after the first (it sets up).
   int64_t syncs_in_steps_ = 0, d2h_in_steps_ = 0, counted_steps_ = 0;
   int64_t syncs0_ = 0, d2h0_ = 0;
+  int64_t peak_step_bytes_ = 0;  // the device allocator's high-water mark inside any step
 };
 
 // Profiled steps: [from, to] (1-based); the first step is skipped by default (warm-up:

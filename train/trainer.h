@@ -200,6 +200,11 @@ struct TrainResult {
   double host_syncs_per_step = 0, d2h_bytes_per_step = 0;
   double graph_capture_ms = 0;  // --cuda-graph: host time of the captures (0: not captured)
   int64_t graph_captures = 0;   // --cuda-graph: 1, more when a batch outgrew the captured shapes
+  // Memory: the training device's caching allocator's high-water mark of live bytes inside a
+  // step (the maximum over the steps: weights, optimizer state, activations, gradients and the
+  // batches in flight; data-parallel CPU ranks share one allocator), and the process's peak
+  // resident set (getrusage), the figure comparable with another framework's.
+  int64_t peak_step_bytes = 0, max_rss_bytes = 0;
 };
 
 // Builds an optimizer from the options over `params`; unknown names are an aim::Error listing

@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
-from common import environment, percentile, profile  # noqa: E402
+from common import environment, memory, percentile, profile  # noqa: E402
 
 
 def _load_parity_peer():
@@ -241,6 +241,7 @@ def main():
          "first_loss": losses[0], "last_loss": losses[-1], "env": environment(a)}
     if prof:
         r["profile"] = prof
+    r["memory"] = memory()
     print(json.dumps(r), flush=True)
 
 

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import environment, make_optimizer, percentile, profile  # noqa: E402
+from common import environment, make_optimizer, memory, percentile, profile  # noqa: E402
 
 MODELS = {"resnet50": torchvision.models.resnet50, "resnet152": torchvision.models.resnet152,
           "vgg16": torchvision.models.vgg16, "alexnet": torchvision.models.alexnet,
@@ -104,6 +104,7 @@ def main():
          "iterations": len(times), "warmup": a.warmup, "env": environment(a)}
     if prof is not None:
         r["profile"] = prof
+    r["memory"] = memory()
     print(json.dumps(r), flush=True)
 
 

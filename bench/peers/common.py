@@ -48,6 +48,13 @@ def cpu_capability():
     return None
 
 
+def memory():
+    """The process's peak resident set (getrusage), the figure aim's results line reports beside
+    its allocator's high-water mark."""
+    import resource
+    return {"max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
 def environment(args):
     keys = ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_PROC_BIND",
             "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "ATEN_CPU_CAPABILITY", "LD_PRELOAD", "MALLOC_CONF",

@@ -26,7 +26,7 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "..", "tests", "parity"))
-from common import environment, percentile, profile  # noqa: E402
+from common import environment, memory, percentile, profile  # noqa: E402
 
 
 def _load_parity_peer():
@@ -106,6 +106,7 @@ def main():
          "lr": a.lr, "first_loss": losses[0], "last_loss": losses[-1], "env": environment(a)}
     if prof:
         r["profile"] = prof
+    r["memory"] = memory()
     print(json.dumps(r), flush=True)
 
 

@@ -27,7 +27,7 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "..", "tests", "parity"))
-from common import environment, make_optimizer, percentile  # noqa: E402
+from common import environment, make_optimizer, memory, percentile  # noqa: E402
 
 
 def _load_parity_peer():
@@ -107,6 +107,7 @@ def main():
          "throughput": a.batch_size / p50 * 1e3, "throughput_unit": "samples/s",
          "iterations": len(times), "warmup": a.warmup, "optimizer": "adam", "lr": a.lr,
          "first_loss": losses[0], "last_loss": losses[-1], "env": environment(a)}
+    r["memory"] = memory()
     print(json.dumps(r), flush=True)
 
 

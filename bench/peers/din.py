@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import environment, make_optimizer, percentile, profile  # noqa: E402
+from common import environment, make_optimizer, memory, percentile, profile  # noqa: E402
 
 
 def _load_parity_peer():
@@ -204,6 +204,7 @@ def main():
     r["env"] = environment(a)
     if prof is not None:
         r["profile"] = prof
+    r["memory"] = memory()
     print(json.dumps(r), flush=True)
 
 

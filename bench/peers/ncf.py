@@ -27,7 +27,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import environment, make_optimizer, percentile, profile  # noqa: E402
+from common import environment, make_optimizer, memory, percentile, profile  # noqa: E402
 
 
 def _load_parity_peer():
@@ -159,6 +159,7 @@ def main():
     r["env"] = environment(a)
     if prof is not None:
         r["profile"] = prof
+    r["memory"] = memory()
     print(json.dumps(r), flush=True)
 
 

@@ -18,7 +18,7 @@ import torch
 from torchvision.models.detection import ssd300_vgg16
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import environment, percentile  # noqa: E402
+from common import environment, memory, percentile  # noqa: E402
 
 
 def main():
@@ -93,6 +93,7 @@ def main():
                "mean": sum(times) / len(times)},
          "throughput": a.batch_size / p50 * 1e3, "throughput_unit": "images/s",
          "iterations": len(times), "warmup": a.warmup, "env": environment(a)}
+    r["memory"] = memory()
     print(json.dumps(r), flush=True)
 
 

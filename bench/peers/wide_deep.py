@@ -24,7 +24,7 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "..", "tests", "parity"))
-from common import environment, percentile  # noqa: E402
+from common import environment, memory, percentile  # noqa: E402
 
 
 def _load_parity_peer():
@@ -106,6 +106,7 @@ def main():
          "throughput": B / p50 * 1e3, "throughput_unit": "samples/s", "iterations": len(times),
          "warmup": a.warmup, "optimizer": "wide_deep (ftrl + adagrad)", "first_loss": losses[0],
          "last_loss": losses[-1], "env": environment(a)}
+    r["memory"] = memory()
     print(json.dumps(r), flush=True)
 
 
