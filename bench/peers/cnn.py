@@ -24,6 +24,12 @@ import torchvision
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import environment, make_optimizer, memory, percentile, profile  # noqa: E402
 
+# AI Matrix's TF graphs that torchvision lacks: aim's parity peers (tests/peers/aimatrix_cnn.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "peers"))
+import aimatrix_cnn  # noqa: E402
+
+AIMATRIX = ("googlenet", "synnet")
+
 MODELS = {"resnet50": torchvision.models.resnet50, "resnet152": torchvision.models.resnet152,
           "vgg16": torchvision.models.vgg16, "alexnet": torchvision.models.alexnet,
           "squeezenet": torchvision.models.squeezenet1_1, "densenet121": torchvision.models.densenet121}
@@ -31,7 +37,7 @@ MODELS = {"resnet50": torchvision.models.resnet50, "resnet152": torchvision.mode
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=sorted(MODELS), default="resnet50")
+    ap.add_argument("--model", choices=sorted(MODELS) + list(AIMATRIX), default="resnet50")
     ap.add_argument("--mode", choices=["train", "infer"], required=True)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--image", type=int, default=224)
@@ -54,7 +60,10 @@ def main():
             ap.error("--%s must be > 0" % name.replace("_", "-"))
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    model = MODELS[a.model](num_classes=1000)
+    if a.model in AIMATRIX:
+        model = aimatrix_cnn.build(a.model, 1000, a.image, False)
+    else:
+        model = MODELS[a.model](num_classes=1000)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     model = model.to(memory_format=fmt)
     g = torch.Generator().manual_seed(a.seed)

@@ -22,7 +22,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 build=build rounds=3 threads=2 peer_python=/usr/bin/python3 doc=$repo/docs/performance.md keep=""
-models=din,dien,ncf,wide_deep,crnn,bert,resnet50,resnet152,vgg16,densenet121,alexnet,squeezenet,ssd_vgg16
+models=din,dien,ncf,wide_deep,crnn,bert,resnet50,resnet152,vgg16,densenet121,googlenet,alexnet,squeezenet,synnet,ssd_vgg16
 die() { echo "run_all.sh: $*" >&2; exit 1; }
 invocation="bench/peers/run_all.sh $*"
 while [[ $# -gt 0 ]]; do
@@ -61,7 +61,7 @@ for m in ${models//,/ }; do
   case $m in
     din | dien | ncf | wide_deep | crnn) cmd=("$here/run_$m.sh" "$build" "${common[@]}") ;;
     bert) cmd=("$here/run_bert.sh" "$build" "${common[@]}") ;;
-    resnet50 | resnet152 | vgg16 | densenet121 | alexnet | squeezenet | ssd_vgg16)
+    resnet50 | resnet152 | vgg16 | densenet121 | googlenet | alexnet | squeezenet | synnet | ssd_vgg16)
       batch=16
       [[ $m == ssd_vgg16 ]] && batch=8
       cmd=("$here/run_cnn.sh" "$build" --model "$m" --batch "$batch" --peer-python "$peer_python"
