@@ -1,11 +1,17 @@
 #include "tensor/safetensors.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "tensor/crc32c.h"
 
 namespace aim {
 
@@ -34,6 +40,42 @@ const char* safetensors_dtype(DType t) {
 }
 
 namespace {
+
+// The metadata keys of aim's checksums (CRC-32C): one per tensor of its bytes, as a JSON object
+// {name: 8 hex digits} in a string (safetensors metadata values are strings), and one of the
+// header: every tensor's name, dtype, shape and offsets and every other metadata entry. Readers
+// that do not know them (PyTorch's safetensors) ignore them.
+const char* const kTensorSums = "aim_crc32c_tensors";
+const char* const kHeaderSum = "aim_crc32c_header";
+
+std::string hex32(uint32_t v) {
+  char b[9];
+  std::snprintf(b, sizeof b, "%08x", v);
+  return b;
+}
+
+struct HeaderEntry {
+  std::string name, dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+// The header's canonical text: tensors by name, then metadata by key (checksum keys excluded).
+uint32_t header_checksum(std::vector<HeaderEntry> entries,
+                         const std::map<std::string, std::string>& metadata) {
+  std::sort(entries.begin(), entries.end(),
+            [](const HeaderEntry& a, const HeaderEntry& b) { return a.name < b.name; });
+  std::string text;
+  for (const HeaderEntry& e : entries) {
+    text += e.name + '\0' + e.dtype + '\0';
+    for (int64_t d : e.shape) text += std::to_string(d) + ',';
+    text += '\0' + std::to_string(e.begin) + '\0' + std::to_string(e.end) + '\n';
+  }
+  for (const auto& [k, v] : metadata)
+    if (k != kTensorSums && k != kHeaderSum) text += k + '\0' + v + '\n';
+  return crc32c(text.data(), text.size());
+}
+
 bool parse_st_dtype(const std::string& s, DType* t) {
   for (DType d : kAllDTypes)
     if (s == safetensors_dtype(d)) {
@@ -128,6 +170,38 @@ SafetensorsFile load_safetensors(const std::string& path) {
               " bytes, but ", dtype_name(en.t), " ", to_string(en.shape), " needs ", need);
     entries.push_back(en);
   }
+  // aim's checksums, when the file has them (a file written by another tool has none).
+  std::map<std::string, std::string> sums;
+  const bool has_tensor_sums = r.metadata.count(kTensorSums) != 0,
+             has_header_sum = r.metadata.count(kHeaderSum) != 0;
+  AIM_CHECK(has_tensor_sums == has_header_sum, path, ": metadata has ",
+            has_tensor_sums ? kTensorSums : kHeaderSum, " but not ",
+            has_tensor_sums ? kHeaderSum : kTensorSums, ": the header is damaged");
+  if (has_header_sum) {
+    std::vector<HeaderEntry> he;
+    for (const Entry& en : entries)
+      he.push_back({en.name, safetensors_dtype(en.t), en.shape, en.begin, en.end});
+    const std::string want = r.metadata.at(kHeaderSum),
+                      got = hex32(header_checksum(he, r.metadata));
+    AIM_CHECK(want == got, path,
+              ": the header (tensor names, dtypes, shapes, offsets, metadata) "
+              "fails its checksum (stored crc32c ",
+              want, ", computed ", got, "): the file is damaged");
+    try {
+      const nlohmann::json js = nlohmann::json::parse(r.metadata.at(kTensorSums));
+      for (auto it = js.begin(); it != js.end(); ++it) sums[it.key()] = it->get<std::string>();
+    } catch (const std::exception& e) {
+      AIM_FAIL(path, ": metadata ", kTensorSums, " is not a JSON object of strings: ", e.what());
+    }
+    for (const Entry& en : entries)
+      AIM_CHECK(sums.count(en.name), path, ": tensor '", en.name, "' has no checksum in ",
+                kTensorSums, ": the header is damaged");
+    AIM_CHECK(sums.size() == entries.size(), path, ": ", kTensorSums, " lists ", sums.size(),
+              " tensors, the header ", entries.size(), ": the header is damaged");
+    r.metadata.erase(kTensorSums);
+    r.metadata.erase(kHeaderSum);
+    r.checksummed = true;
+  }
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
   const uint64_t data_start = 8 + header_len;
@@ -136,46 +210,99 @@ SafetensorsFile load_safetensors(const std::string& path) {
     f.seekg(std::streamoff(data_start + en.begin));
     f.read(static_cast<char*>(t.raw_data()), std::streamsize(en.end - en.begin));
     AIM_CHECK(f.good(), path, ": read of tensor '", en.name, "' failed (file truncated?)");
+    if (r.checksummed) {
+      const std::string want = sums.at(en.name), got = hex32(crc32c(t.raw_data(), t.nbytes()));
+      AIM_CHECK(want == got, path, ": tensor '", en.name, "' (", dtype_name(en.t), " ",
+                to_string(en.shape), ") fails its checksum (stored crc32c ", want, ", computed ",
+                got, "): its bytes are damaged");
+    }
     r.tensors.push_back({en.name, t});
   }
   return r;
 }
 
+namespace {
+
+// Writes every byte or throws with errno's reason; the caller removes the temporary file.
+void write_all(int fd, const void* data, size_t n, const std::string& tmp) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, std::min(n, size_t(1) << 30));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw Error(tmp + ": write failed: " + std::strerror(w < 0 ? errno : EIO));
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+}  // namespace
+
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  AIM_CHECK(!metadata.count(kTensorSums) && !metadata.count(kHeaderSum), path, ": metadata keys ",
+            kTensorSums, " and ", kHeaderSum, " are aim's checksums, not the caller's");
   nlohmann::json j = nlohmann::json::object();
-  if (!metadata.empty()) j["__metadata__"] = metadata;
+  std::map<std::string, std::string> md = metadata;
   std::vector<Tensor> host;
+  std::vector<HeaderEntry> he;
+  nlohmann::json sums = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    AIM_CHECK(!j.contains(name), path, ": tensor name '", name, "' appears twice");
+    AIM_CHECK(!j.contains(name) && name != "__metadata__", path, ": tensor name '", name,
+              "' appears twice or is reserved");
     Tensor h = t.to(kCPU).contiguous();
     const uint64_t n = uint64_t(h.nbytes());
     j[name] = {{"dtype", safetensors_dtype(h.dtype())},
                {"shape", h.sizes()},
                {"data_offsets", {offset, offset + n}}};
+    he.push_back({name, safetensors_dtype(h.dtype()), h.sizes(), offset, offset + n});
+    sums[name] = hex32(crc32c(h.raw_data(), h.nbytes()));
     offset += n;
     host.push_back(h);
   }
+  md[kTensorSums] = sums.dump();
+  md[kHeaderSum] = hex32(header_checksum(he, md));
+  j["__metadata__"] = md;
   std::string header = j.dump();
   while (header.size() % 8) header += ' ';  // align the data section, as the reference writer does
+  // A temporary file next to `path`, synced, then renamed over it: a crash, a full disk or a
+  // failed write leaves the previous file whole (the temporary one is removed on an error).
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    AIM_CHECK(f.good(), tmp, ": cannot open for writing (", std::strerror(errno), ")");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  AIM_CHECK(fd >= 0, tmp, ": cannot open for writing (", std::strerror(errno), ")");
+  try {
     unsigned char lenb[8];
-    uint64_t len = header.size();
+    const uint64_t len = header.size();
     for (int i = 0; i < 8; ++i) lenb[i] = static_cast<unsigned char>(len >> (8 * i));
-    f.write(reinterpret_cast<const char*>(lenb), 8);
-    f.write(header.data(), std::streamsize(header.size()));
-    for (const Tensor& h : host)
-      f.write(static_cast<const char*>(h.raw_data()), std::streamsize(h.nbytes()));
-    f.flush();
-    AIM_CHECK(f.good(), tmp, ": write failed (disk full?)");
+    write_all(fd, lenb, 8, tmp);
+    write_all(fd, header.data(), header.size(), tmp);
+    for (const Tensor& h : host) write_all(fd, h.raw_data(), h.nbytes(), tmp);
+    if (::fsync(fd) != 0) throw Error(tmp + ": fsync failed: " + std::strerror(errno));
+  } catch (const Error& e) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    AIM_FAIL(e.what(), "; nothing was renamed over ", path,
+             " (a previous file there is intact; the temporary file is removed)");
   }
-  AIM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path, ": ",
-            std::strerror(errno));
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    AIM_FAIL(tmp, ": close failed: ", std::strerror(err), "; nothing was renamed over ", path);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    AIM_FAIL("cannot rename ", tmp, " to ", path, ": ", std::strerror(err));
+  }
+  // The rename itself is durable once the directory is synced.
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 }  // namespace aim

@@ -1,5 +1,12 @@
 #include "train/checkpoint.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include "tensor/check.h"
@@ -25,6 +32,39 @@ int64_t parse_i64(const std::map<std::string, std::string>& md, const std::strin
 
 std::string checkpoint_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "checkpoint.safetensors").string();
+}
+
+CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  AIM_CHECK(!ec, "--checkpoint-dir ", dir, ": cannot create the directory: ", ec.message());
+  const std::string path = (std::filesystem::path(dir) / "LOCK").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  AIM_CHECK(fd_ >= 0, "--checkpoint-dir ", dir, ": cannot open ", path, ": ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char owner[256] = {0};
+    const ssize_t n = ::pread(fd_, owner, sizeof owner - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    std::string who = n > 0 ? std::string(owner, size_t(n)) : std::string("(owner unknown)");
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    AIM_CHECK(err != EWOULDBLOCK, "--checkpoint-dir ", dir, " is in use by another run (", who,
+              "; ", path,
+              "): two runs writing one checkpoint directory would overwrite each "
+              "other's checkpoints; give this run another --checkpoint-dir, or wait");
+    AIM_FAIL("--checkpoint-dir ", dir, ": cannot lock ", path, ": ", std::strerror(err));
+  }
+  char host[128] = {0};
+  ::gethostname(host, sizeof host - 1);
+  const std::string me = "pid " + std::to_string(::getpid()) + " on host " + host + " since " +
+                         std::to_string(std::time(nullptr)) + " (unix time)\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != ssize_t(me.size()))
+    AIM_FAIL("--checkpoint-dir ", dir, ": cannot write ", path, ": ", std::strerror(errno));
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
 }
 
 void save_checkpoint(const std::string& dir, int64_t step, const layers::Module& model,

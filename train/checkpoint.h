@@ -12,6 +12,22 @@
 namespace aim::train {
 
 std::string checkpoint_path(const std::string& dir);
+
+// The run that writes checkpoints into `dir` (rank 0) holds <dir>/LOCK for its whole life: an
+// flock'ed file holding the owner's pid, host and start time. A second run on the same directory
+// is refused, naming the owner; the lock goes with the process, so a crashed run leaves none
+// (the file stays, unlocked). flock is per host: runs on two hosts sharing a network filesystem
+// are not kept apart (docs/checkpoints.md).
+class CheckpointDirLock {
+ public:
+  explicit CheckpointDirLock(const std::string& dir);
+  ~CheckpointDirLock();
+  CheckpointDirLock(const CheckpointDirLock&) = delete;
+  CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 // Writes <dir>/checkpoint.safetensors (creating dir) atomically through save_safetensors.
 void save_checkpoint(const std::string& dir, int64_t step, const layers::Module& model,
                      const Optimizer& opt, int64_t data_position,

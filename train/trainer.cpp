@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <set>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "tensor/check.h"
 #include "tensor/device.h"
 #include "train/batch_feed.h"
+#include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dist/communicator.h"
 #include "train/dist/mpi_backend.h"
@@ -149,6 +151,10 @@ namespace {
 TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfig& cfg,
                        const TrainOptions& opt, std::ostream& log, const RankCtx* ctx) {
   const auto t_call = Clock::now();
+  // The writer of the checkpoints (rank 0) holds the directory before it reads or writes it.
+  std::unique_ptr<CheckpointDirLock> dir_lock;
+  if (!opt.checkpoint_dir.empty() && (!ctx || ctx->rank == 0))
+    dir_lock = std::make_unique<CheckpointDirLock>(opt.checkpoint_dir);
   RankState s(entry, cfg, opt, log, ctx);  // model, optimizer, data, precision, resume
   TrainResult r;
   r.data_description = s.data_description;

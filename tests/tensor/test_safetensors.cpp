@@ -1,8 +1,15 @@
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
+#include "tensor/crc32c.h"
 #include "tensor/safetensors.h"
 
 namespace aim {
@@ -53,6 +60,108 @@ TEST(Safetensors, CorruptFilesNameWhatIsWrong) {
   write(bad);
   expect_error(p, "JSON");
   expect_error(tmp("does-not-exist.safetensors"), "cannot open");
+}
+
+namespace {
+std::string read_bytes(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+void write_bytes(const std::string& p, const std::string& s) {
+  std::ofstream o(p, std::ios::binary | std::ios::trunc);
+  o << s;
+}
+}  // namespace
+
+TEST(Crc32c, KnownValues) {
+  // RFC 3720 B.4 and the common check value of "123456789".
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  std::string zeros(32, '\0'), ones(32, '\xff');
+  EXPECT_EQ(crc32c(zeros.data(), 32), 0x8A9136AAu);
+  EXPECT_EQ(crc32c(ones.data(), 32), 0x62A8AB43u);
+  // Continuing a range gives the checksum of the whole; odd lengths take the byte tail.
+  const std::string s = "the quick brown fox jumps over the lazy dog!";
+  EXPECT_EQ(crc32c(s.data() + 13, s.size() - 13, crc32c(s.data(), 13)), crc32c(s.data(), s.size()));
+}
+
+TEST(Safetensors, FlippedByteNamesTheTensor) {
+  const std::string p = tmp("sum.safetensors");
+  save_safetensors(p, {{"first", Tensor::arange(64)}, {"second", Tensor::arange(32, DType::i64)}},
+                   {{"step", "7"}});
+  const SafetensorsFile ok = load_safetensors(p);
+  EXPECT_TRUE(ok.checksummed);
+  EXPECT_EQ(ok.metadata.size(), 1u);  // the checksum keys are aim's, not the caller's
+  const std::string bytes = read_bytes(p);
+  // A flipped bit in the last tensor's bytes (the data section's end: "second").
+  std::string bad = bytes;
+  bad[bad.size() - 3] ^= 0x10;
+  write_bytes(p, bad);
+  expect_error(p, "tensor 'second' (i64 [32]) fails its checksum");
+  // In the first tensor's.
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | static_cast<unsigned char>(bytes[size_t(i)]);
+  bad = bytes;
+  bad[8 + hlen + 5] ^= 0x01;
+  write_bytes(p, bad);
+  expect_error(p, "tensor 'first'");
+  // In the metadata: "step": "7" -> "8" still parses, but the header fails its checksum.
+  bad = bytes;
+  const size_t at = bad.find("\"step\":\"7\"");
+  ASSERT_NE(at, std::string::npos);
+  bad[at + 8] = '8';
+  write_bytes(p, bad);
+  expect_error(p,
+               "the header (tensor names, dtypes, shapes, offsets, metadata) fails its checksum");
+  // A file of another writer (no aim checksums) loads unverified.
+  const std::string foreign = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  std::string f(8, '\0');
+  f[0] = char(foreign.size());
+  f += foreign + std::string(4, '\0');
+  write_bytes(p, f);
+  const SafetensorsFile g = load_safetensors(p);
+  EXPECT_FALSE(g.checksummed);
+  EXPECT_EQ(g.at("x").to_vector<float>(), std::vector<float>{0.f});
+}
+
+// A write that fails part-way (here: the file size limit, EFBIG, as a full disk's ENOSPC would)
+// leaves the previous file whole, removes the temporary file and names the reason.
+TEST(Safetensors, FailedWriteKeepsThePreviousFile) {
+  const std::string p = tmp("full.safetensors");
+  save_safetensors(p, {{"w", Tensor::arange(16)}});
+  const std::string before = read_bytes(p);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    ::signal(SIGXFSZ, SIG_IGN);  // the write then fails with EFBIG instead of killing
+    struct rlimit rl {};
+    rl.rlim_cur = rl.rlim_max = 4096;
+    ::setrlimit(RLIMIT_FSIZE, &rl);
+    std::string msg = "no error";
+    try {
+      save_safetensors(p, {{"w", Tensor::arange(100000)}});
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    if (::write(fds[1], msg.data(), msg.size()) < 0) _exit(2);
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(n));
+  ::close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_NE(msg.find("write failed: " + std::string(std::strerror(EFBIG))), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("intact"), std::string::npos) << msg;
+  EXPECT_EQ(read_bytes(p), before);
+  EXPECT_FALSE(std::filesystem::exists(p + ".tmp"));
+  EXPECT_TRUE(load_safetensors(p).checksummed);
 }
 
 }  // namespace aim

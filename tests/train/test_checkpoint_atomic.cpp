@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "models/din.h"
@@ -62,6 +63,65 @@ TEST(Checkpoint, KilledSaveLeavesPreviousIntact) {
   EXPECT_EQ(ci.data_position, 100 * ci.step);
   EXPECT_EQ(fresh.state_dict().front().second.to_vector<float>(),
             model.state_dict().front().second.to_vector<float>());
+  std::filesystem::remove_all(dir);
+}
+
+// A second run on the same --checkpoint-dir is refused, naming the owner; the lock goes with its
+// holder.
+TEST(Checkpoint, SecondWriterIsRefused) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("aim_ckpt_lock_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  {
+    CheckpointDirLock first(dir);
+    try {
+      CheckpointDirLock second(dir);
+      FAIL() << "a second lock of " << dir << " was granted";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("is in use by another run (pid " + std::to_string(::getpid())),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find(dir), std::string::npos) << m;
+    }
+  }
+  CheckpointDirLock again(dir);  // released with its holder
+  std::filesystem::remove_all(dir);
+}
+
+// --resume of a checkpoint with a damaged byte is an error naming the tensor.
+TEST(Checkpoint, DamagedTensorIsNamedOnResume) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("aim_ckpt_flip_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  models::DinConfig cfg;
+  cfg.n_mid = 50, cfg.n_cat = 10;
+  models::Din model{cfg};
+  auto opt = make_optimizer("sgd", model.named_parameters(), 1e-3);
+  save_checkpoint(dir, 3, model, *opt, 30);
+  const std::string path = checkpoint_path(dir);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  bytes[bytes.size() - 2] ^= 0x40;  // the last tensor's bytes
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  models::Din fresh{cfg};
+  auto fresh_opt = make_optimizer("sgd", fresh.named_parameters(), 1e-3);
+  try {
+    load_checkpoint(dir, fresh, *fresh_opt);
+    FAIL() << "a damaged checkpoint loaded";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("fails its checksum"), std::string::npos) << m;
+    EXPECT_NE(m.find("tensor 'model."), std::string::npos) << m;
+  }
   std::filesystem::remove_all(dir);
 }
 
