@@ -109,7 +109,8 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
                                  "--results", res, "--progress", "lines"], 0,
         "step 10/30", "auc", "done: 30 steps")
     check(os.path.exists(os.path.join(ck, "checkpoint.safetensors")), "no checkpoint written")
-    check(not [f for f in os.listdir(ck) if f != "checkpoint.safetensors"],
+    # LOCK: the writer's lock file (pid and host), kept; its flock went with the process.
+    check(not [f for f in os.listdir(ck) if f not in ("checkpoint.safetensors", "LOCK")],
           "temporary files left in %s: %s" % (ck, os.listdir(ck)))
     run([TRAIN, "din"] + TINY + ["--steps", "40", "--batch-size", "32", "--checkpoint-dir", ck,
                                  "--resume", "--save-weights", w, "--results", res,
