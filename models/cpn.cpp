@@ -118,7 +118,9 @@ Cpn::Cpn(const CpnConfig& c) : c_(c) {
   AIM_CHECK(c_.keypoints >= 2 && c_.keypoints <= 64, "cpn: keypoints ", c_.keypoints);
   AIM_CHECK(c_.top_k >= 1 && c_.top_k <= c_.keypoints, "cpn: OHKM top_k ", c_.top_k,
             " outside [1, ", c_.keypoints, "]");
-  AIM_CHECK(c_.height % 32 == 0 || c_.height >= 32, "cpn: input height ", c_.height);
+  AIM_CHECK(c_.height >= 32 && c_.width >= 32 && c_.out_h >= 1 && c_.out_w >= 1, "cpn: input ",
+            c_.height, "x", c_.width, " must be at least 32x32 (C5 is 1/32), heatmaps ", c_.out_h,
+            "x", c_.out_w);
   // RGB order: 255 x - mean, then reversed to BGR in forward_all().
   mean_ = Tensor::from_vector(std::vector<float>{122.77f, 115.95f, 102.98f}, {1, 3, 1, 1});
   uint64_t seed = c_.seed * 1000;
