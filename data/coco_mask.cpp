@@ -6,6 +6,10 @@
 
 #include "tensor/check.h"
 
+// Bit-identical to maskApi.c (compiled without FMA): no a * b + c fused into one rounding here
+// (GCC contracts in C++ whatever -std says, and the build targets x86-64-v3, which has FMA).
+#pragma GCC optimize("fp-contract=off")
+
 namespace aim::data {
 namespace {
 
