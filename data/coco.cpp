@@ -32,7 +32,87 @@ double num_field(const json& j, const char* key, const std::string& where) {
   return v.get<double>();
 }
 
+// "segmentation": polygons, or an RLE of the image's size (uncompressed or compressed counts).
+CocoSegmentation parse_segmentation(const json& s, const CocoImage& im, const std::string& w) {
+  CocoSegmentation seg;
+  if (s.is_array()) {
+    seg.kind = CocoSegmentation::Kind::polygons;
+    AIM_CHECK(!s.empty(), w, ": an empty polygon list");
+    for (size_t j = 0; j < s.size(); ++j) {
+      const std::string wj = w + "[" + std::to_string(j) + "]";
+      AIM_CHECK(s[j].is_array() && std::all_of(s[j].begin(), s[j].end(),
+                                               [](const json& v) { return v.is_number(); }),
+                wj, ": expected a list of numbers x0, y0, x1, y1, ...");
+      AIM_CHECK(!s[j].empty() && s[j].size() % 2 == 0, wj, ": ", s[j].size(),
+                " coordinates, expected a positive even number (x, y pairs)");
+      seg.polygons.push_back(s[j].get<std::vector<double>>());
+    }
+    // frPyObjects decides on the first polygon's length: 4 numbers are boxes, fewer are refused.
+    const size_t first = seg.polygons[0].size();
+    AIM_CHECK(first >= 4, w, "[0]: ", first,
+              " coordinates: pycocotools reads no object whose first polygon has fewer than 4");
+    if (first == 4)
+      for (size_t j = 0; j < seg.polygons.size(); ++j)
+        AIM_CHECK(seg.polygons[j].size() == 4, w, "[", j, "]: ", seg.polygons[j].size(),
+                  " coordinates in a list of boxes (its first polygon has 4 numbers, which "
+                  "pycocotools reads as [x, y, width, height])");
+    return seg;
+  }
+  AIM_CHECK(s.is_object() && s.contains("counts") && s.contains("size"), w,
+            ": expected a list of polygons or an RLE {\"counts\", \"size\"}, got ",
+            s.dump().substr(0, 80));
+  seg.kind = CocoSegmentation::Kind::rle;
+  const json& size = s.at("size");
+  AIM_CHECK(size.is_array() && size.size() == 2 && size[0].is_number_integer() &&
+                size[1].is_number_integer(),
+            w, ".size: expected [height, width] integers, got ", size.dump());
+  const int64_t h = size[0].get<int64_t>(), wd = size[1].get<int64_t>();
+  AIM_CHECK(h == im.height && wd == im.width, w, ".size: [", h, ", ", wd, "] is not image ", im.id,
+            "'s [", im.height, ", ", im.width, "]");
+  const json& counts = s.at("counts");
+  if (counts.is_string()) {
+    seg.rle = coco_rle_from_string(counts.get<std::string>(), h, wd, w + ".counts");
+  } else {
+    AIM_CHECK(counts.is_array(), w, ".counts: expected a list of run lengths or a string");
+    seg.rle.h = h, seg.rle.w = wd;
+    for (size_t j = 0; j < counts.size(); ++j) {
+      const json& c = counts[j];
+      AIM_CHECK(
+          c.is_number_integer() && c.get<int64_t>() >= 0 && c.get<int64_t>() <= int64_t(UINT32_MAX),
+          w, ".counts[", j, "]: expected a run length (integer >= 0), got ", c.dump());
+      seg.rle.counts.push_back(uint32_t(c.get<int64_t>()));
+    }
+  }
+  coco_rle_check(seg.rle, w);
+  return seg;
+}
+
 }  // namespace
+
+CocoRle coco_annotation_rle(const CocoSegmentation& s, int64_t h, int64_t w,
+                            const std::string& what) {
+  using Kind = CocoSegmentation::Kind;
+  AIM_CHECK(s.kind != Kind::none, what, ": no segmentation");
+  if (s.kind == Kind::rle) {
+    AIM_CHECK(s.rle.h == h && s.rle.w == w, what, ": RLE of size ", s.rle.h, "x", s.rle.w,
+              " on an image of ", h, "x", w);
+    return s.rle;
+  }
+  AIM_CHECK(!s.polygons.empty(), what, ": an empty polygon list");
+  const bool boxes = s.polygons[0].size() == 4;
+  std::vector<CocoRle> parts;
+  for (size_t j = 0; j < s.polygons.size(); ++j) {
+    const std::vector<double>& p = s.polygons[j];
+    const std::string wj = what + "[" + std::to_string(j) + "]";
+    if (boxes) {
+      AIM_CHECK(p.size() == 4, wj, ": ", p.size(), " numbers in a list of boxes");
+      parts.push_back(coco_rle_from_bbox({p[0], p[1], p[2], p[3]}, h, w));
+    } else {
+      parts.push_back(coco_rle_from_polygon(p, h, w, wj));
+    }
+  }
+  return coco_rle_merge(parts);
+}
 
 CocoDataset parse_coco_instances(const std::string& text, const std::string& name,
                                  bool clip_boxes) {
@@ -98,6 +178,9 @@ CocoDataset parse_coco_instances(const std::string& text, const std::string& nam
     a.w = bb[2].get<double>(), a.h = bb[3].get<double>();
     if (anns[i].contains("area")) a.area = num_field(anns[i], "area", w);
     if (anns[i].contains("iscrowd")) a.iscrowd = int_field(anns[i], "iscrowd", w) != 0;
+    if (anns[i].contains("segmentation"))
+      a.segmentation = parse_segmentation(anns[i].at("segmentation"), d.images[img->second],
+                                          w + ".segmentation");
     if (!(a.w > 0 && a.h > 0)) {
       ++d.skipped_degenerate;
       continue;

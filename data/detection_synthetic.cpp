@@ -86,7 +86,8 @@ std::string DetectionSyntheticSource::fingerprint() const {
   return os.str();
 }
 
-std::vector<SyntheticObject> DetectionSyntheticSource::sample(int64_t index, float* img) const {
+std::vector<SyntheticObject> DetectionSyntheticSource::sample(int64_t index, float* img,
+                                                              uint8_t* owner) const {
   AIM_CHECK(index >= 0, "detection-synthetic: negative sample index ", index);
   const int64_t H = cfg_.height, W = cfg_.width, HW = H * W;
   PhiloxDraw d(layout_key_, uint64_t(index) * kLayoutBlocks);
@@ -97,6 +98,7 @@ std::vector<SyntheticObject> DetectionSyntheticSource::sample(int64_t index, flo
     gx[c] = float(-0.15 + 0.3 * d.unit());
     gy[c] = float(-0.15 + 0.3 * d.unit());
   }
+  if (owner) std::fill(owner, owner + HW, uint8_t(0));
   if (img)
     for (int c = 0; c < 3; ++c)
       for (int64_t i = 0; i < H; ++i)
@@ -141,6 +143,7 @@ std::vector<SyntheticObject> DetectionSyntheticSource::sample(int64_t index, flo
           jmin = std::min(jmin, j), jmax = std::max(jmax, j);
           if (img)
             for (int c = 0; c < 3; ++c) img[c * HW + i * W + j] = bright * rgb[c];
+          if (owner) owner[i * W + j] = uint8_t(objects.size() + 1);  // max_objects <= 64
         }
       if (imax >= 0)
         objects.push_back({label, float(jmin), float(imin), float(jmax + 1), float(imax + 1)});

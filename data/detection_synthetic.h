@@ -57,7 +57,9 @@ class DetectionSyntheticSource : public BatchSource {
   // The palette colour (RGB in [0, 1]) of class `label` (objects are painted at 0.8-1 times it).
   static void colour(int64_t label, float rgb[3]);
   // Stream sample `index`: its objects, and its image into img [3, H, W] when img != nullptr.
-  std::vector<SyntheticObject> sample(int64_t index, float* img) const;
+  // owner [H, W], when given: k + 1 where the returned object k is painted on top, else 0 (the
+  // visible pixel masks of data/instance_synthetic.h); it does not change the sample.
+  std::vector<SyntheticObject> sample(int64_t index, float* img, uint8_t* owner = nullptr) const;
 
  private:
   TensorMap batch(int64_t first, int64_t count) const;

@@ -81,7 +81,7 @@ struct RoiPoolBwdArgs {
 
 // ---- geometry, written once for every variant -----------------------------------------------
 // Products are rounded on their own (nvcc would contract `a * b + c` into an FMA and round
-// differently from the host, where -std=c++17 keeps GCC from contracting): a sample that lands
+// differently from the host, where roi_cpu.cpp turns GCC's contraction off): a sample that lands
 // on the border of the map must land there on every device.
 #if defined(__CUDACC__)
 #define AIM_ROI_HD __host__ __device__ __forceinline__

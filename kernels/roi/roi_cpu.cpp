@@ -20,6 +20,11 @@
 #include "kernels/registry.h"
 #include "kernels/roi/roi.h"
 
+// The geometry of roi.h rounded as torchvision's CPU kernel rounds it: GCC contracts a * b + c
+// into an FMA in C++ whatever -std says (x86-64-v3 has FMA), which moved samples by an ulp and
+// mask targets by up to 1e-5 (tests/models/test_mask_parts.cpp).
+#pragma GCC optimize("fp-contract=off")
+
 namespace aim::kernels {
 namespace {
 

@@ -20,6 +20,12 @@
 
 #include "kernels/roi/roi.h"
 
+#if !defined(__CUDACC__)
+// Compiled as C++ for the emulated device: round the geometry as nvcc's __fmul_rn does (and as
+// roi_cpu.cpp), without GCC's FMA contraction.
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 namespace aim::kernels::AIM_CUDA_NS {
 namespace {
 

@@ -1,11 +1,14 @@
 // data/coco.h: an instances file with gapped category ids (contiguous labels), crowd boxes,
 // degenerate boxes skipped and counted, boxes outside the image (error or clipped), and the errors
-// for malformed JSON, missing fields, duplicate ids and unknown references.
+// for malformed JSON, missing fields, duplicate ids and unknown references; segmentations
+// (polygons, uncompressed and compressed RLE, pycocotools' list-of-boxes reading) and their errors.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "data/coco.h"
+#include "data/coco_mask.h"
+#include "tests/support/common.h"
 
 namespace aim::data {
 namespace {
@@ -76,6 +79,93 @@ TEST(Coco, ErrorsNameTheElement) {
             std::string::npos);
   EXPECT_NE(error_of(replace(kGood, "\"id\": 1, \"image_id\"", "\"id\": \"1\", \"image_id\""))
                 .find("annotations[0].id: expected an integer"),
+            std::string::npos);
+}
+
+// Image 5 is 6x4 (h x w); three objects of one category.
+std::string with_segmentations(const std::string& s0, const std::string& s1,
+                               const std::string& s2) {
+  return std::string(R"({"images": [{"id": 5, "file_name": "a.jpg", "width": 4, "height": 6}],
+ "categories": [{"id": 3, "name": "thing"}],
+ "annotations": [
+  {"id": 1, "image_id": 5, "category_id": 3, "bbox": [0, 0, 2, 2], "segmentation": )") +
+         s0 + R"(},
+  {"id": 2, "image_id": 5, "category_id": 3, "bbox": [0, 0, 2, 2], "iscrowd": 1, "segmentation": )" +
+         s1 + R"(},
+  {"id": 3, "image_id": 5, "category_id": 3, "bbox": [0, 0, 2, 2], "segmentation": )" +
+         s2 + "}]}";
+}
+
+TEST(Coco, ReadsSegmentations) {
+  // Two squares (pixels 0..1 x 0..1 and 2..3 x 3..4), an uncompressed crowd RLE (column 0 rows
+  // 1..3 and column 1 row 0), the same as a compressed string.
+  CocoRle crowd;
+  crowd.h = 6, crowd.w = 4, crowd.counts = {1, 3, 2, 1, 17};
+  const std::string counts = coco_rle_to_string(crowd);
+  const CocoDataset d = parse_coco_instances(
+      with_segmentations("[[0, 0, 2, 0, 2, 2, 0, 2], [2, 3, 4, 3, 4, 5, 2, 5]]",
+                         R"({"counts": [1, 3, 2, 1, 17], "size": [6, 4]})",
+                         R"({"counts": ")" + counts + R"(", "size": [6, 4]})"),
+      "seg.json");
+  ASSERT_EQ(d.annotations.size(), 3u);
+  using Kind = CocoSegmentation::Kind;
+  const CocoSegmentation& s0 = d.annotations[0].segmentation;
+  ASSERT_EQ(s0.kind, Kind::polygons);
+  EXPECT_EQ(s0.polygons.size(), 2u);
+  const CocoRle m0 = coco_annotation_rle(s0, 6, 4, "a0");
+  EXPECT_EQ(coco_rle_area(m0), 8u);
+  EXPECT_EQ(coco_rle_to_bbox(m0), (std::array<double, 4>{0, 0, 4, 5}));
+  const std::vector<uint8_t> px = coco_rle_decode(m0);
+  EXPECT_EQ(px[0 * 4 + 0], 1);
+  EXPECT_EQ(px[4 * 4 + 3], 1);
+  EXPECT_EQ(px[2 * 4 + 0], 0);
+  for (int i : {1, 2}) {
+    const CocoSegmentation& s = d.annotations[size_t(i)].segmentation;
+    ASSERT_EQ(s.kind, Kind::rle);
+    EXPECT_EQ(coco_annotation_rle(s, 6, 4, "a").counts, crowd.counts) << i;
+  }
+  // pycocotools reads a list whose first polygon has 4 numbers as boxes [x, y, width, height].
+  const CocoDataset b = parse_coco_instances(
+      with_segmentations("[[0, 0, 2, 3]]", "[[1, 1, 1, 1], [2, 2, 1, 1]]", "[[0, 0, 1, 0, 1, 1]]"),
+      "seg.json");
+  EXPECT_EQ(coco_rle_area(coco_annotation_rle(b.annotations[0].segmentation, 6, 4, "b")),
+            coco_rle_area(coco_rle_from_bbox({0, 0, 2, 3}, 6, 4)));
+  EXPECT_EQ(coco_rle_area(coco_annotation_rle(b.annotations[1].segmentation, 6, 4, "b")), 2u);
+  AIM_EXPECT_ERROR(coco_annotation_rle(d.annotations[1].segmentation, 7, 4, "crowd"),
+                   "crowd: RLE of size 6x4 on an image of 7x4");
+  AIM_EXPECT_ERROR(coco_annotation_rle(CocoSegmentation{}, 6, 4, "none"), "none: no segmentation");
+}
+
+TEST(Coco, SegmentationErrorsNameTheElement) {
+  auto err = [](const std::string& s0) {
+    return error_of(with_segmentations(s0, "[[0, 0, 1, 0, 1, 1]]", "[[0, 0, 1, 0, 1, 1]]"));
+  };
+  EXPECT_NE(err("[[0, 0, 2, 0, 2, 2, 0, 2], [1, 2, 3]]")
+                .find("annotations[0].segmentation[1]: 3 coordinates"),
+            std::string::npos)
+      << err("[[0, 0, 2, 0, 2, 2, 0, 2], [1, 2, 3]]");
+  EXPECT_NE(err("[]").find("annotations[0].segmentation: an empty polygon list"),
+            std::string::npos);
+  EXPECT_NE(err("[[0, 0]]").find("annotations[0].segmentation[0]: 2 coordinates"),
+            std::string::npos);
+  EXPECT_NE(err("[[0, 0, 1, 1], [0, 0, 1, 0, 1, 1]]")
+                .find("annotations[0].segmentation[1]: 6 coordinates in a list of boxes"),
+            std::string::npos);
+  EXPECT_NE(err("[[0, \"a\", 1, 1, 2, 2]]").find("annotations[0].segmentation[0]: expected"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"counts": [1, 2], "size": [6, 4]})")
+                .find("annotations[0].segmentation: the counts sum to 3, not h * w"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"counts": [1, -2], "size": [6, 4]})")
+                .find("annotations[0].segmentation.counts[1]: expected a run length"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"counts": "0!", "size": [6, 4]})")
+                .find("annotations[0].segmentation.counts: counts character 1"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"counts": "08", "size": [4, 6]})")
+                .find("annotations[0].segmentation.size: [4, 6] is not image 5's [6, 4]"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"size": [6, 4]})").find("annotations[0].segmentation: expected a list"),
             std::string::npos);
 }
 
