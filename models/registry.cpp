@@ -115,6 +115,7 @@ std::vector<ModelEntry> make_registry() {
   add_seglink_model(r);
   add_dssd_model(r);
   add_ssd_resnet_models(r);
+  add_faster_rcnn_model(r);
   return r;
 }
 

@@ -57,7 +57,13 @@ ILL_CONDITIONED = {"resnet152", "densenet121", "synnet", "crnn"}
 # emulator. They skip the runs whose kernels every other CNN already covers on the emulated
 # device (fp16 training and inference: the same conv, pool and BN variants as bf16) and the
 # protected training step (the protected inference still runs): CI stays within its budget.
-HEAVY = {"ssd_vgg16", "ssd_resnet34", "ssd_resnet18", "dssd", "seglink"}
+HEAVY = {"ssd_vgg16", "ssd_resnet34", "ssd_resnet18", "dssd", "seglink", "faster_rcnn"}
+
+# Per-model allowances over SYNC_TARGET, each with its reason (docs/detection.md):
+#   faster_rcnn: py-faster-rcnn's proposal and sampling layers run on the host, after one read-back
+#   of the RPN's outputs per step (and per inference batch, so its forward cannot be captured).
+SYNC_ALLOWANCE = {"faster_rcnn": 1.0}
+NO_CAPTURE = {"faster_rcnn"}
 
 failures = []
 rows = []
@@ -130,12 +136,13 @@ def check_model(model, tmp):
             rows.append((model, "train " + prec, "FAIL", "", dt))
             continue
         syncs = r.get("host_syncs_per_step")
-        ok = syncs is not None and syncs <= SYNC_TARGET
+        target = SYNC_TARGET + SYNC_ALLOWANCE.get(model, 0.0)
+        ok = syncs is not None and syncs <= target
         note = "syncs/step %s, d2h %s B/step" % (syncs, r.get("d2h_bytes_per_step"))
         if not ok:
             failures.append("aim-train %s --device cuda (%s): %s host synchronisations per step "
                             "(target <= %g; tools/emu-sync-trace.sh shows where)" %
-                            (model, prec, syncs, SYNC_TARGET))
+                            (model, prec, syncs, target))
         if prec == "fp32" and cpu is not None:
             a, b = r["first_loss"], cpu["first_loss"]
             close = abs(a - b) <= 1e-4 * max(1.0, abs(b))
@@ -163,7 +170,8 @@ def check_model(model, tmp):
     rows.append((model, "gradients vs cpu", "ok" if ok else "FAIL", note, 0.0))
     # Inference in every precision, and a captured step.
     modes = [[], ["--fp16"], ["--bf16"], ["--int8"], ["--cuda-graph"]]
-    for extra in [m for m in modes if not (model in HEAVY and m == ["--fp16"])]:
+    for extra in [m for m in modes if not (model in HEAVY and m == ["--fp16"]) and
+                  not (model in NO_CAPTURE and m == ["--cuda-graph"])]:
         p, dt = infer(model, extra, tmp)
         rows.append((model, "infer " + (" ".join(extra) or "fp32"),
                      "ok" if p.returncode == 0 else "FAIL", "", dt))
