@@ -116,6 +116,7 @@ std::vector<ModelEntry> make_registry() {
   add_dssd_model(r);
   add_ssd_resnet_models(r);
   add_cpn_model(r);
+  add_faster_rcnn_model(r);
   return r;
 }
 

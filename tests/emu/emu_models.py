@@ -61,7 +61,7 @@ ILL_CONDITIONED = {"resnet152", "densenet121", "synnet", "crnn"}
 # protected training step (the protected inference still runs). ssd_vgg16, the base of the SSD
 # family, keeps bf16 training and bf16 and int8 inference, so the detection ops' 16-bit and
 # quantized graphs run on the device once: CI stays within its budget (README).
-HEAVY = {"ssd_vgg16", "ssd_resnet34", "ssd_resnet18", "dssd", "seglink"}
+HEAVY = {"ssd_vgg16", "ssd_resnet34", "ssd_resnet18", "dssd", "seglink", "faster_rcnn"}
 HEAVY_MIXED = {"ssd_vgg16"}
 
 
@@ -77,8 +77,13 @@ def infer_modes(model):
         return modes
     if model in HEAVY_MIXED:
         return [m for m in modes if m != ["--fp16"]]
-    return [[], ["--cuda-graph"]]
+    return [[]] if model in NO_CAPTURE else [[], ["--cuda-graph"]]
 
+# Per-model allowances over SYNC_TARGET, each with its reason (docs/detection.md):
+#   faster_rcnn: py-faster-rcnn's proposal and sampling layers run on the host, after one read-back
+#   of the RPN's outputs per step (and per inference batch, so its forward cannot be captured).
+SYNC_ALLOWANCE = {"faster_rcnn": 1.0}
+NO_CAPTURE = {"faster_rcnn"}
 
 failures = []
 rows = []
@@ -151,12 +156,13 @@ def check_model(model, tmp):
             rows.append((model, "train " + prec, "FAIL", "", dt))
             continue
         syncs = r.get("host_syncs_per_step")
-        ok = syncs is not None and syncs <= SYNC_TARGET
+        target = SYNC_TARGET + SYNC_ALLOWANCE.get(model, 0.0)
+        ok = syncs is not None and syncs <= target
         note = "syncs/step %s, d2h %s B/step" % (syncs, r.get("d2h_bytes_per_step"))
         if not ok:
             failures.append("aim-train %s --device cuda (%s): %s host synchronisations per step "
                             "(target <= %g; tools/emu-sync-trace.sh shows where)" %
-                            (model, prec, syncs, SYNC_TARGET))
+                            (model, prec, syncs, target))
         if prec == "fp32" and cpu is not None:
             a, b = r["first_loss"], cpu["first_loss"]
             close = abs(a - b) <= 1e-4 * max(1.0, abs(b))
