@@ -129,6 +129,9 @@ TEST(Safetensors, FailedWriteKeepsThePreviousFile) {
   const std::string p = tmp("full.safetensors");
   save_safetensors(p, {{"w", Tensor::arange(16)}});
   const std::string before = read_bytes(p);
+  // Made before the fork: the child must not start OpenMP work (a forked child of a process with
+  // an OpenMP pool hangs in libgomp); saving a contiguous CPU tensor runs none.
+  const Tensor big = Tensor::arange(100000);
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   const pid_t child = fork();
@@ -141,7 +144,7 @@ TEST(Safetensors, FailedWriteKeepsThePreviousFile) {
     ::setrlimit(RLIMIT_FSIZE, &rl);
     std::string msg = "no error";
     try {
-      save_safetensors(p, {{"w", Tensor::arange(100000)}});
+      save_safetensors(p, {{"w", big}});
     } catch (const Error& e) {
       msg = e.what();
     }
