@@ -279,18 +279,21 @@ CpnLoss Cpn::compute_loss(const CpnOutputs& out, const Tensor& heatmaps,
   const Tensor label7 = ag::select(labels, 1, 3).data().contiguous();
   const Variable per =
       ag::mul(ag::mean(ag::square(ag::sub(out.refine, Variable(label7))), {2, 3}), labelled);
-  // OHKM: the top_k keypoints of each image (ties: the lower keypoint).
-  const std::vector<float> host = per.data().to(kCPU).to(DType::f32).to_vector<float>();
-  std::vector<float> sel(size_t(B * K), 0.0f);
-  for (int64_t b = 0; b < B; ++b) {
-    std::vector<int64_t> idx(static_cast<size_t>(K));
-    std::iota(idx.begin(), idx.end(), int64_t(0));
-    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t c) {
-      return host[size_t(b * K + a)] > host[size_t(b * K + c)];
-    });
-    for (int64_t t = 0; t < c_.top_k; ++t) sel[size_t(b * K + idx[size_t(t)])] = 1.0f;
-  }
-  const Variable mask(Tensor::from_vector(sel, {B, K}, per.device()).to(per.dtype()));
+  // OHKM: the top_k keypoints of each image, ties to the lower keypoint (a stable descending
+  // sort), chosen on the device (no host read in the training step): keypoint j's rank is the
+  // number of keypoints with a larger loss plus those before it with an equal one.
+  const Device dev = per.device();
+  const Variable p(per.data().to(DType::f32));  // no gradient through the choice
+  const Variable pi = ag::reshape(p, {B, K, 1}), pj = ag::reshape(p, {B, 1, K});
+  std::vector<float> before(size_t(K * K), 0.0f);  // [i][j]: keypoint i comes before j
+  for (int64_t i = 0; i < K; ++i)
+    for (int64_t j = i + 1; j < K; ++j) before[size_t(i * K + j)] = 1.0f;
+  const Variable ahead(ag::gt(pi, pj).to(DType::f32));
+  const Variable tied(ag::eq(pi, pj).to(DType::f32));
+  const Variable rank = ag::sum(
+      ag::add(ahead, ag::mul(tied, Variable(Tensor::from_vector(before, {1, K, K}, dev)))), {1});
+  const Variable top_k(Tensor::full({1}, double(c_.top_k), DType::f32, dev));
+  const Variable mask(ag::lt(rank, top_k).to(per.dtype()));
   loss.refine = ag::mul(ag::sum(ag::mul(per, mask)), 1.0 / double(c_.top_k * B));
   loss.total = ag::add(loss.global, loss.refine);
   return loss;
