@@ -62,9 +62,9 @@ for m in ${models//,/ }; do
     din | dien | ncf | wide_deep | crnn) cmd=("$here/run_$m.sh" "$build" "${common[@]}") ;;
     bert) cmd=("$here/run_bert.sh" "$build" "${common[@]}") ;;
     resnet50 | resnet152 | vgg16 | densenet121 | googlenet | alexnet | squeezenet | synnet | ssd_vgg16)
-      batch=16
-      [[ $m == ssd_vgg16 ]] && batch=8
-      cmd=("$here/run_cnn.sh" "$build" --model "$m" --batch "$batch" --peer-python "$peer_python"
+      size=(--batch 16)
+      [[ $m == ssd_vgg16 ]] && size=(--batch 8 --image 300)  # SSD300
+      cmd=("$here/run_cnn.sh" "$build" --model "$m" "${size[@]}" --peer-python "$peer_python"
            "${common[@]}") ;;
     *) die "no side-by-side script for model '$m' (known: the default --models list)" ;;
   esac
