@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/json_fields.h"
 #include "tensor/check.h"
 
 namespace aim::data {
@@ -13,24 +14,9 @@ namespace {
 
 using json = nlohmann::json;
 
-const json& field(const json& j, const char* key, const std::string& where) {
-  AIM_CHECK(j.is_object() && j.contains(key), where, ": missing field '", key, "'");
-  return j.at(key);
-}
-
-int64_t int_field(const json& j, const char* key, const std::string& where) {
-  const json& v = field(j, key, where);
-  AIM_CHECK(v.is_number_integer() ||
-                (v.is_number_float() && v.get<double>() == std::floor(v.get<double>())),
-            where, ".", key, ": expected an integer, got ", v.dump());
-  return v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
-}
-
-double num_field(const json& j, const char* key, const std::string& where) {
-  const json& v = field(j, key, where);
-  AIM_CHECK(v.is_number(), where, ".", key, ": expected a number, got ", v.dump());
-  return v.get<double>();
-}
+using json_fields::field;
+using json_fields::int_field;
+using json_fields::num_field;
 
 // "segmentation": polygons, or an RLE of the image's size (uncompressed or compressed counts).
 CocoSegmentation parse_segmentation(const json& s, const CocoImage& im, const std::string& w) {
