@@ -285,14 +285,17 @@ CpnLoss Cpn::compute_loss(const CpnOutputs& out, const Tensor& heatmaps,
   const Device dev = per.device();
   const Variable p(per.data().to(DType::f32));  // no gradient through the choice
   const Variable pi = ag::reshape(p, {B, K, 1}), pj = ag::reshape(p, {B, 1, K});
-  std::vector<float> before(size_t(K * K), 0.0f);  // [i][j]: keypoint i comes before j
-  for (int64_t i = 0; i < K; ++i)
-    for (int64_t j = i + 1; j < K; ++j) before[size_t(i * K + j)] = 1.0f;
+  if (!ohkm_before_.defined() || ohkm_before_.device() != dev) {
+    std::vector<float> before(size_t(K * K), 0.0f);  // [i][j]: keypoint i comes before j
+    for (int64_t i = 0; i < K; ++i)
+      for (int64_t j = i + 1; j < K; ++j) before[size_t(i * K + j)] = 1.0f;
+    ohkm_before_ = Tensor::from_vector(before, {1, K, K}, dev);
+    ohkm_top_k_ = Tensor::full({1}, double(c_.top_k), DType::f32, dev);
+  }
   const Variable ahead(ag::gt(pi, pj).to(DType::f32));
   const Variable tied(ag::eq(pi, pj).to(DType::f32));
-  const Variable rank = ag::sum(
-      ag::add(ahead, ag::mul(tied, Variable(Tensor::from_vector(before, {1, K, K}, dev)))), {1});
-  const Variable top_k(Tensor::full({1}, double(c_.top_k), DType::f32, dev));
+  const Variable rank = ag::sum(ag::add(ahead, ag::mul(tied, Variable(ohkm_before_))), {1});
+  const Variable top_k(ohkm_top_k_);
   const Variable mask(ag::lt(rank, top_k).to(per.dtype()));
   loss.refine = ag::mul(ag::sum(ag::mul(per, mask)), 1.0 / double(c_.top_k * B));
   loss.total = ag::add(loss.global, loss.refine);

@@ -148,6 +148,9 @@ class Cpn : public Model {
   std::array<std::shared_ptr<layers::Sequential>, 4> refine_blocks_;  // levels 2..5 (2: empty)
   std::shared_ptr<CpnBottleneck> final_;
   std::shared_ptr<CpnConvBn> refine_out_;
+  // OHKM's constants on the loss's device, made once (not per step): [1, K, K] "keypoint i comes
+  // before j" and top_k.
+  mutable Tensor ohkm_before_, ohkm_top_k_;
 };
 
 }  // namespace aim::models
