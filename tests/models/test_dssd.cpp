@@ -29,17 +29,7 @@
 namespace aim::models {
 namespace {
 
-// max |a - b| / max |b|.
-double rel_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  EXPECT_EQ(x.size(), y.size());
-  double d = 0, m = 0;
-  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
-    d = std::max(d, std::fabs(x[i] - y[i]));
-    m = std::max(m, std::fabs(y[i]));
-  }
-  return m > 0 ? d / m : d;
-}
+using aim::testing::rel_diff;
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();

@@ -31,16 +31,7 @@ namespace {
 
 using namespace detection;
 
-double rel_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  EXPECT_EQ(x.size(), y.size());
-  double d = 0, m = 0;
-  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
-    d = std::max(d, std::fabs(x[i] - y[i]));
-    m = std::max(m, std::fabs(y[i]));
-  }
-  return m > 0 ? d / m : d;
-}
+using aim::testing::rel_diff;
 
 TEST(FasterRcnnParts, AnchorsTransformsOverlaps) {
   // py-faster-rcnn's generate_anchors() (its Python output; the file's comment shows MATLAB's).

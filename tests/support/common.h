@@ -5,11 +5,15 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tensor/check.h"
+#include "tensor/tensor.h"
 
 namespace aim::testing {
 
@@ -44,6 +48,18 @@ inline std::string error_of(const std::function<void()>& fn) {
     return e.what();
   }
   return "";
+}
+
+// max |a - b| / max |b| over two tensors of the same size (the models' parity tests).
+inline double rel_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  EXPECT_EQ(x.size(), y.size());
+  double d = 0, m = 0;
+  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+    d = std::max(d, std::fabs(x[i] - y[i]));
+    m = std::max(m, std::fabs(y[i]));
+  }
+  return m > 0 ? d / m : d;
 }
 
 }  // namespace aim::testing
