@@ -1,9 +1,19 @@
 #include "cli/common.h"
 
+#include <fcntl.h>
 #include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <new>
+#include <regex>
+#include <thread>
 
 #include "kernels/cudnn_util.h"
 #include "kernels/math_mode.h"
@@ -79,11 +89,81 @@ void print_models(std::ostream& os) {
 }
 
 void append_results(const std::string& path, const nlohmann::json& line) {
-  std::ofstream f(path, std::ios::app);
-  AIM_CHECK(f.good(), "--results: cannot open ", path, " for appending");
-  f << line.dump() << "\n";
-  f.flush();
-  AIM_CHECK(f.good(), "--results: writing ", path, " failed");
+  const std::string text = line.dump() + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  AIM_CHECK(fd >= 0, "--results: cannot open ", path, " for appending: ", std::strerror(errno));
+  struct stat st {};
+  const off_t before = ::fstat(fd, &st) == 0 ? st.st_size : -1;
+  const ssize_t n = ::write(fd, text.data(), text.size());
+  const int err = errno;
+  if (n != ssize_t(text.size())) {
+    // A partial line would make every later line of the file unreadable: cut it off again.
+    const bool restored = before >= 0 && ::ftruncate(fd, before) == 0;
+    ::close(fd);
+    AIM_FAIL("--results: writing ", path, " failed (", n < 0 ? std::strerror(err) : "short write",
+             ")", restored ? "; the file is as it was before this run" : "");
+  }
+  const bool synced = ::fsync(fd) == 0 || errno == EINVAL;
+  const int close_rc = ::close(fd);
+  AIM_CHECK(synced && close_rc == 0, "--results: writing ", path,
+            " failed: ", std::strerror(errno));
+}
+
+uint64_t parse_u64(const std::string& flag, const std::string& value) {
+  const bool digits = !value.empty() && value.size() <= 20 &&
+                      value.find_first_not_of("0123456789") == std::string::npos;
+  errno = 0;
+  const unsigned long long v = digits ? std::strtoull(value.c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE)
+    throw UsageError(flag + " '" + value + "' is not an integer in [0, 2^64 - 1]");
+  return uint64_t(v);
+}
+
+void set_kernels(const std::string& spec, bool given, bool fallback) {
+  const char* env = std::getenv("AIM_KERNELS");
+  const char* env_fb = std::getenv("AIM_KERNELS_FALLBACK");
+  if (!given && !fallback) return;    // AIM_KERNELS alone is read by the registry itself
+  (void)kernels::kernel_selection();  // reads AIM_KERNELS once now, so it cannot override later
+  try {
+    kernels::set_kernel_selection(given ? spec : (env ? env : ""),
+                                  fallback || (env_fb && env_fb[0] == '1'));
+  } catch (const Error& e) {
+    std::string what = e.what();
+    const size_t cut = what.find(" [check:");
+    throw UsageError((given ? "" : "AIM_KERNELS: ") + what.substr(0, cut) +
+                     " (allowed: own, vendor, default, or op=variant,...)");
+  }
+}
+
+void check_output_file(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw UsageError(flag + " " + path + ": is a directory, expected a file name");
+  const fs::path parent =
+      fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw UsageError(flag + " " + path + ": the directory " + parent.string() +
+                     " does not exist (checked before the run starts)");
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw UsageError(flag + " " + path + ": the directory " + parent.string() +
+                     " is not writable (" + std::strerror(errno) + ")");
+  if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
+    throw UsageError(flag + " " + path + ": not writable (" + std::strerror(errno) + ")");
+}
+
+void prepare_output_dir(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw UsageError(flag + " " + dir + ": exists and is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw UsageError(flag + " " + dir + ": cannot create the directory (" + ec.message() + ")");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UsageError(flag + " " + dir + ": not writable (" + std::strerror(errno) + ")");
 }
 
 std::map<std::string, int64_t> variant_counts() {
@@ -126,6 +206,10 @@ void set_threads(int threads) {
   if (threads < 0)
     throw UsageError("--threads must be >= 0 (0: default), got " + std::to_string(threads));
   if (threads > 0) omp_set_num_threads(threads);
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores > 0 && threads > int(cores))
+    std::cerr << "warning: --threads " << threads << " is more than this machine's " << cores
+              << " hardware threads: the extra threads share cores and usually slow the run\n";
 }
 
 void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& before, int argc,
@@ -141,6 +225,20 @@ void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& bef
   j["command"] = profiler::command_line(argc, argv);
 }
 
+namespace {
+
+// An aim::Error's text for a user: the checked expression and the source position are for
+// developers (AIM_DEBUG=1 keeps them).
+std::string user_message(const std::string& what) {
+  const char* debug = std::getenv("AIM_DEBUG");
+  if (debug && debug[0] && debug[0] != '0') return what;
+  static const std::regex internal(
+      R"( \[check: .*?\](?= \(|$)| \([A-Za-z0-9_./+-]+\.(cpp|cu|h|cuh):[0-9]+\))");
+  return std::regex_replace(what, internal, "");
+}
+
+}  // namespace
+
 int run_cli(const char* prog, const std::function<int()>& body) {
   try {
     return body();
@@ -148,7 +246,11 @@ int run_cli(const char* prog, const std::function<int()>& body) {
     std::cerr << prog << ": " << u.what() << "\n(see " << prog << " --help)\n";
     return 2;
   } catch (const Error& e) {
-    std::cerr << prog << ": error: " << e.what() << "\n";
+    std::cerr << prog << ": error: " << user_message(e.what()) << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << prog << ": error: out of host memory (an allocation failed); a smaller "
+              << "--batch-size, --eval-samples or --config size= shrinks the run\n";
     return 1;
   }
 }

@@ -29,15 +29,28 @@ inline std::vector<int64_t> parse_positive_list(const std::string& flag, const s
 }
 // `--list`: one line per registered model (name, task, description, config keys).
 void print_models(std::ostream& os);
-// Appends `line` as one JSON line to `path` (creating it); errors name the flag and the file.
+// Appends `line` as one JSON line to `path` (creating it) in one write: on a short or failed
+// write (a full disk) the file is cut back to its previous size, so no half line is ever left;
+// errors name the flag and the file.
 void append_results(const std::string& path, const nlohmann::json& line);
 // Calls per "op/variant" so far, and the calls made since `before` as a JSON object (results
 // files: the kernel variants that ran during one run of a sweep), with any substitutions.
 std::map<std::string, int64_t> variant_counts();
 nlohmann::json variants_since(const std::map<std::string, int64_t>& before);
 nlohmann::json substitutions_json();
-// Sets the OpenMP threads (0 = leave the default); negative is a usage error.
+// Sets the OpenMP threads (0 = leave the default); negative is a usage error; more threads than
+// the machine's cores is allowed (a benchmark may want it) with a warning on stderr.
 void set_threads(int threads);
+// A flag's unsigned 64-bit value ("--seed"): digits only, so "-1" is an error, not 2^64 - 1.
+uint64_t parse_u64(const std::string& flag, const std::string& value);
+// --kernels SPEC / --kernels-fallback (README, kernels/registry.h): own | vendor | default |
+// op=variant,... over AIM_KERNELS; an unknown op or keyword is a UsageError naming the flag.
+void set_kernels(const std::string& spec, bool given, bool fallback);
+// Output paths are checked before any work (a run is not lost to a typo in its last step):
+// a file's folder must exist and be writable and the path must not be a folder; a folder
+// (--checkpoint-dir) is created now. UsageError naming the flag and the path otherwise.
+void check_output_file(const std::string& flag, const std::string& path);
+void prepare_output_dir(const std::string& flag, const std::string& dir);
 // --tf32 on|off|conv|matmul: sets where fp32 vendor convolutions / matmuls may use TF32
 // (kernels/math_mode.h); anything else is a UsageError naming the flag and the allowed values.
 inline constexpr const char* kTf32Help =
@@ -57,7 +70,9 @@ void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& bef
                     char** argv);
 // Runs a CLI's body and maps its failures to the exit status: a UsageError prints
 // "<prog>: <what>\n(see <prog> --help)" and gives 2, an aim::Error prints "<prog>: error: <what>"
-// and gives 1. Anything else propagates.
+// and gives 1 (the message without the internal "[check: ...]" and "(file.cpp:N)" parts unless
+// AIM_DEBUG is set); std::bad_alloc prints what ran out and the flags that shrink the run, and
+// gives 1. Anything else propagates.
 int run_cli(const char* prog, const std::function<int()>& body);
 
 }  // namespace aim::cli

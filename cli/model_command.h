@@ -52,6 +52,17 @@ inline void apply_train_defaults(ModelCommand& c,
 
 // `config` is the vector the options bind --config to (filled while parsing). train: the model's
 // training recipe fills the flags left at their defaults (aim-train).
+// The flags both CLIs share beyond the model's: kernel selection (DESIGN §4).
+inline void add_kernel_options(boost::program_options::options_description& opts) {
+  namespace po = boost::program_options;
+  opts.add_options()("kernels", po::value<std::string>(),
+                     "kernel variants: own | vendor | op=variant,... (over AIM_KERNELS; "
+                     "names as in a --results line's variants_used)")(
+      "kernels-fallback",
+      "a --kernels choice that cannot take a call runs the op's default instead, logged once "
+      "and recorded in --results (otherwise: an error naming why)");
+}
+
 inline ModelCommand parse_model_command(int argc, char** argv,
                                         const boost::program_options::options_description& opts,
                                         const std::vector<std::string>& config,
@@ -80,6 +91,20 @@ inline ModelCommand parse_model_command(int argc, char** argv,
     return c;
   }
   if (model_name.empty()) throw UsageError("missing MODEL (see --list)");
+  // A key given twice is a mistake, not "the last one wins".
+  for (size_t i = 0; i < config.size(); ++i)
+    for (size_t k = 0; k < i; ++k) {
+      const std::string a = config[i].substr(0, config[i].find('='));
+      if (a == config[k].substr(0, config[k].find('=')))
+        throw UsageError("--config " + a + " is given twice ('" + config[k] + "' and '" +
+                         config[i] + "'): give each key once");
+    }
+  auto given = [&](const char* f) { return c.vm.count(f) && !c.vm[f].defaulted(); };
+  if (given("steps") && given("epochs") && c.vm["epochs"].as<double>() > 0)
+    throw UsageError("--steps and --epochs both set the run's length: give one");
+  if (c.vm.count("kernels") || c.vm.count("kernels-fallback"))
+    set_kernels(c.vm.count("kernels") ? c.vm["kernels"].as<std::string>() : std::string(),
+                c.vm.count("kernels") > 0, c.vm.count("kernels-fallback") > 0);
   try {
     c.entry = &models::find_model(model_name);
     c.cfg = c.entry->parse_config(config);

@@ -108,9 +108,12 @@ CensusRow parse_census_line(const std::string& cleaned, const std::string& where
   const int cols[] = {0, 2, 4, 10, 11, 12};
   int64_t* dst[] = {&r.age,          &r.fnlwgt,       &r.education_num,
                     &r.capital_gain, &r.capital_loss, &r.hours_per_week};
+  // Counts, ages, hours and money: none is negative (fnlwgt a census weight, education_num >= 1
+  // in the data but 0 is harmless); a negative value is a broken row, not a feature.
   for (int k = 0; k < 6; ++k)
-    AIM_CHECK(parse_int(f[size_t(cols[k])], *dst[k]), where, ": column ", cols[k] + 1, " (",
-              names[k], ") is '", f[size_t(cols[k])], "', expected an integer");
+    AIM_CHECK(parse_int(f[size_t(cols[k])], *dst[k]) && *dst[k] >= 0, where, ": column ",
+              cols[k] + 1, " (", names[k], ") is '", f[size_t(cols[k])],
+              "', expected an integer >= 0");
   r.workclass = f[1];
   r.education = f[3];
   r.marital_status = f[5];

@@ -27,35 +27,45 @@ namespace po = boost::program_options;
 using aim::cli::UsageError;
 
 int main(int argc, char** argv) {
-  std::string device, results, batch_list, precision, tf32, denormals;
+  std::string device, results, batch_list, precision, tf32, denormals, seed = "1";
   std::vector<std::string> config;
   aim::infer::InferOptions io;
   int threads = 0;
 
-  po::options_description opts("aim-infer MODEL [options]   (models: aim-infer --list)");
+  po::options_description opts(
+      "aim-infer MODEL [options]   (models: aim-infer --list)\n\nexamples:\n"
+      "  aim-infer resnet50 --batch-size 1              (latency) \n"
+      "  aim-infer crnn --fp16                          (16-bit, checked against fp32)\n"
+      "  aim-infer din --int8 --results runs.jsonl\n"
+      "  aim-infer din --weights w.safetensors --inputs in.safetensors --dump-outputs "
+      "out.safetensors\n\nOptions");
   // clang-format off
-  opts.add_options()
+  po::options_description g_general("General");
+  g_general.add_options()
     ("help,h", "show this help")
     ("list", "list the models with their --config keys, data and metrics")
-    ("list-inputs", "print the tensors MODEL reads (--inputs) and writes (--dump-outputs)")
-    ("device", po::value<std::string>(&device),
-     "cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)")
+    ("list-inputs", "print the tensors MODEL reads (--inputs) and writes (--dump-outputs)");
+  po::options_description g_model("Model and data");
+  g_model.add_options()
+    ("config", po::value<std::vector<std::string>>(&config)->composing(),
+     "key=value, repeatable (keys per model: see --list)")
+    ("data", po::value<std::string>(&io.data)->default_value("synthetic"),
+     "synthetic | PATH (see --list)")
     ("batch-size", po::value<std::string>(&batch_list)->default_value("256"),
      "samples per batch; a comma-separated list runs once per size (a sweep)")
     ("iters", po::value<int64_t>(&io.iters)->default_value(50), "timed batches (> 0)")
     ("warmup", po::value<int64_t>(&io.warmup)->default_value(5), "untimed batches first (>= 0)")
-    ("seed", po::value<uint64_t>(&io.seed)->default_value(1),
+    ("seed", po::value<std::string>(&seed)->default_value("1"),
      "initialisation (without --weights) and synthetic data")
-    ("data", po::value<std::string>(&io.data)->default_value("synthetic"),
-     "synthetic | PATH (see --list)")
-    ("config", po::value<std::vector<std::string>>(&config)->composing(),
-     "key=value, repeatable (keys per model: see --list)")
     ("weights", po::value<std::string>(&io.weights), "weights to load (.safetensors state dict)")
+    ("inputs", po::value<std::string>(&io.inputs),
+     "run on these input tensors (.safetensors; names and shapes: --list-inputs)")
+    ("postprocess", "time the model's post-processing (a detector's decoding and NMS) inside "
+     "each batch, as end-to-end inference");
+  po::options_description g_prec("Precision");
+  g_prec.add_options()
     ("precision", po::value<std::string>(&precision)->default_value("fp32"),
      "fp32 | fp16 | bf16 | int8 (the long form of --fp16, --bf16, --int8)")
-    ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
-    ("denormals", po::value<std::string>(&denormals)->default_value("flush"),
-     aim::cli::kDenormalsHelp)
     ("fp16", "16-bit GEMM/conv/rnn (autocast, weights cast once; aim-train --list-amp)")
     ("bf16", "as --fp16 with bfloat16")
     ("int8", "post-training int8: per-channel weights, per-tensor inputs calibrated on "
@@ -72,14 +82,23 @@ int main(int argc, char** argv) {
      "int8: use these quantized weights and scales instead of calibrating")
     ("compare-samples", po::value<int64_t>(&io.compare_samples)->default_value(1000),
      "low precision: evaluation samples for the metric comparison with fp32 (0: none)")
-    ("postprocess", "time the model's post-processing (a detector's decoding and NMS) inside "
-     "each batch, as end-to-end inference")
-    ("cuda-graph", "CUDA: capture one inference step in a CUDA graph and replay it")
-    ("inputs", po::value<std::string>(&io.inputs),
-     "run on these input tensors (.safetensors; names and shapes: --list-inputs)")
+    ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
+    ("denormals", po::value<std::string>(&denormals)->default_value("flush"),
+     aim::cli::kDenormalsHelp);
+  po::options_description g_dev("Device and kernels");
+  g_dev.add_options()
+    ("device", po::value<std::string>(&device),
+     "cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)")
+    ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
+    ("cuda-graph", "CUDA: capture one inference step in a CUDA graph and replay it");
+  po::options_description g_out("Output");
+  g_out.add_options()
     ("dump-outputs", po::value<std::string>(&io.dump_outputs),
      "write the outputs of the first batch (.safetensors; with its inputs as input.<name> "
      "when they came from the model's data)")
+    ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
+  po::options_description g_prof("Profiling");
+  g_prof.add_options()
     ("profile", "print per-op, per-layer and model summary tables of the timed batches "
      "(latencies then include the profiler's cost)")
     ("trace", po::value<std::string>(&io.trace), "write a Chrome/Perfetto trace (JSON) to FILE")
@@ -87,9 +106,9 @@ int main(int argc, char** argv) {
     ("ceilings", po::value<std::string>(&io.ceilings),
      "roofline ceilings from aim-bench peak --ceilings FILE")
     ("profile-ops", "CUDA: time every kernel with its own CUDA events (default: per layer)")
-    ("nvtx", "NVTX ranges (domain aim) for Nsight Systems")
-    ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
-    ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
+    ("nvtx", "NVTX ranges (domain aim) for Nsight Systems");
+  aim::cli::add_kernel_options(g_dev);
+  opts.add(g_general).add(g_model).add(g_prec).add(g_dev).add(g_out).add(g_prof);
   // clang-format on
   return aim::cli::run_cli("aim-infer", [&]() -> int {
     aim::cli::ModelCommand mc = aim::cli::parse_model_command(argc, argv, opts, config);
@@ -102,6 +121,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     const std::vector<int64_t> batches = aim::cli::parse_positive_list("--batch-size", batch_list);
+    io.seed = aim::cli::parse_u64("--seed", seed);
     if (io.iters <= 0) throw UsageError("--iters must be > 0, got " + std::to_string(io.iters));
     if (io.warmup < 0) throw UsageError("--warmup must be >= 0, got " + std::to_string(io.warmup));
     if (!io.inputs.empty() && (vm["batch-size"].defaulted() == false || io.data != "synthetic"))
@@ -149,6 +169,12 @@ int main(int argc, char** argv) {
     aim::cli::set_denormals(denormals);
     const aim::Device dev = aim::cli::resolve_device(device);
     io.device = dev.str();
+    // Where the run writes is checked before it starts.
+    aim::cli::check_output_file("--results", results);
+    aim::cli::check_output_file("--dump-outputs", io.dump_outputs);
+    aim::cli::check_output_file("--trace", io.trace);
+    aim::cli::check_output_file("--roofline", io.roofline);
+    aim::cli::check_output_file("--save-quantized", io.save_quantized);
     if (io.cuda_graph && !dev.is_cuda())
       throw UsageError("--cuda-graph needs a CUDA device (--device cuda), got " + dev.str());
 

@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "autograd/amp.h"
 #include "autograd/int8.h"
 #include "autograd/variable.h"
+#include "data/batch_fits.h"
 #include "kernels/error_flag.h"
 #include "profiler/profiler.h"
 #include "profiler/report.h"
@@ -27,6 +30,12 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+std::string join(const std::set<std::string>& names) {
+  std::string r;
+  for (const std::string& n : names) r += (r.empty() ? "" : ", ") + n;
+  return r;
+}
+
 // Keeps only the model's inputs (a source's batch also has labels and user ids).
 TensorMap inputs_only(const models::Model& m, const TensorMap& batch) {
   TensorMap r;
@@ -35,15 +44,6 @@ TensorMap inputs_only(const models::Model& m, const TensorMap& batch) {
     if (it != batch.end()) r.emplace(s.name, it->second);
   }
   return r;
-}
-
-void load_weights(models::Model& m, const std::string& path) {
-  const SafetensorsFile f = load_safetensors(path);
-  try {
-    m.load_state_dict(f.tensors, true);
-  } catch (const Error& e) {
-    AIM_FAIL("--weights ", path, ": ", e.what());
-  }
 }
 
 // --cuda-graph: one inference step on the first batch captured on a private stream and replayed.
@@ -141,7 +141,7 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
             "infer: iters and batch size must be > 0 and warmup >= 0");
   const Device dev = parse_device(opt.device);
   std::unique_ptr<models::Model> model = entry.build(cfg, opt.seed);
-  if (!opt.weights.empty()) load_weights(*model, opt.weights);
+  if (!opt.weights.empty()) models::load_weights_file(*model, entry.name, opt.weights);
   model->to(dev);
   model->eval();
   autograd::NoGradGuard no_grad;
@@ -158,8 +158,29 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     // Names as --list-inputs prints them; "input.<name>" (what --dump-outputs writes) also works,
     // so a dump can be fed back.
     TensorMap in;
-    for (const auto& [k, t] : load_safetensors(opt.inputs).tensors)
-      in[k.rfind("input.", 0) == 0 ? k.substr(6) : k] = t;
+    SafetensorsFile file;
+    try {
+      file = load_safetensors(opt.inputs);
+    } catch (const Error& e) {
+      AIM_FAIL("--inputs ", e.what());
+    }
+    bool is_dump = false;  // --dump-outputs' file: input.<name> beside the outputs
+    for (const auto& [k, t] : file.tensors) is_dump = is_dump || k.rfind("input.", 0) == 0;
+    std::set<std::string> inputs, outputs;
+    for (const models::TensorSpec& sp : model->input_specs()) inputs.insert(sp.name);
+    for (const models::TensorSpec& sp : model->output_specs()) outputs.insert(sp.name);
+    for (const auto& [k, t] : file.tensors) {
+      const std::string name = k.rfind("input.", 0) == 0 ? k.substr(6) : k;
+      if (inputs.count(name)) {
+        in[name] = t;
+        continue;
+      }
+      // A tensor nothing reads is a mistake (a typo, another model's file), except a dump's
+      // outputs.
+      AIM_CHECK(is_dump && outputs.count(k), "--inputs ", opt.inputs, ": tensor '", k,
+                "' is not an input of ", entry.name, " (inputs: ", join(inputs), "; aim-infer ",
+                entry.name, " --list-inputs)");
+    }
     models::Model::check_batch(model->input_specs(), in, "--inputs " + opt.inputs);
     batches.push_back(inputs_only(*model, in));
     r.data_description = "inputs from " + opt.inputs;
@@ -171,6 +192,7 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   if (opt.inputs.empty()) {
     r.data_description = src->describe();
     const int64_t n = std::min<int64_t>(opt.iters + opt.warmup, 8);
+    data::check_batch_fits(*src, opt.batch_size, n, "--batch-size");  // the cycled batches
     for (int64_t i = 0; i < n; ++i) {
       const bool from_eval = (i + 1) * opt.batch_size <= src->eval_size();
       batches.push_back(

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "tensor/check.h"
+#include "tensor/safetensors.h"
 
 namespace aim::models {
 
@@ -83,6 +84,36 @@ TensorMap batch_to_device(const Model& m, const TensorMap& host_batch, Device d)
   TensorMap r = to_device(host_batch, d);
   for (auto& [k, t] : m.host_metadata(host_batch)) r[k] = t.to(kCPU);
   return r;
+}
+
+void load_weights_file(Model& m, const std::string& model_name, const std::string& path,
+                       const std::string& flag) {
+  SafetensorsFile f;
+  try {
+    f = load_safetensors(path);
+  } catch (const Error& e) {
+    AIM_FAIL(flag, " ", e.what());
+  }
+  const auto meta = [&](const char* k) {
+    const auto it = f.metadata.find(k);
+    return it == f.metadata.end() ? std::string() : it->second;
+  };
+  const std::string theirs = meta("model");
+  AIM_CHECK(theirs.empty() || theirs == model_name, flag, " ", path, ": holds ", theirs,
+            " weights, this run is ", model_name);
+  layers::StateDict sd;
+  if (meta("format") == "aim-train-checkpoint-1") {
+    // A training checkpoint: the weights are its model.* tensors (optim.* is the optimizer).
+    for (const auto& [k, t] : f.tensors)
+      if (k.rfind("model.", 0) == 0) sd.emplace_back(k.substr(6), t);
+  } else {
+    sd = f.tensors;
+  }
+  try {
+    m.load_state_dict(sd, true);
+  } catch (const Error& e) {
+    AIM_FAIL(flag, " ", path, ": ", e.what());
+  }
 }
 
 }  // namespace aim::models

@@ -91,4 +91,11 @@ class Model : public layers::Module {
 // model's host_metadata() computed from the host batch and kept on the CPU.
 TensorMap batch_to_device(const Model& m, const TensorMap& host_batch, Device d);
 
+// Loads `path` (a safetensors state dict, e.g. --save-weights) into `m` for the flag `flag`
+// (--weights): a file written for another model is refused naming both; an aim-train checkpoint
+// (checkpoint.safetensors: model.* and optim.* tensors) gives its model.* weights. Errors name
+// the flag and the file.
+void load_weights_file(Model& m, const std::string& model_name, const std::string& path,
+                       const std::string& flag = "--weights");
+
 }  // namespace aim::models

@@ -1,10 +1,15 @@
 #include "tensor/allocator.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
+
+#include "tensor/host_memory.h"
 
 namespace aim {
 
@@ -24,6 +29,36 @@ size_t allocator_round_size(size_t n) {
   return (n + step - 1) / step * step;
 }
 
+std::string format_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return buf;
+}
+
+uint64_t host_memory_limit() {
+  static const uint64_t limit = [] {
+    if (const char* e = std::getenv("AIM_CPU_MEMORY_LIMIT"); e && *e) {
+      char* end = nullptr;
+      const double v = std::strtod(e, &end);
+      const std::string unit = end ? end : "";
+      const double mul = unit.empty()  ? 1
+                         : unit == "K" ? 1024.0
+                         : unit == "M" ? 1024.0 * 1024
+                         : unit == "G" ? 1024.0 * 1024 * 1024
+                                       : -1;
+      AIM_CHECK(v > 0 && mul > 0, "AIM_CPU_MEMORY_LIMIT='", e,
+                "': expected a positive number of bytes, optionally with K, M or G");
+      return uint64_t(v * mul);
+    }
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : ~uint64_t(0);
+  }();
+  return limit;
+}
+
 namespace {
 
 class CpuCachingAllocator final : public Allocator {
@@ -39,6 +74,17 @@ class CpuCachingAllocator final : public Allocator {
       it->second.pop_back();
       ++stats_.cache_hits;
     } else {
+      if (uint64_t(stats_.current_bytes) + size > host_memory_limit()) {
+        // Refused before the system is asked: past physical memory the OOM killer would end the
+        // process without a word.
+        release_cached_locked();
+        AIM_FAIL("[cpu allocator] a tensor of ", format_bytes(double(nbytes)),
+                 " would take the live tensors from ", format_bytes(double(stats_.current_bytes)),
+                 " above the host memory limit of ", format_bytes(double(host_memory_limit())),
+                 " (this machine's memory; AIM_CPU_MEMORY_LIMIT sets it): a smaller --batch-size "
+                 "or model configuration is needed; ",
+                 stats_.str());
+      }
       p = std::aligned_alloc(64, size);
       if (!p) {
         release_cached_locked();

@@ -101,6 +101,10 @@ bool SafetensorsFile::has(const std::string& name) const {
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  // A directory opens as a stream on Linux and reads fail: name it instead.
+  std::error_code dir_ec;
+  AIM_CHECK(!std::filesystem::is_directory(path, dir_ec), path,
+            ": is a directory, expected a .safetensors file");
   std::ifstream f(path, std::ios::binary);
   AIM_CHECK(f.good(), path, ": cannot open (", std::strerror(errno), ")");
   f.seekg(0, std::ios::end);
@@ -111,11 +115,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
   uint64_t header_len = 0;
   unsigned char lenb[8];
   f.read(reinterpret_cast<char*>(lenb), 8);
+  AIM_CHECK(f.gcount() == 8, path, ": cannot read the 8-byte header length");
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | lenb[i];
   AIM_CHECK(header_len <= file_size - 8 && header_len < (uint64_t(100) << 20), path,
             ": header length ", header_len, " does not fit in a file of ", file_size, " bytes");
   std::string header(header_len, '\0');
   f.read(header.data(), std::streamsize(header_len));
+  AIM_CHECK(uint64_t(f.gcount()) == header_len, path, ": cannot read the ", header_len,
+            "-byte header");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(header);

@@ -9,7 +9,8 @@
 //   mpirun -np 4 aim-train din --device cpu          (one CPU process per rank: the mpi backend)
 //
 // Exit status: 0 success, 1 runtime error (aim::Error: NaN loss, corrupt checkpoint, bad data
-// file), 2 bad usage (the message names the flag and what is allowed).
+// file), 2 bad usage (the message names the flag and what is allowed), 3 the loss diverged
+// (train/trainer.h loss_divergence; checkpoint, weights and results are written all the same).
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,34 +79,44 @@ void parse_warmup(const std::string& w, aim::train::TrainOptions& to) {
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
       profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, warmup,
-      denormals;
+      denormals, seed = "1";
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0, ranks = 0, gpus = 0;
 
-  po::options_description opts("aim-train MODEL [options]   (models: aim-train --list)");
+  po::options_description opts(
+      "aim-train MODEL [options]   (models: aim-train --list)\n\nexamples:\n"
+      "  aim-train din                                  (synthetic data, the model's recipe)\n"
+      "  aim-train resnet50 --config size=tiny --steps 20 --profile\n"
+      "  aim-train din --ranks 4 --results runs.jsonl   (4 CPU ranks, one JSON line)\n"
+      "  aim-train bert --gpus 8 --precision bf16 --checkpoint-dir ck\n"
+      "A model's training recipe (aim-train --list: \"aim-train recipe\") replaces the defaults "
+      "printed below\nfor every flag the command line does not give.\n\nOptions");
   // clang-format off
-  opts.add_options()
+  po::options_description g_general("General");
+  g_general.add_options()
     ("help,h", "show this help")
     ("list", "list the models with their --config keys, data and metrics")
-    ("device", po::value<std::string>(&device),
-     "cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)")
-    ("precision", po::value<std::string>(&precision)->default_value("fp32"),
-     "fp32 | fp16 | bf16: 16-bit GEMM/conv/rnn with f32 master weights (mixed precision); "
-     "fp16 adds dynamic loss scaling (--list-amp prints the op policy)")
-    ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
-    ("denormals", po::value<std::string>(&denormals)->default_value("flush"),
-     aim::cli::kDenormalsHelp)
-    ("loss-scale", po::value<double>(&to.loss_scaler.init_scale)->default_value(65536),
-     "fp16: initial loss scale")
-    ("loss-scale-growth-interval",
-     po::value<int64_t>(&to.loss_scaler.growth_interval)->default_value(2000),
-     "fp16: double the scale after this many steps without overflow")
-    ("inject-overflow", po::value<std::string>(&inject_overflow),
-     "testing the scaler: STEP[,STEP...] get an Inf gradient (1-based)")
-    ("list-amp", "print the mixed-precision op policy and each model's f32 parameters")
+    ("list-amp", "print the mixed-precision op policy and each model's f32 parameters");
+  po::options_description g_model("Model and data");
+  g_model.add_options()
+    ("config", po::value<std::vector<std::string>>(&config)->composing(),
+     "key=value, repeatable (keys per model: see --list)")
+    ("data", po::value<std::string>(&data)->default_value("synthetic"),
+     "synthetic | PATH (see --list for what each model reads)")
     ("batch-size", po::value<std::string>(&batch_list)->default_value("128"),
      "samples per step; a comma-separated list runs once per size (a sweep)")
+    ("seed", po::value<std::string>(&seed)->default_value("1"),
+     "model initialisation, synthetic data and shuffling")
+    ("weights", po::value<std::string>(&weights), "start from these weights (.safetensors)")
+    ("eval-every", po::value<int64_t>(&to.eval_every)->default_value(100),
+     "evaluate every N steps (0: only at the end)")
+    ("eval-samples", po::value<int64_t>(&to.eval_samples)->default_value(10000),
+     "evaluation samples (> 0; capped at the evaluation set)")
+    ("prefetch", po::value<int64_t>(&to.prefetch)->default_value(2),
+     "batches the loader thread prepares ahead (0: load inline)");
+  po::options_description g_opt("Optimisation");
+  g_opt.add_options()
     ("steps", po::value<int64_t>(&to.steps)->default_value(1000), "training steps (> 0)")
     ("epochs", po::value<double>(&to.epochs)->default_value(0),
      "train this many epochs of the data instead of --steps (> 0)")
@@ -114,8 +125,6 @@ int main(int argc, char** argv) {
     ("lr", po::value<double>(&to.optim.lr)->default_value(0.01), "learning rate (> 0)")
     ("lr-batch", po::value<double>(&to.optim.lr_batch)->default_value(0),
      "> 0: --lr is per this many samples (lr used = lr * batch / lr-batch)")
-    ("poly-power", po::value<double>(&to.poly_power)->default_value(1),
-     "--schedule poly: lr * (1 - step / steps)^power")
     ("momentum", po::value<double>(&to.optim.momentum)->default_value(0), "sgd momentum [0, 1)")
     ("nesterov", po::value<bool>(&to.optim.nesterov)->default_value(false)->implicit_value(true),
      "sgd: Nesterov momentum (--nesterov=false turns a recipe's off)")
@@ -126,45 +135,35 @@ int main(int argc, char** argv) {
      "constant | step | poly | warmup_linear | warmup_cosine")
     ("warmup", po::value<std::string>(&warmup)->default_value("0"),
      "warmup of the warmup_* schedules: N steps, or P% of the run's steps (BERT: 10%)")
+    ("poly-power", po::value<double>(&to.poly_power)->default_value(1),
+     "--schedule poly: lr * (1 - step / steps)^power")
     ("clip-norm", po::value<double>(&to.clip_norm)->default_value(0),
      "clip the global gradient L2 norm (0: off)")
-    ("seed", po::value<uint64_t>(&to.seed)->default_value(1),
-     "model initialisation, synthetic data and shuffling")
-    ("data", po::value<std::string>(&data)->default_value("synthetic"),
-     "synthetic | PATH (see --list for what each model reads)")
-    ("config", po::value<std::vector<std::string>>(&config)->composing(),
-     "key=value, repeatable (keys per model: see --list)")
-    ("eval-every", po::value<int64_t>(&to.eval_every)->default_value(100),
-     "evaluate every N steps (0: only at the end)")
-    ("eval-samples", po::value<int64_t>(&to.eval_samples)->default_value(10000),
-     "evaluation samples (> 0; capped at the evaluation set)")
-    ("log-every", po::value<int64_t>(&to.log_every)->default_value(0),
-     "log line every N steps (0: --eval-every)")
-    ("progress", po::value<std::string>(&progress)->default_value("auto"),
-     "auto (a bar on a terminal, lines otherwise) | bar | lines")
-    ("prefetch", po::value<int64_t>(&to.prefetch)->default_value(2),
-     "batches the loader thread prepares ahead (0: load inline)")
-    ("checkpoint-dir", po::value<std::string>(&checkpoint_dir),
-     "write <dir>/checkpoint.safetensors at the end (and every --checkpoint-every steps)")
-    ("checkpoint-every", po::value<int64_t>(&to.checkpoint_every)->default_value(0),
-     "also checkpoint every N steps (0: only at the end)")
-    ("resume", "continue from <checkpoint-dir>/checkpoint.safetensors")
-    ("weights", po::value<std::string>(&weights), "start from these weights (.safetensors)")
-    ("save-weights", po::value<std::string>(&save_weights),
-     "write the trained weights (.safetensors state dict)")
-    ("profile", "print per-op, per-layer and model summary tables of the profiled steps")
-    ("profile-steps", po::value<std::string>(&profile_steps),
-     "A:B, the steps to profile (1-based, inclusive; default 2:last)")
-    ("trace", po::value<std::string>(&to.trace),
-     "write a Chrome/Perfetto trace (JSON) of the profiled steps to FILE")
-    ("roofline", po::value<std::string>(&to.roofline),
-     "write a roofline plot (SVG) of the profiled ops to FILE")
-    ("ceilings", po::value<std::string>(&to.ceilings),
-     "roofline ceilings from aim-bench peak --ceilings FILE (default: this CPU's, documented)")
-    ("profile-ops", "CUDA: time every kernel with its own CUDA events (default: per layer)")
-    ("nvtx", "NVTX ranges (domain aim: step/N, fwd, bwd, opt, fwd/<layer>, bwd/<layer>) for "
-     "Nsight Systems")
+    ("freeze-bn", "batch-normalisation layers with running statistics normalise with them in "
+     "training too (frozen BN: batch-split invariant under data parallelism)");
+  po::options_description g_prec("Precision");
+  g_prec.add_options()
+    ("precision", po::value<std::string>(&precision)->default_value("fp32"),
+     "fp32 | fp16 | bf16: 16-bit GEMM/conv/rnn with f32 master weights (mixed precision); "
+     "fp16 adds dynamic loss scaling (--list-amp prints the op policy)")
+    ("loss-scale", po::value<double>(&to.loss_scaler.init_scale)->default_value(65536),
+     "fp16: initial loss scale")
+    ("loss-scale-growth-interval",
+     po::value<int64_t>(&to.loss_scaler.growth_interval)->default_value(2000),
+     "fp16: double the scale after this many steps without overflow")
+    ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
+    ("denormals", po::value<std::string>(&denormals)->default_value("flush"),
+     aim::cli::kDenormalsHelp);
+  po::options_description g_dev("Device and kernels");
+  g_dev.add_options()
+    ("device", po::value<std::string>(&device),
+     "cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
+    ("cuda-graph", "CUDA: capture the training step (zero_grad, forward, backward, clip, "
+     "optimizer) in a CUDA graph at the second step and replay it at every later one (one "
+     "device, fp32 or bf16; the optimizer keeps lr and its step count on the device)");
+  po::options_description g_dist("Distributed (data parallel)");
+  g_dist.add_options()
     ("ranks", po::value<int>(&ranks)->default_value(0),
      "data parallel on the CPU: N ranks as threads of this process (local backend; "
      "--device cpu); --batch-size is per rank")
@@ -182,20 +181,48 @@ int main(int argc, char** argv) {
     ("embedding-comm", po::value<std::string>(&to.dist.embedding_comm)->default_value("dense"),
      "data parallel: dense (all-reduce embedding tables) | sparse (all-gather of the touched "
      "rows; CPU ranks)")
-    ("cuda-graph", "CUDA: capture the training step (zero_grad, forward, backward, clip, "
-     "optimizer) in a CUDA graph at the second step and replay it at every later one (one "
-     "device, fp32 or bf16; the optimizer keeps lr and its step count on the device)")
-    ("freeze-bn", "batch-normalisation layers with running statistics normalise with them in "
-     "training too (frozen BN: batch-split invariant under data parallelism)")
     ("sync-bn", "data parallel: layers that normalise with batch statistics do so over all "
      "ranks' samples in training (SyncBatchNorm: N ranks at batch B normalise as one at N B)")
     ("dist-plan", "print the data-parallel plan (parameters, gradient bytes, bucket plan at "
      "--bucket-mb, embedding rows one step at --batch-size touches, training FLOPs) as JSON and "
-     "exit (tools/scaling_table.py)")
+     "exit (tools/scaling_table.py)");
+  po::options_description g_out("Output");
+  g_out.add_options()
+    ("log-every", po::value<int64_t>(&to.log_every)->default_value(0),
+     "log line every N steps (0: --eval-every)")
+    ("progress", po::value<std::string>(&progress)->default_value("auto"),
+     "auto (a bar on a terminal, lines otherwise) | bar | lines")
+    ("checkpoint-dir", po::value<std::string>(&checkpoint_dir),
+     "write <dir>/checkpoint.safetensors at the end (and every --checkpoint-every steps)")
+    ("checkpoint-every", po::value<int64_t>(&to.checkpoint_every)->default_value(0),
+     "also checkpoint every N steps (0: only at the end)")
+    ("resume", "continue from <checkpoint-dir>/checkpoint.safetensors")
+    ("save-weights", po::value<std::string>(&save_weights),
+     "write the trained weights (.safetensors state dict)")
+    ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
+  po::options_description g_prof("Profiling");
+  g_prof.add_options()
+    ("profile", "print per-op, per-layer and model summary tables of the profiled steps")
+    ("profile-steps", po::value<std::string>(&profile_steps),
+     "A:B, the steps to profile (1-based, inclusive; default 2:last)")
+    ("trace", po::value<std::string>(&to.trace),
+     "write a Chrome/Perfetto trace (JSON) of the profiled steps to FILE")
+    ("roofline", po::value<std::string>(&to.roofline),
+     "write a roofline plot (SVG) of the profiled ops to FILE")
+    ("ceilings", po::value<std::string>(&to.ceilings),
+     "roofline ceilings from aim-bench peak --ceilings FILE (default: this CPU's, documented)")
+    ("profile-ops", "CUDA: time every kernel with its own CUDA events (default: per layer)")
+    ("nvtx", "NVTX ranges (domain aim: step/N, fwd, bwd, opt, fwd/<layer>, bwd/<layer>) for "
+     "Nsight Systems");
+  po::options_description g_test("Testing (fault injection)");
+  g_test.add_options()
+    ("inject-overflow", po::value<std::string>(&inject_overflow),
+     "testing the scaler: STEP[,STEP...] get an Inf gradient (1-based)")
     ("inject-failure", po::value<std::string>(&inject_failure),
      "testing data parallel: RANK:STEP, that rank fails at the start of that step (1-based); "
-     "RANK:STEP:hang, it stops answering there (its peers time out)")
-    ("results", po::value<std::string>(&results), "append one JSON line per run to FILE");
+     "RANK:STEP:hang, it stops answering there (its peers time out)");
+  aim::cli::add_kernel_options(g_dev);
+  opts.add(g_general).add(g_model).add(g_opt).add(g_prec).add(g_dev).add(g_dist).add(g_out).add(g_prof).add(g_test);
   // clang-format on
   return aim::cli::run_cli("aim-train", [&]() -> int {
     try {
@@ -218,6 +245,7 @@ int main(int argc, char** argv) {
       const aim::models::ModelConfig cfg = mc.cfg;
       const std::vector<int64_t> batches =
           aim::cli::parse_positive_list("--batch-size", batch_list);
+      to.seed = aim::cli::parse_u64("--seed", seed);
       if (vm.count("dist-plan")) {
         if (!(to.dist.bucket_mb > 0)) throw UsageError("--bucket-mb must be > 0");
         aim::cli::set_threads(threads);
@@ -433,7 +461,14 @@ int main(int argc, char** argv) {
       to.weights = weights;
       to.save_weights = save_weights;
       to.progress_bar = progress == "bar" || (progress == "auto" && isatty(STDOUT_FILENO));
+      // Where the run writes is checked now, not after hours of training.
+      aim::cli::check_output_file("--results", results);
+      aim::cli::check_output_file("--save-weights", save_weights);
+      aim::cli::check_output_file("--trace", to.trace);
+      aim::cli::check_output_file("--roofline", to.roofline);
+      if (!to.resume) aim::cli::prepare_output_dir("--checkpoint-dir", checkpoint_dir);
 
+      int status = 0;
       for (const int64_t batch : batches) {
         to.batch_size = batch;
         const int nranks = to.dist.backend.empty() ? 1 : to.dist.ranks;
@@ -458,6 +493,10 @@ int main(int argc, char** argv) {
         std::ostream quiet(nullptr);
         const aim::train::TrainResult r =
             aim::train::train_model(*entry, cfg, to, lead ? std::cout : quiet);
+        if (const std::string why = aim::train::loss_divergence(r.losses); !why.empty() && lead) {
+          std::cerr << "aim-train: " << why << "; exit status 3\n";
+          status = 3;  // the run's outputs are written; its status says it failed to learn
+        }
         if (results.empty() || !lead) continue;
         nlohmann::json j;
         j["model"] = entry->name;
@@ -523,7 +562,7 @@ int main(int argc, char** argv) {
         aim::cli::add_run_fields(j, before, argc, argv);
         aim::cli::append_results(results, j);
       }
-      return 0;
+      return status;
     } catch (const aim::dist::AbandonedRanksError& e) {
       // A rank thread stuck outside any collective was left running (--dist-timeout): end the
       // process without running destructors under it.

@@ -84,11 +84,17 @@ void save_checkpoint(const std::string& dir, int64_t step, const layers::Module&
   save_safetensors(checkpoint_path(dir), tensors, md);
 }
 
-CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Optimizer& opt) {
+CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Optimizer& opt,
+                               const std::function<void(const CheckpointInfo&)>& check) {
   const std::string path = checkpoint_path(dir);
   AIM_CHECK(std::filesystem::exists(path), "no checkpoint to resume from: ", path,
             " does not exist");
   const SafetensorsFile f = load_safetensors(path);
+  CheckpointInfo info;
+  info.metadata = f.metadata;
+  info.step = parse_i64(f.metadata, "step", path);
+  info.data_position = parse_i64(f.metadata, "data_position", path);
+  if (check) check(info);
   layers::StateDict msd;
   OptimizerState osd;
   for (const auto& [k, t] : f.tensors) {
@@ -105,15 +111,22 @@ CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Op
   } catch (const Error& e) {
     AIM_FAIL("checkpoint ", path, ": ", e.what());
   }
-  CheckpointInfo info;
-  info.metadata = f.metadata;
-  info.step = parse_i64(f.metadata, "step", path);
-  info.data_position = parse_i64(f.metadata, "data_position", path);
   return info;
 }
 
 void check_resume_matches(const CheckpointInfo& ci, const std::map<std::string, std::string>& meta,
                           int ranks, const std::string& path) {
+  const auto md = [&](const std::map<std::string, std::string>& m, const char* k) {
+    const auto i = m.find(k);
+    return i == m.end() ? std::string("(unknown)") : i->second;
+  };
+  // Another model or optimizer: say what the checkpoint is, before any detail.
+  for (const char* k : {"model", "optimizer"})
+    AIM_CHECK(!meta.count(k) || md(ci.metadata, k) == meta.at(k), "checkpoint ", path, " is a ",
+              md(ci.metadata, "model"), " checkpoint (optimizer ", md(ci.metadata, "optimizer"),
+              ", config ", md(ci.metadata, "config"), "); this run is ", md(meta, "model"),
+              " (optimizer ", md(meta, "optimizer"),
+              "): resume with the same model and optimizer, or give another --checkpoint-dir");
   const auto it = ci.metadata.find("ranks");
   const std::string theirs = it == ci.metadata.end() ? "1" : it->second;
   AIM_CHECK(theirs == std::to_string(ranks), "checkpoint ", path, " was written by a run of ",

@@ -3,6 +3,7 @@
 // refuses a checkpoint written by a different run (model, config, optimizer, data, batch, ranks).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -37,7 +38,10 @@ struct CheckpointInfo {
   std::map<std::string, std::string> metadata;
 };
 // Loads <dir>/checkpoint.safetensors into model and optimizer (strict); errors name the file.
-CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Optimizer& opt);
+// `check` (optional) sees the metadata before any tensor is loaded (--resume of another model or
+// optimizer is named as such, not as a list of key and shape differences).
+CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Optimizer& opt,
+                               const std::function<void(const CheckpointInfo&)>& check = {});
 
 // --resume: the checkpoint's metadata must match this run's `meta` (its amp_* entries, the loss
 // scaler's state, excepted) and its rank count `ranks`; else an error naming the difference.

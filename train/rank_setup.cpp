@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "data/batch_fits.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 #include "tensor/safetensors.h"
@@ -40,14 +41,7 @@ RankState::RankState(const models::ModelEntry& entry_, const models::ModelConfig
   set_current_device(dev);
 
   model = entry.build(cfg, opt.seed);
-  if (!opt.weights.empty()) {
-    const SafetensorsFile f = load_safetensors(opt.weights);
-    try {
-      model->load_state_dict(f.tensors, true);
-    } catch (const Error& e) {
-      AIM_FAIL("--weights ", opt.weights, ": ", e.what());
-    }
-  }
+  if (!opt.weights.empty()) models::load_weights_file(*model, entry.name, opt.weights);
   model->to(dev);
   if (opt.freeze_batchnorm) {
     std::map<std::string, int> frozen;
@@ -68,6 +62,8 @@ RankState::RankState(const models::ModelEntry& entry_, const models::ModelConfig
   source = entry.source(cfg, opt.data, opt.seed);
   n_eval = std::min(opt.eval_samples, source->eval_size());
   AIM_CHECK(n_eval > 0, "train: the data has no evaluation samples");
+  // The batch in use and the loader's prefetched ones, refused before they are built.
+  data::check_batch_fits(*source, opt.batch_size, 1 + opt.prefetch, "--batch-size");
 
   data_description = source->describe();
   total_steps = opt.steps;
@@ -111,11 +107,15 @@ RankState::RankState(const models::ModelEntry& entry_, const models::ModelConfig
   if (ranks > 1) meta["ranks"] = std::to_string(ranks);
 
   if (opt.resume) {
-    const CheckpointInfo ci = load_checkpoint(opt.checkpoint_dir, *model, *optim);
     const std::string path = checkpoint_path(opt.checkpoint_dir);
+    const CheckpointInfo ci = load_checkpoint(
+        opt.checkpoint_dir, *model, *optim,
+        [&](const CheckpointInfo& c) { check_resume_matches(c, meta, ranks, path); });
     if (scaler) scaler->load_state(ci.metadata, path);
-    check_resume_matches(ci, meta, ranks, path);
     first_step = ci.step;
+    AIM_CHECK(first_step < total_steps, "--resume: ", path, " is at step ", first_step,
+              " and this run ends at step ", total_steps,
+              ": nothing left to train (give --steps above ", first_step, ")");
     source->seek(ci.data_position);  // the global position (RankShard places the rank)
     log << "resumed from " << path << " at step " << first_step << " (data position "
         << ci.data_position << ")\n";

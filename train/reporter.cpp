@@ -125,6 +125,7 @@ void Reporter::end_step(int64_t step, double step_s, double loop_s, double flops
 void Reporter::between_steps(int64_t step, int64_t data_position) {
   const TrainOptions& opt = s_.opt;
   data_position_ = data_position;
+  if (step == s_.total_steps) save_trained_state(step);
   if (s_.lead && ((opt.eval_every > 0 && step % opt.eval_every == 0) || step == s_.total_steps)) {
     profiler::Scope eval_scope("eval", profiler::ScopeKind::Phase);
     const models::Metrics m = s_.evaluate();
@@ -158,6 +159,19 @@ void Reporter::between_steps(int64_t step, int64_t data_position) {
   }
 }
 
+void Reporter::save_trained_state(int64_t step) {
+  if (saved_at_ == step) return;
+  saved_at_ = step;
+  const TrainOptions& opt = s_.opt;
+  if (s_.scaler)
+    for (const auto& [k, v] : s_.scaler->state()) s_.meta[k] = v;
+  if (s_.lead && !opt.checkpoint_dir.empty() && step > r_.first_step)
+    save_checkpoint(opt.checkpoint_dir, step, *s_.model, *s_.optim, data_position_, s_.meta);
+  if (s_.lead && !opt.save_weights.empty())  // device tensors are copied to the host
+    save_safetensors(opt.save_weights, s_.model->state_dict(),
+                     {{"model", s_.entry.name}, {"config", s_.meta.at("config")}});
+}
+
 void Reporter::finish(int64_t step, double data_wait_s, const DataParallel& dp,
                       const DistTimes& dist, std::chrono::steady_clock::time_point t_call) {
   const TrainOptions& opt = s_.opt;
@@ -167,23 +181,16 @@ void Reporter::finish(int64_t step, double data_wait_s, const DataParallel& dp,
     r.d2h_bytes_per_step = double(d2h_in_steps_) / double(counted_steps_);
   }
   r.data_wait_s = data_wait_s;
+  save_trained_state(step);
   if (s_.lead && r.evals.empty()) r.evals.emplace_back(step, s_.evaluate());
   // A bad index or target flagged by a kernel after the last read (the final evaluation's).
   if (s_.dev.is_cuda()) kernels::check_device_errors(s_.dev);
   if (s_.scaler) {
     r.loss_scale = s_.scaler->scale();
     r.skipped_steps = s_.scaler->skipped_steps();
-    for (const auto& [k, v] : s_.scaler->state()) s_.meta[k] = v;
   }
   if (!r.evals.empty()) r.final_metrics = r.evals.back().second;
   if (r.final_metrics.count("auc")) r.final_auc = r.final_metrics.at("auc");
-  if (s_.lead && !opt.checkpoint_dir.empty() && step > r.first_step)
-    save_checkpoint(opt.checkpoint_dir, step, *s_.model, *s_.optim, data_position_, s_.meta);
-  if (s_.lead && !opt.save_weights.empty()) {
-    s_.model->to(kCPU);
-    save_safetensors(opt.save_weights, s_.model->state_dict(),
-                     {{"model", s_.entry.name}, {"config", s_.meta.at("config")}});
-  }
 
   r.steps_run = int64_t(r.losses.size());
   const double samples = double(r.steps_run * opt.batch_size);

@@ -90,6 +90,10 @@ class Reporter {
 
  private:
   double read_back(int64_t step);  // returns the flag (0 without one)
+  // The final checkpoint and --save-weights, once, before the final evaluation: an evaluation
+  // that fails never costs the trained state.
+  void save_trained_state(int64_t step);
+  int64_t saved_at_ = -1;
 
   RankState& s_;
   std::ostream& log_;

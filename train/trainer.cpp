@@ -260,6 +260,20 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
 
 }  // namespace
 
+std::string loss_divergence(const std::vector<double>& losses) {
+  // Against the first step's loss (the model as initialised): a run at a huge --lr may be far
+  // gone within its first tenth already.
+  const size_t n = losses.size(), w = std::max<size_t>(3, n / 10);
+  if (n < 2 * w) return "";
+  const double first = losses[0];
+  double last = 0;
+  for (size_t i = n - w; i < n; ++i) last += losses[i];
+  last /= double(w);
+  if (!(last > 10 * std::abs(first) && last > first + 10)) return "";
+  return str("the loss diverged: ", first, " at the first step, a mean of ", last,
+             " over the last ", w, " (a smaller --lr, --clip-norm or a warmup usually helps)");
+}
+
 TrainResult train_model(const models::ModelEntry& entry, const models::ModelConfig& cfg,
                         const TrainOptions& opt, std::ostream& log) {
   const DistOptions& d = opt.dist;

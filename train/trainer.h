@@ -218,6 +218,11 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParamete
 LRSchedule make_schedule(const std::string& name, double lr, int64_t warmup, int64_t total,
                          double poly_power = 1);
 
+// A run whose loss ran away: the mean of its last tenth of steps (at least 3) is above 10 times
+// and 10 more than its first step's loss (e.g. 0.69 -> 660768 at --lr 1e6). Returns what
+// happened in one line, or "" for a run that did not diverge (or too short a run to say).
+std::string loss_divergence(const std::vector<double>& losses);
+
 // Trains `entry`'s model in configuration `cfg`; log lines (or the progress bar) go to `log`.
 // A NaN/Inf loss throws aim::Error naming the step; with opt.resume, continues from the
 // checkpoint up to the run's total steps. With opt.dist.ranks > 1 (or backend "launcher"), runs

@@ -85,6 +85,17 @@ bad = [
     ([INFER, "din", "--device", "cuda:x"], "--device 'cuda:x'"),
     ([TRAIN, "din", "--tf32", "yes"], "--tf32 'yes' is not allowed (allowed: on, off, conv, matmul)"),
     ([INFER, "din", "--tf32", "fast"], "--tf32 'fast' is not allowed (allowed: on, off, conv, matmul)"),
+    # Found by the hostile-input probe (issue 26): silent acceptance is an error now.
+    ([TRAIN, "din", "--config", "size=tiny", "--config", "size=full"], "--config size is given twice"),
+    ([TRAIN, "din", "--steps", "5", "--epochs", "1"], "--steps and --epochs both set the run's length"),
+    ([TRAIN, "din", "--seed", "-1"], "--seed '-1' is not an integer in [0, 2^64 - 1]"),
+    ([INFER, "din", "--seed", "x"], "--seed 'x'"),
+    ([TRAIN, "din", "--kernels", "bogus"], "--kernels: 'bogus'"),
+    ([INFER, "din", "--kernels", "nosuchop=cpu.ref"], "unknown op 'nosuchop'"),
+    ([TRAIN, "din", "--results", "/nonexistent-dir/r.jsonl"], "--results", "/nonexistent-dir does not exist"),
+    ([TRAIN, "din", "--save-weights", "/nonexistent-dir/w.safetensors"], "--save-weights"),
+    ([TRAIN, "din", "--trace", "/tmp"], "--trace /tmp: is a directory"),
+    ([INFER, "din", "--dump-outputs", "/nonexistent-dir/o.safetensors"], "--dump-outputs"),
 ]
 for args, *frags in bad:
     run(args, 2, *frags, "see aim-", "--help")
@@ -102,6 +113,41 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     run([INFER, "din"] + TINY + ["--weights", corrupt, "--iters", "1"], 1, "corrupt.safetensors")
     run([TRAIN, "din"] + TINY + ["--checkpoint-dir", os.path.join(tmp, "none"), "--resume",
                                  "--steps", "5"], 1, "does not exist")
+
+    # ---- the hostile-input probe's runtime cases (issue 26) -----------------------------------
+    run([INFER, "din"] + TINY + ["--weights", tmp, "--iters", "1"], 1,
+        "--weights " + tmp + ": is a directory")
+    out = run([TRAIN, "din"] + TINY + ["--batch-size", "99999999", "--steps", "1"], 1,
+              "--batch-size 99999999", "above the host memory limit", "samples fit")
+    check("[check:" not in out and ".cpp:" not in out, "internal check text in a user message:\n" + out)
+    run([TRAIN, "din", "--device", "cpu", "--config", "size=tiny", "--steps", "2", "--batch-size",
+         "8", "--threads", "1000", "--eval-samples", "16"], 0, "warning: --threads 1000")
+    run([TRAIN, "din"] + TINY + ["--kernels", "matmul=cpu.ref", "--steps", "2", "--batch-size",
+                                 "8", "--eval-samples", "16"], 0, "done: 2 steps")
+    # A diverging run ends with status 3 (its outputs written all the same).
+    run([TRAIN, "din"] + TINY + ["--optimizer", "sgd", "--lr", "1e6", "--steps", "60",
+                                 "--batch-size", "16", "--eval-samples", "16", "--eval-every", "0"],
+        3, "the loss diverged")
+    # A final evaluation that fails keeps the trained state (saved first).
+    ev_ck, ev_w = os.path.join(tmp, "ev_ck"), os.path.join(tmp, "ev_w.safetensors")
+    run([TRAIN, "din"] + TINY + ["--steps", "3", "--batch-size", "8", "--eval-samples", "1",
+                                 "--checkpoint-dir", ev_ck, "--save-weights", ev_w], 1)
+    check(os.path.exists(os.path.join(ev_ck, "checkpoint.safetensors")) and os.path.exists(ev_w),
+          "a failed final evaluation lost the checkpoint or the weights")
+    # Resuming: --steps at or below the checkpoint's step, another model, another optimizer.
+    run([TRAIN, "din"] + TINY + ["--steps", "3", "--batch-size", "8", "--checkpoint-dir", ev_ck,
+                                 "--resume", "--eval-samples", "16"], 1,
+        "is at step 3 and this run ends at step 3")
+    run([TRAIN, "din"] + TINY + ["--steps", "9", "--batch-size", "8", "--checkpoint-dir", ev_ck,
+                                 "--resume", "--optimizer", "sgd"], 1,
+        "is a din checkpoint (optimizer adam", "this run is din (optimizer sgd)")
+    run([TRAIN, "ncf"] + TINY + ["--steps", "9", "--batch-size", "8", "--checkpoint-dir", ev_ck,
+                                 "--resume"], 1, "is a din checkpoint", "this run is ncf")
+    # A training checkpoint as --weights gives its model.* weights; another model's weights are
+    # named as such.
+    run([INFER, "din"] + TINY + ["--weights", os.path.join(ev_ck, "checkpoint.safetensors"),
+                                 "--iters", "1", "--batch-size", "8"], 0, "latency p50")
+    run([INFER, "ncf"] + TINY + ["--weights", ev_w, "--iters", "1"], 1, "holds din weights")
 
     # ---- train, checkpoint, resume, save weights ---------------------------------------------
     run([TRAIN, "din"] + TINY + ["--steps", "30", "--batch-size", "32", "--eval-every", "10",
@@ -167,6 +213,12 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     t["mask"] = t["mask"][:, :1].contiguous()
     st.save(bad_in, t)
     run([INFER, "din"] + TINY + ["--inputs", bad_in, "--iters", "1"], 1, "mask has shape")
+    extra_in = os.path.join(tmp, "extra_in.safetensors")
+    t = {k[6:]: v for k, v in d1.items() if k.startswith("input.")}
+    t["colour"] = t["mask"]
+    st.save(extra_in, t)
+    run([INFER, "din"] + TINY + ["--inputs", extra_in, "--iters", "1"], 1,
+        "tensor 'colour' is not an input of din")
 
     # ---- profiling: tables and a trace --------------------------------------------------------
     trace = os.path.join(tmp, "t.json")

@@ -95,6 +95,11 @@ TEST(CensusCsv, ErrorsNameFileAndLine) {
                  "\n\nx9, State-gov, 77516, Bachelors, 13, Never-married, "
                  "Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K\n");
   EXPECT_ERROR(data::read_census_csv(p), p + ":3: column 1 (age) is 'x9', expected an integer");
+  write_file(p,
+             "-5, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, "
+             "Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K\n");
+  EXPECT_ERROR(data::read_census_csv(p),
+               p + ":1: column 1 (age) is '-5', expected an integer >= 0");
   write_file(p, std::string(kRow1).replace(std::string(kRow1).size() - 5, 5, "maybe") + "\n");
   EXPECT_ERROR(data::read_census_csv(p), p + ":1: column 15 (income_bracket) is 'maybe'");
   write_file(p, "\n|comment\n");

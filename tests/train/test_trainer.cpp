@@ -196,3 +196,22 @@ TEST(Trainer, BadOptionsAreErrors) {
 
 }  // namespace
 }  // namespace aim::train
+
+namespace aim::train {
+namespace {
+
+TEST(Trainer, LossDivergenceAgainstTheFirstStep) {
+  std::vector<double> healthy(60, 0.5), away(60, 7e5), noisy(60, 0.7);
+  healthy[0] = 0.69;
+  away[0] = 0.69;
+  for (size_t i = 0; i < noisy.size(); i += 2) noisy[i] = 3.0;  // noisy, not diverging
+  EXPECT_EQ(loss_divergence(healthy), "");
+  EXPECT_EQ(loss_divergence(noisy), "");
+  EXPECT_NE(loss_divergence(away).find("the loss diverged: 0.69 at the first step"),
+            std::string::npos)
+      << loss_divergence(away);
+  EXPECT_EQ(loss_divergence({0.69, 1e6}), "");  // too short to say
+}
+
+}  // namespace
+}  // namespace aim::train

@@ -1,0 +1,17 @@
+// Host memory limits (tensor/allocator.cpp): the CPU allocator and the batch check before a run
+// (data/batch_fits.h) refuse what cannot fit instead of letting the kernel's OOM killer end the
+// process without a word.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace aim {
+
+// The bytes of host memory aim's CPU tensors may hold: AIM_CPU_MEMORY_LIMIT (bytes, or with a K,
+// M or G suffix) when set, else this machine's physical memory. The CPU allocator refuses an
+// allocation that would take its live tensors above it (an aim::Error naming the size, the
+// limit and the allocator's state).
+uint64_t host_memory_limit();
+std::string format_bytes(double bytes);  // "3.2 GiB", "512 KiB", "17 B"
+
+}  // namespace aim
