@@ -94,6 +94,10 @@ void load_weights_file(Model& m, const std::string& model_name, const std::strin
   } catch (const Error& e) {
     AIM_FAIL(flag, " ", e.what());
   }
+  int64_t at = 0;
+  const std::string nan = first_nan_tensor(f, &at);
+  AIM_CHECK(nan.empty(), flag, " ", path, ": tensor '", nan, "' holds NaN (element ", at,
+            "): the run that wrote it had diverged");
   const auto meta = [&](const char* k) {
     const auto it = f.metadata.find(k);
     return it == f.metadata.end() ? std::string() : it->second;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -98,6 +99,19 @@ bool SafetensorsFile::has(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return true;
   return false;
+}
+
+std::string first_nan_tensor(const SafetensorsFile& f, int64_t* index) {
+  for (const auto& [name, t] : f.tensors) {
+    if (!is_floating(t.dtype()) || t.numel() == 0) continue;
+    const std::vector<double> v = t.to(DType::f64).contiguous().to_vector<double>();
+    for (size_t i = 0; i < v.size(); ++i)
+      if (std::isnan(v[i])) {
+        if (index) *index = int64_t(i);
+        return name;
+      }
+  }
+  return "";
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {

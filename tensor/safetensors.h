@@ -35,5 +35,10 @@ void save_safetensors(const std::string& path,
                       const std::map<std::string, std::string>& metadata = {});
 
 const char* safetensors_dtype(DType t);
+// A loaded file's first floating tensor holding a NaN ("" when none) and the element's index:
+// weights and checkpoints of a run that had diverged are refused on load, naming the tensor,
+// instead of surfacing later as a NaN loss blamed on another tensor. (Infinities pass: a buffer
+// such as an attention mask may hold them.)
+std::string first_nan_tensor(const SafetensorsFile& f, int64_t* index = nullptr);
 
 }  // namespace aim

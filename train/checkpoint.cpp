@@ -95,6 +95,10 @@ CheckpointInfo load_checkpoint(const std::string& dir, layers::Module& model, Op
   info.step = parse_i64(f.metadata, "step", path);
   info.data_position = parse_i64(f.metadata, "data_position", path);
   if (check) check(info);
+  int64_t at = 0;
+  const std::string nan = first_nan_tensor(f, &at);
+  AIM_CHECK(nan.empty(), "checkpoint ", path, ": tensor '", nan, "' holds NaN (element ", at,
+            "): the run that wrote it had diverged; resume from an earlier checkpoint");
   layers::StateDict msd;
   OptimizerState osd;
   for (const auto& [k, t] : f.tensors) {

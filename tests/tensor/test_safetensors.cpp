@@ -4,10 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "tensor/crc32c.h"
 #include "tensor/safetensors.h"
@@ -40,6 +42,21 @@ TEST(Safetensors, RoundTrip) {
   EXPECT_EQ(f.at("c").dtype(), DType::bf16);
   EXPECT_EQ(f.metadata.at("k"), "v");
   EXPECT_FALSE(f.has("zzz"));
+}
+
+TEST(Safetensors, NanTensorAndDirectoryNamed) {
+  const std::string p = tmp("nan.safetensors");
+  Tensor w = Tensor::arange(8);
+  Tensor m = Tensor::arange(4);
+  m.data<float>()[1] = std::numeric_limits<float>::infinity();  // a mask may hold infinities
+  save_safetensors(p, {{"mask", m}, {"w", w}});
+  int64_t at = -1;
+  EXPECT_EQ(first_nan_tensor(load_safetensors(p), &at), "");
+  w.data<float>()[5] = std::nanf("");
+  save_safetensors(p, {{"mask", m}, {"w", w.to(DType::bf16)}});
+  EXPECT_EQ(first_nan_tensor(load_safetensors(p), &at), "w");
+  EXPECT_EQ(at, 5);
+  expect_error(std::filesystem::temp_directory_path().string(), "is a directory");
 }
 
 TEST(Safetensors, CorruptFilesNameWhatIsWrong) {
