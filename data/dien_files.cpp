@@ -43,7 +43,7 @@ void for_each_tsv_line(const std::string& path, size_t min_fields, const char* l
     if (fields.size() < min_fields)
       bad(path, n,
           str("expected ", min_fields, " tab-separated fields (", layout, "), got ",
-              fields.size()));
+              fields.size()));  // layout: the fields read, then any ignored in [brackets]
     f(n, fields);
   }
   if (in.bad()) bad(path, n, "read error");
@@ -72,9 +72,16 @@ DienNegativeSampler::DienNegativeSampler(const std::string& item_info,
       c = 0;
       ++missing_cate_;
     }
-  for_each_tsv_line(
-      reviews_info, 2, "user asin rating unixtime",
-      [&](int64_t, const std::vector<std::string>& f) { occ_.push_back(int32_t(mid.id(f[1]))); });
+  size_t unknown = 0;
+  for_each_tsv_line(reviews_info, 2, "user asin [rating unixtime]",
+                    [&](int64_t, const std::vector<std::string>& f) {
+                      unknown += mid.contains(f[1]) ? 0 : 1;
+                      occ_.push_back(int32_t(mid.id(f[1])));
+                    });
+  // Every item unknown (id 0): the vocabulary is another data set's, not reviews-info's fault.
+  AIM_CHECK(unknown < occ_.size(), reviews_info, ": none of its ", occ_.size(),
+            " reviewed items is in the item vocabulary (mid_voc, ", mid.size(),
+            " items): the vocabulary files do not belong to this data");
   AIM_CHECK(occ_.size() < (uint64_t(1) << 32), reviews_info, ": ", occ_.size(),
             " review lines, at most 2^32 supported");
   const bool two = std::any_of(occ_.begin(), occ_.end(), [&](int32_t m) { return m != occ_[0]; });

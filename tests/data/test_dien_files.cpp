@@ -168,6 +168,16 @@ TEST(DienFiles, MalformedFilesNameFileAndLine) {
   }
   {
     const std::string d = make_dir();
+    write(d + "/reviews-info", "u1\tx1\t5\t1\nu2\tx2\t4\t2\n");  // another data set's items
+    AIM_EXPECT_ERROR(DienFileSource(d, 1),
+                     "none of its 2 reviewed items is in the item vocabulary (mid_voc, 7 items)");
+    write(d + "/reviews-info", "u1\n");
+    AIM_EXPECT_ERROR(DienFileSource(d, 1),
+                     "expected 2 tab-separated fields (user asin [rating "
+                     "unixtime]), got 1");
+  }
+  {
+    const std::string d = make_dir();
     std::remove((d + "/reviews-info").c_str());
     AIM_EXPECT_ERROR(DienFileSource(d, 1), d + "/reviews-info:0: cannot open");
   }
