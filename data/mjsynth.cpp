@@ -129,6 +129,12 @@ MjsynthSource::MjsynthSource(const std::string& root, uint64_t seed) : root_(roo
   AIM_CHECK(fs::exists(val), root,
             ": no annotation_val.txt or annotation_test.txt for the held-out set");
   eval_ = read_mjsynth_split(root, val, lexicon, lex);
+  // The held-out images are read at the evaluations, the last one after all training: a missing
+  // one is named now. (Every annotation line is one image, so line = index + 1; the training
+  // images, millions in MJSynth, are named when first read, at the start of the run.)
+  for (size_t i = 0; i < eval_.paths.size(); ++i)
+    AIM_CHECK(fs::is_regular_file(eval_.paths[i]), val, ":", i + 1, ": image ", eval_.paths[i],
+              " does not exist (held-out images are checked before training)");
 }
 
 std::string MjsynthSource::describe() const {

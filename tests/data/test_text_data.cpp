@@ -228,6 +228,10 @@ TEST(Mjsynth, ErrorsNameFileLineAndWord) {
   write_file(ann, "./1/2/missing.jpg 0\n");
   MjsynthSource s(root, 1);
   AIM_EXPECT_ERROR(s.next(1), "missing.jpg");
+  // A missing held-out image is named before training (it is first read at an evaluation).
+  write_file(fs::path(root) / "annotation_val.txt", "./1/2/img3.jpg 0\n./1/2/gone.jpg 0\n");
+  AIM_EXPECT_ERROR(MjsynthSource(root, 1),
+                   "annotation_val.txt:2: image " + root + "/1/2/gone.jpg does not exist");
   fs::remove(fs::path(root) / "annotation_val.txt");
   AIM_EXPECT_ERROR(MjsynthSource(root, 1), "no annotation_val.txt or annotation_test.txt");
   AIM_EXPECT_ERROR(MjsynthSource("/nonexistent_mjsynth", 1), "no such directory");
