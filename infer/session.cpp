@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -135,8 +136,9 @@ void print_io(const models::ModelEntry& entry, const models::ModelConfig& cfg, s
   section("labels (training only)", m->label_specs());
 }
 
-InferResult run_inference(const models::ModelEntry& entry, const models::ModelConfig& cfg,
-                          const InferOptions& opt, std::ostream& log) {
+namespace {
+InferResult run_inference_impl(const models::ModelEntry& entry, const models::ModelConfig& cfg,
+                               const InferOptions& opt, std::ostream& log) {
   AIM_CHECK(opt.iters > 0 && opt.warmup >= 0 && opt.batch_size > 0,
             "infer: iters and batch size must be > 0 and warmup >= 0");
   const Device dev = parse_device(opt.device);
@@ -403,6 +405,37 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     log << buf << std::flush;
   }
   return r;
+}
+
+}  // namespace
+
+InferResult run_inference(const models::ModelEntry& entry, const models::ModelConfig& cfg,
+                          const InferOptions& opt, std::ostream& log) {
+  if (opt.inputs.empty()) return run_inference_impl(entry, cfg, opt, log);
+  try {
+    return run_inference_impl(entry, cfg, opt, log);
+  } catch (const Error& e) {
+    // A kernel that rejects an index (an embedding's id, a class) knows neither the file nor the
+    // tensor: name both here, with where the value sits.
+    const std::string what = e.what();
+    if (what.rfind("--inputs", 0) == 0) throw;
+    static const std::regex index_re(R"(index (-?[0-9]+))");
+    std::smatch m;
+    std::string where;
+    if (std::regex_search(what, m, index_re)) {
+      const int64_t v = std::stoll(m[1]);
+      for (const auto& [k, t] : load_safetensors(opt.inputs).tensors) {
+        if (!is_integral(t.dtype())) continue;
+        const std::vector<int64_t> x = t.to(DType::i64).contiguous().to_vector<int64_t>();
+        const auto it = std::find(x.begin(), x.end(), v);
+        if (it != x.end()) {
+          where = str("; the value is in tensor '", k, "' at element ", it - x.begin());
+          break;
+        }
+      }
+    }
+    AIM_FAIL("--inputs ", opt.inputs, ": ", what, where);
+  }
 }
 
 }  // namespace aim::infer

@@ -219,6 +219,11 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     st.save(extra_in, t)
     run([INFER, "din"] + TINY + ["--inputs", extra_in, "--iters", "1"], 1,
         "tensor 'colour' is not an input of din")
+    t = {k[6:]: v.clone() for k, v in d1.items() if k.startswith("input.")}
+    t["item"][3] = 99999
+    st.save(extra_in, t)
+    run([INFER, "din"] + TINY + ["--inputs", extra_in, "--iters", "1"], 1,
+        "--inputs " + extra_in, "index 99999", "in tensor 'item' at element 3")
 
     # ---- profiling: tables and a trace --------------------------------------------------------
     trace = os.path.join(tmp, "t.json")
