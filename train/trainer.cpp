@@ -289,8 +289,11 @@ TrainResult train_model(const models::ModelEntry& entry, const models::ModelConf
             d.embedding_comm, "' is not allowed (allowed: dense, sparse)");
   dist::Options co;
   co.timeout = std::chrono::milliseconds(std::llround(d.timeout_s * 1e3));
+  // A rank stuck outside any collective after its peers failed gets a short grace, not another
+  // whole timeout: the job ends within --dist-timeout + min(10 s, --dist-timeout).
   const std::chrono::milliseconds abandon_after =
-      d.abandon_stuck_ranks ? co.timeout : std::chrono::milliseconds(0);
+      d.abandon_stuck_ranks ? std::min(co.timeout, std::chrono::milliseconds(10000))
+                            : std::chrono::milliseconds(0);
   std::ostream quiet(nullptr);  // ranks other than 0 log nothing (rank 0 prints per-rank lines)
   auto run = [&](int rank, dist::Communicator& c, TrainResult& out) {
     RankCtx ctx{&c, rank, c.size()};

@@ -398,13 +398,13 @@ with tempfile.TemporaryDirectory() as dtmp:
     check(time.time() - t0 < 30, "dp failure: took %.0f s, expected well under --dist-timeout 60"
           % (time.time() - t0))
     # A rank that stops answering (outside any collective): its peers time out after 2 s, the
-    # process ends one timeout later naming it, the stuck thread abandoned.
+    # process ends a grace of min(10 s, 2 s) later naming it, the stuck thread abandoned.
     t0 = time.time()
     run([TRAIN, "din"] + TINY + ["--ranks", "3", "--steps", "20", "--batch-size", "16",
                                   "--eval-every", "0", "--eval-samples", "100", "--dist-timeout", "2",
                                   "--inject-failure", "2:3:hang"],
         1, "timed out after 2000 ms", "waiting for rank(s) 2", "rank(s) 2 still running 2000 ms later")
-    check(time.time() - t0 < 15, "dp hang: took %.0f s, expected about 2 x --dist-timeout 2"
+    check(time.time() - t0 < 15, "dp hang: took %.0f s, expected about --dist-timeout 2 + 2 s"
           % (time.time() - t0))
     # Checkpoints: rank 0 writes; resuming with another rank count is refused.
     dck = os.path.join(dtmp, "ck")
