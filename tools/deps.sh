@@ -9,7 +9,8 @@ pkgs=(cmake ninja-build g++ ccache clang-format libopenblas-openmp-dev libboost-
       libgoogle-perftools4  # tcmalloc: the tuned PyTorch peer of bench/peers (MACHINE.md lesson 4)
       librsvg2-bin  # rsvg-convert: the CLI test renders the roofline SVG
       libopenmpi-dev openmpi-bin  # the mpi data-parallel backend and its mpirun tests
-      zstd binutils)  # tools/ptxas-check.sh unpacks the sm_90 cubins of the build
+      zstd binutils  # tools/ptxas-check.sh unpacks the sm_90 cubins of the build
+      clang libclang-rt-14-dev)  # tools/fuzz.sh: libFuzzer with ASan/UBSan over the readers
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -29,6 +29,11 @@ if [ "${AIM_SKIP_CPU_ONLY:-0}" != "1" ]; then
   (cd "$root/build-cpu" && ctest --output-on-failure -j1 -L unit -E '^aim_unit_tests$' &&
     tests/aim_unit_tests --gtest_filter='-*Parity*:*TinyLearns*:AmpTraining.*:LowPrecisionInfer.*')
 fi
+# Every reader and parser under libFuzzer with ASan/UBSan, a few seconds each on its seed corpus
+# (fuzz/README.md; the long run: tools/fuzz.sh 3600).
+if [ "${AIM_SKIP_FUZZ:-0}" != "1" ]; then
+  "$root/tools/fuzz.sh" "${AIM_FUZZ_SECONDS:-5}"
+fi
 if [ -x "$root/tools/gpu-check.sh" ]; then
   "$root/tools/gpu-check.sh" --dry-run
 fi
