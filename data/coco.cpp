@@ -105,7 +105,7 @@ CocoDataset parse_coco_instances(const std::string& text, const std::string& nam
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number overflow
     AIM_FAIL(name, ": malformed JSON: ", e.what());
   }
   AIM_CHECK(root.is_object(), name, ": the top level must be an object");

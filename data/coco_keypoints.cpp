@@ -58,7 +58,7 @@ CocoKeypointDataset parse_coco_keypoints(const std::string& text, const std::str
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number overflow
     AIM_FAIL(name, ": malformed JSON: ", e.what());
   }
   AIM_CHECK(root.is_object(), name, ": the top level must be an object");

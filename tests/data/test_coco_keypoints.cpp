@@ -175,6 +175,11 @@ TEST(CocoKeypoints, ReaderErrors) {
                 .find("annotations[0]: missing field 'category_id'"),
             std::string::npos);
   EXPECT_NE(error_of("{").find("kp.json: malformed JSON"), std::string::npos);
+  // Found by tools/fuzz.sh: a number past double's range is nlohmann's out_of_range, not a
+  // parse_error; it was not caught (fuzz/corpus/coco_instances/regression-number-overflow.json).
+  EXPECT_NE(
+      error_of("{\"images\": [{\"id\": 444444444e44444441}]}").find("kp.json: malformed JSON"),
+      std::string::npos);
 }
 
 TEST(CocoKeypoints, OksByHand) {
