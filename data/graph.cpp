@@ -34,10 +34,14 @@ void normalized_adjacency(int64_t nodes, const std::vector<std::pair<int64_t, in
     auto& n = nb[size_t(i)];
     n.push_back(int32_t(i));  // the identity
     std::sort(n.begin(), n.end());
+    bool self_loop = false;
     for (size_t k = 0; k < n.size(); ++k) {
       if (k > 0 && n[k] == n[k - 1]) {
-        if (n[k] == int32_t(i)) w.back() += 1.f;  // a self-loop of A on top of I
-        continue;                                 // a repeated edge: A is 0/1
+        if (n[k] == int32_t(i) && !self_loop) {  // a self-loop of A (0/1) on top of I
+          w.back() += 1.f;
+          self_loop = true;
+        }
+        continue;  // a repeated edge: A is 0/1
       }
       ci.push_back(n[k]);
       w.push_back(1.f);

@@ -93,9 +93,12 @@ TEST(GcnModel, ParityTorchLogitsGradientsAdamStep) {
   }
   train::Adam adam(m.named_parameters(), 0.01);
   adam.step();
+  // The first Adam step moves each weight by lr * g / (|g| + 1e-8): an entry of gc1.weight whose
+  // data gradient nearly cancels its weight decay has |g| ~ 1e-8, where the step follows the last
+  // bits of g. 2e-4 of the largest weight (~0.3) is < 1% of one step (lr 0.01).
   for (const auto& [n, p] : m.named_parameters()) {
     const double d = rel_diff(p.data(), o.at("after." + n));
-    EXPECT_LT(d, 1e-5) << n;
+    EXPECT_LT(d, 2e-4) << n;
     dw = std::max(dw, d);
   }
   std::printf(
@@ -207,14 +210,15 @@ TEST(GcnData, PlanetoidConverterAndReaderReplicateKipf) {
           << "node " << order[size_t(k)];
   for (int64_t f = 0; f < 6; ++f) EXPECT_EQ(x[size_t(9 * 6 + f)], 0.f);
   EXPECT_EQ(x[0], 0.5f);  // allx row 0: features 0 and 1, row-normalised
-  // A_hat: node 0 has neighbours 1, 2 (degree 3 with the self-loop), node 1 degree 2; node 4's
-  // self-loop adds to the identity: (1 + 1) / 2 = 1.
+  // A_hat: node 0 has neighbours 1, 2 (degree 3 with the identity), node 1 degree 2; node 4's
+  // self-loop (listed twice: A is 0/1) adds 1 to the identity: A + I row 4 = {4: 2, 7: 1}.
   data::GraphSource src(data::read_planetoid(dir + "/out"), "fake");
   const Tensor d = dense_adj(src.next(1));
   const float* a = d.data<float>();
   EXPECT_NEAR(a[0 * 13 + 1], 1.0 / std::sqrt(6.0), 1e-7);
   EXPECT_NEAR(a[0 * 13 + 0], 1.0 / 3.0, 1e-7);
-  EXPECT_NEAR(a[4 * 13 + 4], 1.0, 1e-7);
+  EXPECT_NEAR(a[4 * 13 + 4], 2.0 / 3.0, 1e-7);
+  EXPECT_NEAR(a[4 * 13 + 7], 1.0 / std::sqrt(6.0), 1e-7);
   EXPECT_NEAR(a[9 * 13 + 9], 1.0, 1e-7);  // isolated: only the identity
   std::filesystem::remove_all(dir);
 }

@@ -9,7 +9,8 @@ one-hot numpy arrays, graph a defaultdict of neighbour lists, test.index unsorte
   13 nodes, 6 features, 3 classes; allx: nodes 0..7 (y: the first 3); test ids, in file order,
   10 8 12 11 (9 is "isolated": a zero row, no label); tx row k = feature k with value k + 1,
   ty row k = class k % 3; allx row i = features i % 6 and (i + 1) % 6, ally row i = class i % 3.
-  graph: 0-1 0-2 2-3 (both directions listed), 4-4 (a self-loop), 5-6, 10-11, 12-8.
+  graph: 0-1 0-2 2-3 4-7 (both directions listed), 4-4 (a self-loop, listed twice), 5-6, 10-11,
+  12-8.
 """
 import collections
 import os
@@ -64,10 +65,10 @@ def main(out):
         tx[k, k] = k + 1
         ty[k, k % C] = 1
     graph = collections.defaultdict(list)
-    for u, v in [(0, 1), (0, 2), (2, 3), (5, 6), (10, 11), (12, 8)]:
+    for u, v in [(0, 1), (0, 2), (2, 3), (4, 7), (5, 6), (10, 11), (12, 8)]:
         graph[u].append(v)
         graph[v].append(u)
-    graph[4].append(4)
+    graph[4] += [4, 4]
     for n in range(13):
         graph[n]  # every node present, in id order (defaultdict creates it)
     graph = collections.defaultdict(list, sorted(graph.items()))
