@@ -202,7 +202,9 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
                                         : src->next(opt.batch_size)));
     }
   }
-  r.batch = batches.front().begin()->second.size(0);
+  // Samples per batch: the size asked of the source (a GCN batch is one whole graph, whose tensors'
+  // first dimensions are nodes and nonzeros), else the --inputs file's leading dimension.
+  r.batch = opt.inputs.empty() ? opt.batch_size : batches.front().begin()->second.size(0);
 
   // Low precision: the f32 model plus the state its runs need (autocast's weight copies, or the
   // quantized layers), entered around every low-precision run.

@@ -15,6 +15,7 @@ namespace {
 struct StreamState {
   cublasHandle_t blas = nullptr;
   cudnnHandle_t dnn = nullptr;
+  cusparseHandle_t sparse = nullptr;
   void* ws = nullptr;
   size_t ws_bytes = 0;
 };
@@ -98,6 +99,18 @@ cudnnHandle_t cudnn(Device d) {
     AIM_CUDNN_CHECK(cudnnSetStream(st.dnn, stream(d)));
   }
   return st.dnn;
+}
+
+cusparseHandle_t cusparse(Device d) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  StreamState& st = stream_state(d);
+  if (!st.sparse) {
+    DeviceGuard g(d);
+    AIM_CUSPARSE_CHECK(cusparseCreate(&st.sparse));
+    AIM_CUSPARSE_CHECK(cusparseSetStream(st.sparse, stream(d)));
+  }
+  return st.sparse;
 }
 
 Workspace workspace(Device d, size_t min_bytes) {

@@ -1,5 +1,5 @@
-// cuBLAS, cuBLASLt and cuDNN handles and workspaces: the one owner (CUDA builds only; included
-// by the vendor variants, *_cublas.cpp / *_cudnn.cpp).
+// cuBLAS, cuBLASLt, cuDNN and cuSPARSE handles and workspaces: the one owner (CUDA builds only;
+// included by the vendor variants, *_cublas.cpp / *_cudnn.cpp).
 //
 // Handles are created lazily, once per (device, stream) — the stream being the calling host
 // thread's current stream for that device (tensor/allocator.h) — and live until the process
@@ -14,10 +14,20 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <cusparse.h>
 
 #include <cstddef>
 
+#include "tensor/check.h"
 #include "tensor/device.h"
+
+#define AIM_CUSPARSE_CHECK(expr)                                                                 \
+  do {                                                                                           \
+    const cusparseStatus_t aim_st_ = (expr);                                                     \
+    if (aim_st_ != CUSPARSE_STATUS_SUCCESS)                                                      \
+      ::aim::fail(__FILE__, __LINE__,                                                            \
+                  ::aim::str("cuSPARSE error ", cusparseGetErrorString(aim_st_), " in " #expr)); \
+  } while (0)
 
 namespace aim::kernels::vendor {
 
@@ -31,6 +41,7 @@ cudaStream_t stream(Device d);        // the current stream of this host thread 
 cublasHandle_t cublas(Device d);      // for (d, current stream): stream and workspace set
 cublasLtHandle_t cublaslt(Device d);  // per device
 cudnnHandle_t cudnn(Device d);        // for (d, current stream): stream set
+cusparseHandle_t cusparse(Device d);  // for (d, current stream): stream set
 
 struct Workspace {
   void* data = nullptr;

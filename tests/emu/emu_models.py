@@ -45,6 +45,7 @@ SETTINGS = {
     "wide_deep": dict(batch=16, eval=32),
     "crnn": dict(batch=2, eval=4),
     "bert": dict(batch=2, eval=4),
+    "gcn": dict(batch=1, eval=1),  # the batch is the whole graph: one step = one epoch
 }
 CNN = dict(batch=2, eval=4)
 STEPS = 3
