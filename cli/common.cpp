@@ -82,6 +82,11 @@ void print_models(std::ostream& os) {
       for (const std::string& f : e.train_defaults) os << " " << f;
       os << "\n";
     }
+    if (!e.infer_defaults.empty()) {
+      os << "    aim-infer defaults (unless given):";
+      for (const std::string& f : e.infer_defaults) os << " " << f;
+      os << "\n";
+    }
     for (const models::ModelOptimizer& o : e.optimizers)
       os << "    --optimizer " << o.name << ": " << o.doc << " (rates at --lr " << o.ref_lr
          << ")\n";

@@ -4,6 +4,7 @@
 #pragma once
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,11 @@ struct ModelCommand {
   boost::program_options::variables_map vm;
   const models::ModelEntry* entry = nullptr;  // null: --help or --list was printed (exit 0)
   models::ModelConfig cfg;
+  std::set<std::string> from_defaults;  // flags the model's recipe / inference defaults set
+  // The command line gave `flag` itself (not a default, not the model's).
+  bool given(const char* flag) const {
+    return vm.count(flag) && !vm[flag].defaulted() && !from_defaults.count(flag);
+  }
 };
 
 // The flags of the optimizer a recipe names: when the command line chooses its own --optimizer,
@@ -26,17 +32,19 @@ inline bool is_optimizer_flag(const std::string& name) {
          name == "nesterov" || name == "weight-decay";
 }
 
-// Stores the model's recipe (ModelEntry::train_defaults) under the flags the command line left
+// Stores the model's recipe (ModelEntry::train_defaults, or infer_defaults) under the flags the
+// command line left
 // at their defaults: Program_options keeps an explicitly given value and replaces a defaulted one.
-inline void apply_train_defaults(ModelCommand& c,
-                                 const boost::program_options::options_description& all) {
+inline void apply_model_defaults(ModelCommand& c,
+                                 const boost::program_options::options_description& all,
+                                 const std::vector<std::string>& defaults) {
   namespace po = boost::program_options;
   std::vector<std::string> args;
   auto given = [&](const char* f) { return c.vm.count(f) && !c.vm[f].defaulted(); };
   // --lr on the command line is meant as given: the recipe's --lr-batch scaling does not apply.
   const bool own_optimizer = given("optimizer");
   const bool own_lr = given("lr");
-  for (const std::string& flag : c.entry->train_defaults) {
+  for (const std::string& flag : defaults) {
     const std::string name = flag.substr(2, flag.find('=') - 2);
     if (own_optimizer && is_optimizer_flag(name)) continue;
     if (own_lr && name == "lr-batch") continue;
@@ -45,7 +53,10 @@ inline void apply_train_defaults(ModelCommand& c,
   po::variables_map recipe;
   po::store(po::command_line_parser(args).options(all).run(), recipe);
   for (const auto& [name, value] : recipe)
-    if (!c.vm.count(name) || c.vm[name].defaulted()) c.vm.erase(name);
+    if (!c.vm.count(name) || c.vm[name].defaulted()) {
+      c.vm.erase(name);
+      c.from_defaults.insert(name);
+    }
   po::store(po::command_line_parser(args).options(all).run(), c.vm);
   po::notify(c.vm);
 }
@@ -111,11 +122,15 @@ inline ModelCommand parse_model_command(int argc, char** argv,
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  if (train && !c.entry->train_defaults.empty()) {
+  const std::vector<std::string>& defaults =
+      train ? c.entry->train_defaults : c.entry->infer_defaults;
+  if (!defaults.empty()) {
     try {
-      apply_train_defaults(c, all);
+      apply_model_defaults(c, all, defaults);
     } catch (const po::error& e) {
-      throw UsageError(std::string("the training recipe of ") + model_name + ": " + e.what());
+      throw UsageError(
+          std::string(train ? "the training recipe of " : "the inference defaults of ") +
+          model_name + ": " + e.what());
     }
   }
   return c;

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     io.seed = aim::cli::parse_u64("--seed", seed);
     if (io.iters <= 0) throw UsageError("--iters must be > 0, got " + std::to_string(io.iters));
     if (io.warmup < 0) throw UsageError("--warmup must be >= 0, got " + std::to_string(io.warmup));
-    if (!io.inputs.empty() && (vm["batch-size"].defaulted() == false || io.data != "synthetic"))
+    if (!io.inputs.empty() && (mc.given("batch-size") || io.data != "synthetic"))
       throw UsageError(
           "--inputs fixes the batch: it cannot be combined with --batch-size or "
           "--data");

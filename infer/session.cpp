@@ -256,6 +256,8 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
 
   if (lowp) {  // the same inputs in f32 and in low precision
     const size_t n = std::min<size_t>(batches.size(), 4);
+    log << "comparing " << r.precision << " outputs with fp32 on " << n << " batches...\n"
+        << std::flush;
     std::map<std::string, std::pair<std::vector<Tensor>, std::vector<Tensor>>> outs, ints;
     for (size_t i = 0; i < n; ++i) {
       const TensorMap in = models::batch_to_device(*model, batches[i], dev);
@@ -301,6 +303,9 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
     }
     if (src && opt.compare_samples > 0 && src->eval_size() > 0) {
       const int64_t ne = std::min(opt.compare_samples, src->eval_size());
+      log << "comparing the metrics of fp32 and " << r.precision << " on " << ne
+          << " evaluation samples (--compare-samples; 0 skips it)...\n"
+          << std::flush;
       r.metrics_f32 = entry.evaluate(*model, *src, ne, dev);
       r.metrics_lowp = in_precision([&] { return entry.evaluate(*model, *src, ne, dev); });
       log << "metrics on " << ne << " evaluation samples:";
@@ -331,7 +336,7 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
   std::vector<double> latency, device_ms, postprocess_ms;
   double flops = 0;
   const auto t_all = Clock::now();
-  auto t_timed = t_all;
+  auto t_timed = t_all, last_line = t_all;
   const bool profiling = opt.profile || !opt.trace.empty() || !opt.roofline.empty();
   for (int64_t i = 0; i < opt.warmup + opt.iters; ++i) {
     if (i == opt.warmup) t_timed = Clock::now();
@@ -362,6 +367,18 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
       post_ms = ms_since(t2);
     }
     const double lat = ms_since(t0);
+    // A run longer than a few seconds says where it is (every 5 s), so a slow model at its
+    // reference batch is never a silent wait.
+    if (ms_since(last_line) > 5000 && i + 1 < opt.warmup + opt.iters) {
+      char pb[160];
+      std::snprintf(pb, sizeof pb, "%s %lld/%lld: last batch %.1f ms, %.0f s so far\n",
+                    i < opt.warmup ? "warmup" : "timed",
+                    static_cast<long long>(i < opt.warmup ? i + 1 : i + 1 - opt.warmup),
+                    static_cast<long long>(i < opt.warmup ? opt.warmup : opt.iters), lat,
+                    ms_since(t_all) / 1e3);
+      log << pb << std::flush;
+      last_line = Clock::now();
+    }
     if (i < opt.warmup) continue;
     if (opt.postprocess) postprocess_ms.push_back(post_ms);
     latency.push_back(lat);

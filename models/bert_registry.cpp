@@ -241,6 +241,7 @@ Metrics bert_evaluate(Model& model, const data::BatchSource& src, int64_t n, Dev
 void add_bert_model(std::vector<ModelEntry>& r) {
   ModelEntry e;
   e.name = "bert";
+  e.infer_defaults = {"--batch-size=1"};  // MODELS.md §1.1
   e.task = "nlp";
   e.description =
       "BERT as benchmarked by AI Matrix (MODELS.md \xC2\xA7"

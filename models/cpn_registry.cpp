@@ -92,6 +92,7 @@ Metrics cpn_evaluate(Model& model, const data::BatchSource& src, int64_t n, Devi
 void add_cpn_model(std::vector<ModelEntry>& r) {
   ModelEntry e;
   e.name = "cpn";
+  e.infer_defaults = {"--batch-size=4"};  // MODELS.md §1.1
   e.task = "cv";
   e.description =
       "CPN (MODELS.md \xC2\xA7"

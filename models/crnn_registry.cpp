@@ -77,6 +77,7 @@ Metrics crnn_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device 
 void add_crnn_model(std::vector<ModelEntry>& r) {
   ModelEntry e;
   e.name = "crnn";
+  e.infer_defaults = {"--batch-size=128"};  // MODELS.md §1.1
   e.task = "cv";
   e.description =
       "CRNN as benchmarked by AI Matrix (MODELS.md \xC2\xA7"

@@ -84,6 +84,7 @@ Metrics dien_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device 
 void add_dien_model(std::vector<ModelEntry>& r) {
   ModelEntry e;
   e.name = "dien";
+  e.infer_defaults = {"--batch-size=256"};  // MODELS.md §1.1
   e.task = "rec";
   e.description =
       "Deep Interest Evolution Network as benchmarked by AI Matrix (MODELS.md \xC2\xA7"

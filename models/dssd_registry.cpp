@@ -10,6 +10,7 @@ namespace aim::models {
 
 void add_dssd_model(std::vector<ModelEntry>& r) {
   ModelEntry e = ssd_family_entry("dssd", 321);
+  e.infer_defaults = {"--batch-size=1"};  // MODELS.md §1.1
   e.description =
       "DSSD321 (MODELS.md \xC2\xA7"
       "6.3): ResNet-101 (dilated res5, frozen BN) + res6..res9, deconvolution module with "

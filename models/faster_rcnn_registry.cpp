@@ -90,6 +90,7 @@ Metrics faster_rcnn_evaluate(Model& model, const data::BatchSource& src, int64_t
 
 void add_faster_rcnn_model(std::vector<ModelEntry>& r) {
   ModelEntry e = ssd_family_entry("faster_rcnn", 600);
+  e.infer_defaults = {"--batch-size=1"};  // MODELS.md §1.1
   e.description =
       "Faster R-CNN VGG16 end to end as py-faster-rcnn (MODELS.md \xC2\xA7"
       "6.7): Caffe layer names, RPN (9 anchors, 256 sampled), proposal layer (NMS 0.7), 128 "

@@ -112,6 +112,7 @@ Metrics gcn_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device d
 void add_gcn_model(std::vector<ModelEntry>& r) {
   ModelEntry e;
   e.name = "gcn";
+  e.infer_defaults = {"--batch-size=1"};  // MODELS.md §1.1
   e.task = "graph";
   e.description =
       "Kipf & Welling GCN (MODELS.md \xC2\xA7"

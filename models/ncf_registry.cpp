@@ -74,6 +74,7 @@ Metrics ncf_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device d
 void add_ncf_model(std::vector<ModelEntry>& r) {
   ModelEntry e;
   e.name = "ncf";
+  e.infer_defaults = {"--batch-size=128"};  // MODELS.md §1.1
   e.task = "rec";
   e.description =
       "NeuMF as benchmarked by AI Matrix (MODELS.md \xC2\xA7"

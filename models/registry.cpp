@@ -83,6 +83,7 @@ std::vector<ModelEntry> make_registry() {
   std::vector<ModelEntry> r;
   ModelEntry din;
   din.name = "din";
+  din.infer_defaults = {"--batch-size=256"};  // MODELS.md §1.1
   din.task = "rec";
   din.description =
       "Deep Interest Network as benchmarked by AI Matrix (MODELS.md \xC2\xA7"

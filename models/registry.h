@@ -53,6 +53,9 @@ struct ModelEntry {
   // The model's training recipe as aim-train flags ("--optimizer=sgd", "--nesterov"): each
   // applies unless the command line gives that flag itself; aim-train --help MODEL lists them.
   std::vector<std::string> train_defaults;
+  // aim-infer's flags for this model, the same way ("--batch-size=16": the reference's smallest
+  // inference batch, MODELS.md §1.1); without it aim-infer's own defaults.
+  std::vector<std::string> infer_defaults;
   std::vector<ModelOptimizer> optimizers;  // its own, besides sgd/adam/adamw/adagrad/lamb
   // The model for a configuration, initialised from `seed` (on the CPU).
   std::function<std::unique_ptr<Model>(const ModelConfig&, uint64_t seed)> build;

@@ -124,6 +124,7 @@ Metrics seglink_evaluate(Model& model, const data::BatchSource& src, int64_t n, 
 void add_seglink_model(std::vector<ModelEntry>& r) {
   ModelEntry e;
   e.name = "seglink";
+  e.infer_defaults = {"--batch-size=4"};  // MODELS.md §1.1
   e.task = "cv";
   e.description =
       "SegLink (MODELS.md \xC2\xA7"

@@ -190,6 +190,7 @@ ModelEntry ssd_family_entry(const std::string& name, int64_t image_size) {
 
 void add_ssd_models(std::vector<ModelEntry>& r) {
   ModelEntry e = ssd_family_entry("ssd_vgg16", 300);
+  e.infer_defaults = {"--batch-size=8"};  // MODELS.md §1.1
   e.description =
       "SSD300 with VGG16 (MODELS.md \xC2\xA7"
       "6.1) as torchvision's ssd300_vgg16: module tree and parameter names, MultiBox loss "

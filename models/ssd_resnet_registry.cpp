@@ -22,6 +22,7 @@ SsdConfig with_family_keys(SsdConfig c, const std::string& model, const ModelCon
 
 void add_ssd_resnet_models(std::vector<ModelEntry>& r) {
   ModelEntry e = ssd_family_entry("ssd_resnet34", 300);
+  e.infer_defaults = {"--batch-size=8"};  // MODELS.md §1.1
   e.description =
       "SSD300 with ResNet-34 (MODELS.md \xC2\xA7"
       "6.4) as MLPerf training's reference: module tree and parameter names, size-major heads "
@@ -38,6 +39,7 @@ void add_ssd_resnet_models(std::vector<ModelEntry>& r) {
   r.push_back(std::move(e));
 
   e = ssd_family_entry("ssd_resnet18", 321);
+  e.infer_defaults = {"--batch-size=8"};  // MODELS.md §1.1
   e.description =
       "SSD with ResNet-18 at 321 (MODELS.md \xC2\xA7"
       "6.2) as AI Matrix's Caffe SSD_ResNet18: torchvision names with res2a's projection, "

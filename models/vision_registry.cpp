@@ -120,6 +120,7 @@ ModelEntry image_entry(const std::string& name, const std::string& description,
                        std::vector<ConfigKey> extra, std::vector<std::string> lr, Builder make) {
   ModelEntry e;
   e.name = name;
+  e.infer_defaults = {"--batch-size=16"};  // MODELS.md §1.1
   e.task = "cv";
   e.description = description;
   e.config = {{"size", "full", {"full", "tiny"}, "full: ImageNet-sized; tiny: narrow, 32 px"},

@@ -57,6 +57,7 @@ Metrics wide_deep_evaluate(Model& m, const data::BatchSource& src, int64_t n, De
 void add_wide_deep_model(std::vector<ModelEntry>& r) {
   ModelEntry e;
   e.name = "wide_deep";
+  e.infer_defaults = {"--batch-size=1024"};  // MODELS.md §1.1
   e.task = "rec";
   e.description =
       "census Wide&Deep as benchmarked by AI Matrix (MODELS.md \xC2\xA7"
