@@ -45,6 +45,17 @@ const nlohmann::json& field(const nlohmann::json& j, const char* key, const std:
   AIM_CHECK(j.is_object() && j.contains(key), where, ": no \"", key, "\"");
   return j.at(key);
 }
+std::string string_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = field(j, key, where);
+  AIM_CHECK(v.is_string(), where, ": \"", key, "\" is ", v.type_name(), ", expected a string");
+  return v.get<std::string>();
+}
+const nlohmann::json& array_field(const nlohmann::json& j, const char* key,
+                                  const std::string& where) {
+  const nlohmann::json& v = field(j, key, where);
+  AIM_CHECK(v.is_array(), where, ": \"", key, "\" is ", v.type_name(), ", expected a list");
+  return v;
+}
 
 // _improve_answer_span: the tokens that spell the answer exactly, when some sub-span does.
 std::pair<int64_t, int64_t> improve_span(const std::vector<std::string>& doc, int64_t start,
@@ -100,8 +111,8 @@ std::vector<SquadExample> read_squad(const std::string& path, bool training,
   std::vector<SquadExample> out;
   for (size_t a = 0; a < data.size(); ++a) {
     const std::string where_a = str("SQuAD file ", path, ": data[", a, "]");
-    for (const auto& para : field(data[a], "paragraphs", where_a)) {
-      const std::string context = field(para, "context", where_a).get<std::string>();
+    for (const auto& para : array_field(data[a], "paragraphs", where_a)) {
+      const std::string context = string_field(para, "context", where_a);
       // Words on whitespace, and the word of each character (run_squad's char_to_word_offset).
       std::vector<std::vector<uint32_t>> words;
       std::vector<int64_t> char_word;
@@ -118,20 +129,23 @@ std::vector<SquadExample> read_squad(const std::string& path, bool training,
       }
       std::vector<std::string> doc;
       for (const auto& w : words) doc.push_back(encode_utf8(w));
-      for (const auto& qa : field(para, "qas", where_a)) {
+      for (const auto& qa : array_field(para, "qas", where_a)) {
         SquadExample e;
-        e.id = field(qa, "id", where_a).get<std::string>();
+        e.id = string_field(qa, "id", where_a);
         const std::string where = where_a + " question " + e.id;
-        e.question = field(qa, "question", where).get<std::string>();
+        e.question = string_field(qa, "question", where);
         e.doc_tokens = doc;
-        const nlohmann::json& answers = field(qa, "answers", where);
-        for (const auto& ans : answers) e.answers.push_back(field(ans, "text", where));
+        const nlohmann::json& answers = array_field(qa, "answers", where);
+        for (const auto& ans : answers) e.answers.push_back(string_field(ans, "text", where));
         ++st.questions;
         if (training) {
           AIM_CHECK(answers.size() == 1, where,
                     ": a training question has exactly one answer, got ", answers.size());
           const std::string text = e.answers[0];
-          const int64_t offset = field(answers[0], "answer_start", where).get<int64_t>();
+          const nlohmann::json& start = field(answers[0], "answer_start", where);
+          AIM_CHECK(start.is_number_integer(), where, ": \"answer_start\" is ", start.type_name(),
+                    ", expected an integer");
+          const int64_t offset = start.get<int64_t>();
           const int64_t length = int64_t(decode_utf8(text).size());
           AIM_CHECK(length > 0 && offset >= 0 && offset + length <= int64_t(char_word.size()),
                     where, ": answer_start ", offset, " + ", length,

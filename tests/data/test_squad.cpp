@@ -125,6 +125,16 @@ TEST(Squad, BadFilesAreErrorsNamingTheFileAndQuestion) {
       R"({"data": [{"paragraphs": [{"context": "a b", "qas": [{"id": "y", "question": "q",)"
       R"( "answers": []}]}]}]})",
       "exactly one answer");
+  // Found by tools/fuzz.sh (fuzz/corpus/squad/regression-id-not-string.json): fields of the wrong
+  // JSON type were nlohmann's uncaught type_error.
+  expect_error(R"({"data": [{"paragraphs": [{"context": "a", "qas": [{"id": 12}]}]}]})",
+               "\"id\" is number, expected a string");
+  expect_error(R"({"data": [{"paragraphs": {"context": "a"}}]})",
+               "\"paragraphs\" is object, expected a list");
+  expect_error(
+      R"({"data": [{"paragraphs": [{"context": "a b", "qas": [{"id": "z", "question": "q",)"
+      R"( "answers": [{"text": "b", "answer_start": "2"}]}]}]}]})",
+      "\"answer_start\" is string, expected an integer");
   fs::remove_all(d);
 }
 
