@@ -18,6 +18,8 @@ namespace k = aim::kernels;
 
 namespace {
 
+constexpr double kNormEps = 1e-5;  // added to the standard deviation (silent utterances)
+
 const Tensor& get(const TensorMap& b, const char* name) {
   auto it = b.find(name);
   AIM_CHECK(it != b.end() && it->second.defined(), "deepspeech batch: missing tensor '", name, "'");
@@ -83,7 +85,7 @@ DeepSpeech::DeepSpeech(const DeepSpeechConfig& cfg) : cfg_(cfg) {
   fc6 = child("fc6", std::make_shared<layers::Linear>(H, cfg.classes, cfg.seed + 6));
 }
 
-Tensor DeepSpeech::features(const Tensor& audio) {
+Tensor DeepSpeech::features(const Tensor& audio, const Tensor& frames) {
   AIM_CHECK(audio.defined() && audio.dim() == 2 &&
                 (audio.dtype() == DType::f32 || audio.dtype() == DType::f64),
             "DeepSpeech: audio must be f32 or f64 [B, L], got ",
@@ -124,7 +126,31 @@ Tensor DeepSpeech::features(const Tensor& audio) {
   da.y = Tensor::empty({R, cfg_.n_mfcc}, dt, d);
   da.lifter = cfg_.lifter;
   k::dct(da);
-  return da.y.view({B, T, cfg_.n_mfcc});
+  return normalize(da.y.view({B, T, cfg_.n_mfcc}), frames);
+}
+
+// Per-utterance whitening over the sample's own frames (DeepSpeech 0.1's (x - mean) / std over
+// the utterance's features): padded frames neither count nor change, so a sample's features do
+// not depend on the batch it is in; they are set to 0 (the context window's padding value).
+Tensor DeepSpeech::normalize(const Tensor& feats, const Tensor& frames) const {
+  const int64_t B = feats.size(0), T = feats.size(1), K = feats.size(2);
+  std::vector<double> mask(size_t(B * T), 1.0), count(size_t(B), double(T * K));
+  if (frames.defined()) {
+    const std::vector<int64_t> n = frames.to(kCPU).to(DType::i64).contiguous().to_vector<int64_t>();
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t nb = std::min<int64_t>(T, std::max<int64_t>(0, n[size_t(b)]));
+      for (int64_t t = nb; t < T; ++t) mask[size_t(b * T + t)] = 0.0;
+      count[size_t(b)] = double(std::max<int64_t>(1, nb) * K);
+    }
+  }
+  profiler::Scope s("normalize", profiler::ScopeKind::Layer);
+  const Variable m(Tensor::from_vector(mask, {B, T, 1}).to(feats.dtype()).to(feats.device()));
+  const Variable n(Tensor::from_vector(count, {B, 1, 1}).to(feats.dtype()).to(feats.device()));
+  const Variable x(feats);
+  const Variable mean = ag::div(ag::sum(ag::mul(x, m), {1, 2}, true), n);
+  const Variable c = ag::mul(ag::sub(x, mean), m);
+  const Variable sd = ag::sqrt(ag::div(ag::sum(ag::mul(c, c), {1, 2}, true), n));
+  return ag::div(c, ag::add(sd, kNormEps)).data();
 }
 
 Tensor DeepSpeech::frame_lengths(const Tensor& audio_length) const {
@@ -179,7 +205,7 @@ Variable DeepSpeech::network(const Tensor& feats, const Tensor& frames) {
 }
 
 Variable DeepSpeech::forward(const Variable& audio) {
-  return network(features(audio.data()), Tensor());
+  return network(features(audio.data(), Tensor()), Tensor());
 }
 
 Variable DeepSpeech::ctc_loss(const Variable& logits, const Tensor& frames, const Tensor& label,
@@ -252,7 +278,7 @@ TensorMap DeepSpeech::host_metadata(const TensorMap& host_batch) const {
 TensorMap DeepSpeech::infer(const TensorMap& batch) {
   check_batch(input_specs(), batch, "deepspeech inputs");
   const Tensor frames = frame_lengths(get(batch, "audio_length"));
-  const Tensor logits = network(features(batch.at("audio")), frames).data();
+  const Tensor logits = network(features(batch.at("audio"), frames), frames).data();
   auto [labels, lengths] = decode(logits, frames);
   return {{"logits", logits}, {"output", logits}, {"decoded", labels}, {"decoded_length", lengths}};
 }
@@ -262,7 +288,7 @@ Variable DeepSpeech::training_loss(const TensorMap& batch) {
   for (const TensorSpec& s : label_specs()) specs.push_back(s);
   check_batch(specs, batch, "deepspeech batch");
   const Tensor frames = frame_lengths(get(batch, "audio_length"));
-  const Variable logits = network(features(batch.at("audio")), frames);
+  const Variable logits = network(features(batch.at("audio"), frames), frames);
   return ctc_loss(logits, frames, get(batch, "label"), get(batch, "label_length"));
 }
 
@@ -274,6 +300,9 @@ double DeepSpeech::frontend_flops(int64_t B, int64_t L) const {
   f += 3.0 * R * F;                                                 // power_spectrum
   f += 2.0 * R * F * M + (cfg_.log_floor > 0 ? 2.0 * R * M : 0.0);  // mel_fbank (+ log)
   f += 2.0 * R * M * double(cfg_.n_mfcc);                           // dct
+  // normalize (per feature): mask product, sum, subtract, mask, square, sum, divide = 7; per
+  // sample: two divisions, sqrt, add.
+  f += 7.0 * R * double(cfg_.n_mfcc) + 4.0 * double(B);
   return f;
 }
 

@@ -4,7 +4,8 @@
 //   audio  [B, L] mono 16 kHz samples in [-1, 1)                    (+ audio_length [B])
 //   front  pre-emphasis 0.97, 25 ms frames every 10 ms (400 / 160 samples), Hamming window,
 //          512-point FFT, power, 26 HTK mel bands 0-8 kHz, log(max(., 1e-4)),
-//          26 MFCCs (orthonormal DCT-II, lifter 22)                   -> [B, T, 26]
+//          26 MFCCs (orthonormal DCT-II, lifter 22), whitened per utterance over its own frames
+//          ((x - mean) / (std + 1e-5), DeepSpeech 0.1), 0 past them     -> [B, T, 26]
 //          (kernels/signal ops; T = (L - 400) / 160 + 1)
 //   ctx    each frame with 9 frames of context each side, zeros past the ends -> [T, B, 494]
 //   fc1..3 Linear 2048 + clipped ReLU min(max(x, 0), 20)             -> [T, B, 2048]
@@ -63,8 +64,10 @@ class DeepSpeech : public Model {
  public:
   explicit DeepSpeech(const DeepSpeechConfig& cfg = DeepSpeechConfig());
 
-  // The front end: MFCC features [B, T, n_mfcc] of audio [B, L] f32 or f64 (no gradient).
-  Tensor features(const Tensor& audio);
+  // The front end: MFCC features [B, T, n_mfcc] of audio [B, L] f32 or f64, whitened per sample
+  // over its frames [B] (CPU; undefined: all T), 0 past them (no gradient).
+  Tensor features(const Tensor& audio, const Tensor& frames);
+  Tensor normalize(const Tensor& feats, const Tensor& frames) const;
   // Frames of each sample [B] i64 on the CPU from audio_length [B] (signal_frames, at least 1
   // frame counted as 0 when the audio is shorter than one frame).
   Tensor frame_lengths(const Tensor& audio_length) const;

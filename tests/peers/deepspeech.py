@@ -5,7 +5,8 @@ pre-emphasis p[0] = x[0], p[i] = x[i] - 0.97 x[i-1]; frames of 400 every 160 sam
 periodic Hamming window (torch.hamming_window); torch.fft.rfft(n=512); |X|^2; the HTK mel
 filterbank exactly as torchaudio.functional.melscale_fbanks(257, 0, 8000, 26, 16000, None, "htk")
 computes it; log(clamp(., 1e-4)); orthonormal DCT-II (torchaudio.functional.create_dct(26, 26,
-"ortho")) times HTK's lifter 1 + 11 sin(pi k / 22). As a second, independent check of framing,
+"ortho")) times HTK's lifter 1 + 11 sin(pi k / 22); then per-utterance whitening over the
+sample's own frames, (x - mean) / (std + 1e-5), 0 past them. As a second, independent check of framing,
 window and FFT, the power spectrum is also taken with torch.stft (center=False; the 400-sample
 window sits at offset 56 of each 512-point frame, so the signal is shifted by 56 zeros).
 Network: 9 frames of context each side (zero padded), fc1..fc3 Linear + clamp(0, 20),
@@ -79,10 +80,20 @@ def power_stft(x):
     return (X.abs() ** 2).transpose(1, 2)
 
 
-def features(x):
+def features(x, frames=None):
     fb = torch.tensor(melscale_fbanks(NFFT // 2 + 1, 0.0, SR / 2, MELS, SR), dtype=x.dtype)
     mel = torch.log(torch.clamp(power_frames(x) @ fb, min=FLOOR))
-    return mel @ torch.tensor(dct_matrix(MFCC, MELS), dtype=x.dtype)
+    f = mel @ torch.tensor(dct_matrix(MFCC, MELS), dtype=x.dtype)  # [B, T, 26]
+    # per-utterance whitening over the sample's own frames; 0 past them
+    B, T, K = f.shape
+    if frames is None:
+        frames = torch.full((B,), T, dtype=torch.long)
+    mask = (torch.arange(T)[None, :] < frames[:, None]).to(x.dtype)[:, :, None]
+    n = (torch.clamp(frames, min=1) * K).to(x.dtype)[:, None, None]
+    mean = (f * mask).sum((1, 2), keepdim=True) / n
+    c = (f - mean) * mask
+    sd = torch.sqrt((c * c).sum((1, 2), keepdim=True) / n)
+    return c / (sd + 1e-5)
 
 
 class DeepSpeech(nn.Module):
@@ -129,13 +140,13 @@ def main():
     m.to(dt)
     x = b["audio"].to(dt)
     out = {}
-    feats = features(x)
+    frames = torch.clamp((b["audio_length"] - N) // HOP + 1, min=0)
+    feats = features(x, frames)
     out["features"] = feats
     out["power"] = power_frames(x)
     out["power_stft"] = power_stft(x)
     with torch.no_grad():
-        out["logits"] = m(feats)
-    frames = torch.clamp((b["audio_length"] - N) // HOP + 1, min=0)
+        out["logits"] = m(features(x))
     logits = m(feats, frames)
     lp = F.log_softmax(logits, 2)
     loss = F.ctc_loss(lp, b["label"].clamp(min=0), frames, b["label_length"],
