@@ -29,9 +29,12 @@ using ::aim::testing::source_root;
 using V = std::vector<int64_t>;
 
 // The CI-sized tiny run (docs/deepspeech.md): Adam 3e-3, clip 5, batch 16, utterances of 1..5
-// characters. The bar is a margin under what the measured run reached.
+// characters, 400 steps. CTC sits on its all-blank plateau for ~250 steps, then the CER falls
+// fast: aim-train with these settings measured held-out CER 1.0 -> 0.83 (step 300) -> 0.10
+// (step 400). The bar, 0.5, leaves a margin for the plateau's length. Adam 1e-2 stays on the
+// plateau for 400 steps.
 constexpr double kTinyLr = 3e-3, kTinyClip = 5;
-constexpr int kTinySteps = 300, kTinyBatch = 16;
+constexpr int kTinySteps = 400, kTinyBatch = 16;
 constexpr double kTinyCerBar = 0.5;
 
 TensorMap tiny_batch(int64_t n, int64_t start = 0) {
@@ -239,7 +242,7 @@ TEST(DeepspeechModel, TinyLearnsSyntheticSpeech) {
     loss.backward();
     train::clip_grad_norm(m->named_parameters(), kTinyClip);
     opt.step();
-    if ((step + 1) % 50 == 0)
+    if ((step + 1) % 100 == 0)
       std::printf("[deepspeech tiny train] step %d: loss %.3f, held-out CER %.3f\n", step + 1,
                   loss.data().to_vector<float>()[0], e.evaluate(*m, *src, 64, kCPU).at("cer"));
   }
