@@ -86,10 +86,16 @@ TestCase make_dct_case(const TestShape& s, DType t, uint64_t seed) {
   return to_case(a);
 }
 
-bool simt_small(const TestShape& s) {
-  int64_t n = 1;
-  for (size_t i = 0; i < std::min<size_t>(3, s.size()); ++i) n *= std::max<int64_t>(1, s[i]);
-  return n <= (int64_t(1) << 16);
+// The emulator runs one fiber per output (rfft: per block thread), each walking its sum.
+constexpr int64_t kSimtWork = int64_t(1) << 20;
+bool frame_simt_small(const TestShape& s) {
+  FrameParams p;
+  p.frame_length = s[2], p.hop = s[3], p.pad = s[4];
+  return s[0] * signal_frames(s[1], p) * s[2] <= kSimtWork;
 }
+bool rfft_simt_small(const TestShape& s) { return s[0] * s[2] * log2_ceil(s[2]) <= kSimtWork; }
+bool power_simt_small(const TestShape& s) { return s[0] * s[1] <= kSimtWork; }
+bool mel_simt_small(const TestShape& s) { return s[0] * s[1] * s[2] <= kSimtWork; }
+bool dct_simt_small(const TestShape& s) { return s[0] * s[1] * s[2] <= kSimtWork; }
 
 }  // namespace aim::kernels::signal_cpu

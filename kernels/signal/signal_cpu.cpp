@@ -363,7 +363,7 @@ void register_signal_cpu(Registry& r) {
     op.make_case = sc::make_frame_case;
     op.set_shape_fields(sc::frame_shape_fields());
     op.add_test_shapes(sc::frame_shapes());
-    op.small_enough_for_simt = sc::simt_small;
+    op.small_enough_for_simt = sc::frame_simt_small;
   }
   {
     auto& op = r.op<RfftArgs>("rfft");
@@ -376,7 +376,7 @@ void register_signal_cpu(Registry& r) {
     op.tolerance = sc::rfft_tolerance;
     op.set_shape_fields(sc::rfft_shape_fields());
     op.add_test_shapes(sc::rfft_shapes());
-    op.small_enough_for_simt = sc::simt_small;
+    op.small_enough_for_simt = sc::rfft_simt_small;
   }
   {
     auto& op = r.op<PowerSpectrumArgs>("power_spectrum");
@@ -386,7 +386,7 @@ void register_signal_cpu(Registry& r) {
     op.make_case = sc::make_power_case;
     op.set_shape_fields(sc::power_shape_fields());
     op.add_test_shapes(sc::power_shapes());
-    op.small_enough_for_simt = sc::simt_small;
+    op.small_enough_for_simt = sc::power_simt_small;
   }
   {
     auto& op = r.op<MelFbankArgs>("mel_fbank");
@@ -396,7 +396,7 @@ void register_signal_cpu(Registry& r) {
     op.make_case = sc::make_mel_case;
     op.set_shape_fields(sc::mel_shape_fields());
     op.add_test_shapes(sc::mel_shapes());
-    op.small_enough_for_simt = sc::simt_small;
+    op.small_enough_for_simt = sc::mel_simt_small;
   }
   {
     auto& op = r.op<DctArgs>("dct");
@@ -406,7 +406,7 @@ void register_signal_cpu(Registry& r) {
     op.make_case = sc::make_dct_case;
     op.set_shape_fields(sc::dct_shape_fields());
     op.add_test_shapes(sc::dct_shapes());
-    op.small_enough_for_simt = sc::simt_small;
+    op.small_enough_for_simt = sc::dct_simt_small;
   }
 }
 

@@ -30,6 +30,11 @@ std::vector<std::string> dct_shape_fields();
 std::vector<TestShape> dct_shapes();
 TestCase make_dct_case(const TestShape& s, DType t, uint64_t seed);
 
-bool simt_small(const TestShape& s);  // every op: the product of the shape's sizes
+// Shapes the SIMT emulator runs (the others are skipped there).
+bool frame_simt_small(const TestShape& s);
+bool rfft_simt_small(const TestShape& s);
+bool power_simt_small(const TestShape& s);
+bool mel_simt_small(const TestShape& s);
+bool dct_simt_small(const TestShape& s);
 
 }  // namespace aim::kernels::signal_cpu
