@@ -144,6 +144,8 @@ Tensor DeepSpeech::normalize(const Tensor& feats, const Tensor& frames) const {
     }
   }
   profiler::Scope s("normalize", profiler::ScopeKind::Layer);
+  // The mask and counts are made on the host from the host-side frame counts and uploaded
+  // explicitly (no read-back; inside a CUDA graph capture the upload is staged as a fixed plan).
   const Variable m(Tensor::from_vector(mask, {B, T, 1}).to(feats.dtype()).to(feats.device()));
   const Variable n(Tensor::from_vector(count, {B, 1, 1}).to(feats.dtype()).to(feats.device()));
   const Variable x(feats);
