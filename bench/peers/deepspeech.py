@@ -9,7 +9,7 @@ drawn with numpy before timing (aim draws its own on the prefetch thread): the s
 distribution, not the same samples.
 
 Run with /usr/bin/python3 (Debian torch):
-  deepspeech.py --size tiny --batch-size 16 --steps 50 --warmup 5 --threads 1
+  deepspeech.py --size tiny --batch-size 16 --steps 50 --warmup 5 --threads 1 [--flush-denormal]
 Prints one JSON line (step_time_ms p50/p90 nearest-rank, samples/s at p50).
 """
 import argparse
@@ -76,8 +76,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True): aim's default --denormals flush")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.flush_denormal:
+        torch.set_flush_denormal(True)
     torch.manual_seed(a.seed)
     width = 64 if a.size == "tiny" else 2048
     model = peer.DeepSpeech(width, width, 29)
@@ -107,7 +111,8 @@ def main():
         times.append(1000 * (time.perf_counter() - t0))
     p50 = percentile(times, 50)
     print(json.dumps({"model": "deepspeech", "framework": "pytorch", "size": a.size,
-                      "batch": a.batch_size, "threads": a.threads, "torch": torch.__version__,
+                      "batch": a.batch_size, "threads": a.threads,
+                      "flush_denormal": a.flush_denormal, "torch": torch.__version__,
                       "step_time_ms": {"p50": p50, "p90": percentile(times, 90)},
                       "samples_per_s": 1000 * a.batch_size / p50}))
 
