@@ -119,6 +119,7 @@ std::vector<ModelEntry> make_registry() {
   add_cpn_model(r);
   add_faster_rcnn_model(r);
   add_gcn_model(r);
+  add_deepspeech_model(r);
   return r;
 }
 

@@ -87,6 +87,7 @@ void add_ssd_resnet_models(std::vector<ModelEntry>& r);  // models/ssd_resnet_re
 void add_cpn_model(std::vector<ModelEntry>& r);          // models/cpn_registry.cpp
 void add_faster_rcnn_model(std::vector<ModelEntry>& r);  // models/faster_rcnn_registry.cpp
 void add_gcn_model(std::vector<ModelEntry>& r);          // models/gcn_registry.cpp
+void add_deepspeech_model(std::vector<ModelEntry>& r);   // models/deepspeech_registry.cpp
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 

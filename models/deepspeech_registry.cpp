@@ -1,0 +1,100 @@
+// The DeepSpeech registry entry (MODELS.md §3.3): MFCC front end, 3 FC + bidirectional LSTM + FC
+// with clipped ReLU, CTC over 28 characters, on the synthetic tone speech (data/speech.h) or a
+// LibriSpeech-layout directory of WAV files; evaluated by CER and WER of the decoded text. Adam
+// 1e-3 as the reference (docs/deepspeech.md).
+#include <algorithm>
+
+#include "autograd/variable.h"
+#include "data/speech.h"
+#include "models/deepspeech.h"
+#include "models/registry.h"
+#include "tensor/check.h"
+
+namespace aim::models {
+namespace {
+
+DeepSpeechConfig deepspeech_config(const ModelConfig& c, uint64_t seed) {
+  DeepSpeechConfig m = c.at("size") == "tiny" ? DeepSpeechConfig::tiny() : DeepSpeechConfig();
+  m.decoder = c.at("decoder");
+  const std::string& w = c.at("beam_width");
+  size_t used = 0;
+  try {
+    m.beam_width = std::stoll(w, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  AIM_CHECK(used == w.size() && m.beam_width >= 1, "--config beam_width='", w,
+            "': expected a positive integer");
+  m.seed = seed;
+  return m;
+}
+
+std::unique_ptr<data::BatchSource> deepspeech_source(const ModelConfig& c, const std::string& data,
+                                                     uint64_t seed) {
+  if (data == "synthetic") {
+    data::SpeechSyntheticConfig d = c.at("size") == "tiny" ? data::SpeechSyntheticConfig::tiny(seed)
+                                                           : data::SpeechSyntheticConfig();
+    d.seed = seed;
+    return std::make_unique<data::SpeechSyntheticSource>(d);
+  }
+  return std::make_unique<data::LibriSpeechSource>(data, DeepSpeechConfig().sample_rate);
+}
+
+std::vector<std::vector<int64_t>> rows(const Tensor& t, const Tensor& lengths) {
+  const Tensor v = t.to(kCPU).contiguous();
+  const std::vector<int64_t> x = v.to_vector<int64_t>(),
+                             n = lengths.to(kCPU).contiguous().to_vector<int64_t>();
+  const int64_t W = v.size(1);
+  std::vector<std::vector<int64_t>> r(n.size());
+  for (size_t b = 0; b < n.size(); ++b)
+    r[b].assign(x.begin() + int64_t(b) * W, x.begin() + int64_t(b) * W + n[b]);
+  return r;
+}
+
+Metrics deepspeech_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device dev) {
+  AIM_CHECK(n > 0 && n <= src.eval_size(), "deepspeech evaluation: ", n,
+            " samples asked, the evaluation set has ", src.eval_size());
+  autograd::NoGradGuard ng;
+  const bool was_training = m.is_training();
+  m.eval();
+  std::vector<std::vector<int64_t>> labels, preds;
+  constexpr int64_t kChunk = 64;
+  for (int64_t s = 0; s < n; s += kChunk) {
+    const TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
+    const TensorMap out = m.infer(batch_to_device(m, b, dev));
+    for (auto& r : rows(b.at("label"), b.at("label_length"))) labels.push_back(std::move(r));
+    for (auto& r : rows(out.at("decoded"), out.at("decoded_length"))) preds.push_back(std::move(r));
+  }
+  m.train(was_training);
+  const ErrorRates e = error_rates(labels, preds);
+  return {{"cer", e.cer}, {"wer", e.wer}};
+}
+
+}  // namespace
+
+void add_deepspeech_model(std::vector<ModelEntry>& r) {
+  ModelEntry e;
+  e.name = "deepspeech";
+  e.infer_defaults = {"--batch-size=1"};  // MODELS.md §1.1
+  e.task = "speech";
+  e.description =
+      "DeepSpeech as benchmarked by AI Matrix (MODELS.md \xC2\xA7"
+      "3.3): 26 MFCC x 19 frames, 3 FC 2048 clipped ReLU, BiLSTM 2048, FC, CTC over 28 chars";
+  e.config = {
+      {"size", "full", {"full", "tiny"}, "full: widths 2048; tiny: widths 64"},
+      {"decoder", "greedy", {"greedy", "beam"}, "greedy best path or prefix beam search"},
+      {"beam_width", "1", {}, "beam width of decoder=beam (the reference: 1024 with KenLM)"}};
+  e.data_doc =
+      "'synthetic' (characters as dual-tone sequences), or a LibriSpeech-layout directory of "
+      "16 kHz 16-bit WAV files with *.trans.txt transcripts (docs/deepspeech.md)";
+  e.metrics = {"cer", "wer"};
+  e.train_defaults = {"--optimizer=adam", "--lr=0.001", "--schedule=constant"};
+  e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
+    return std::make_unique<DeepSpeech>(deepspeech_config(c, seed));
+  };
+  e.source = deepspeech_source;
+  e.evaluate = deepspeech_evaluate;
+  r.push_back(std::move(e));
+}
+
+}  // namespace aim::models
