@@ -68,6 +68,11 @@ MaskRcnnConfig MaskRcnnConfig::tiny(int64_t num_classes) {
   c.representation = 64;
   c.mask_channels = 32;
   c.min_size = c.max_size = 128;
+  // Fewer RoIs than torchvision's 512 per image and fewer proposals: on 128 x 128 images with at
+  // most 3 objects they are plenty, and they keep a CPU training step to ~0.1 s (CI).
+  c.roi.batch_per_image = 128;
+  c.rpn_train.pre_nms_top_n = 1000, c.rpn_train.post_nms_top_n = 500;
+  c.rpn_test.pre_nms_top_n = 500, c.rpn_test.post_nms_top_n = 300;
   return c;
 }
 

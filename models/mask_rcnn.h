@@ -26,7 +26,8 @@
 // pixels > 0.5, as torchvision's COCO evaluation does.
 //
 // size=tiny: base width 8 (stages 8..64 planes, outputs 32..256), one bottleneck per stage, FPN
-// 32, box head 64, mask head 32, images resized to 128 (min_size = max_size = 128).
+// 32, box head 64, mask head 32, images resized to 128 (min_size = max_size = 128); RPN top-n
+// 1000 / 500 in training and 500 / 300 in eval, 128 sampled RoIs per image.
 #pragma once
 #include <cstdint>
 #include <memory>
