@@ -1,9 +1,9 @@
 // mask_rcnn (models/mask_rcnn.h): torchvision 0.14's module tree, names and parameter counts;
 // the registry entry through infer and post-processing; parity with tests/peers/mask_rcnn.py
-// (torchvision's MaskRCNN from its own classes at tiny widths, aim's weights) in eval mode
-// (proposals, box-head and mask-head outputs, final detections and pasted masks) and in training
-// on aim's sampling (the five losses and every gradient); and the tiny model learning the
-// synthetic instances.
+// (torchvision's MaskRCNN from its own classes at tiny widths) in eval mode on weights exported
+// from torchvision (proposals, box-head and mask-head outputs, final detections and pasted masks)
+// and in training on aim's weights and sampling (the five losses and every gradient); and the
+// tiny model learning the synthetic instances.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -163,12 +163,12 @@ Tensor random_images(int64_t B, int64_t H, int64_t W, unsigned seed) {
   return Tensor::from_vector(img, {B, 3, H, W});
 }
 
-SafetensorsFile run_peer(const std::string& dir) {
+SafetensorsFile run_peer(const std::string& dir, bool read_out = true) {
   const std::string cmd = std::string(testing::kPython) + " " + testing::source_root() +
                           "/tests/peers/mask_rcnn.py " + dir + "/in.safetensors " + dir +
                           "/w.safetensors " + dir + "/out.safetensors";
   EXPECT_EQ(testing::run_command(cmd), 0) << cmd;
-  return load_safetensors(dir + "/out.safetensors");
+  return read_out ? load_safetensors(dir + "/out.safetensors") : SafetensorsFile{};
 }
 
 double max_abs(const std::vector<float>& a, const Tensor& b) {
@@ -185,6 +185,16 @@ TEST(MaskRcnnModel, ParityEvalTorchvision) {
   const std::string dir = testing::make_temp_dir("aim_maskrcnn_parity");
   const MaskRcnnConfig c = parity_config();
   MaskRcnn m(c);
+  // Weights exported from torchvision: its own initialisation of the same tree, loaded strictly
+  // (every key, shape and buffer of torchvision's state dict, nothing more).
+  save_safetensors(dir + "/in.safetensors",
+                   {{"cfg", parity_cfg(c)}, {"export", Tensor::ones({1}, DType::i64)}});
+  run_peer(dir, false);
+  {
+    const SafetensorsFile tv = load_safetensors(dir + "/w.safetensors");
+    EXPECT_EQ(tv.tensors.size(), m.state_dict().size());
+    m.load_state_dict(tv.tensors, /*strict=*/true);
+  }
   sharpen(m);
   m.eval();
   const int64_t B = 2, H = 96, W = 120;

@@ -8,6 +8,8 @@ ResNet._make_layer, so that the test runs at tiny widths. The samplers return ai
 (GivenSampler): torch.randperm's draws are not aim's.
 
 CLI (/usr/bin/python3): mask_rcnn.py IN WEIGHTS OUT
+  (IN with export [1] = 1: writes the peer's own freshly initialised state_dict to WEIGHTS, for
+  aim to load strictly, and nothing else.)
 IN: cfg [12] i64: num_classes, base, blocks x 4, fpn, representation, mask channels, min_size,
   max_size, trainable_layers; images [B, 3, H, W] f32 in [0, 1]; for training (train [1] i64 = 1)
   gt_<b> [G, 4], gtl_<b> [G] i64, gtm_<b> [G, H, W] u8, rpn_pos_<b>, rpn_neg_<b>, roi_pos_<b>,
@@ -50,6 +52,9 @@ class Trunk(nn.Module):
         self.layer2 = ResNet._make_layer(self, Bottleneck, base * 2, blocks[1], stride=2)
         self.layer3 = ResNet._make_layer(self, Bottleneck, base * 4, blocks[2], stride=2)
         self.layer4 = ResNet._make_layer(self, Bottleneck, base * 8, blocks[3], stride=2)
+        for m in self.modules():  # ResNet.__init__'s initialisation
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
 
 class GivenSampler:
@@ -93,7 +98,11 @@ def build(cfg):
 
 def main():
     inp = st.load(sys.argv[1])
+    torch.manual_seed(0)
     model = build(inp["cfg"].tolist())
+    if "export" in inp:
+        st.save(sys.argv[2], model.state_dict())
+        return
     w = st.load(sys.argv[2])
     model.load_state_dict({k: v for k, v in w.items()}, strict=True)
     images = [im for im in inp["images"]]
