@@ -9,6 +9,7 @@
 #include "autograd/functions/interpolate.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "kernels/boxes/boxes.h"
 #include "kernels/random/random.h"
 #include "layers/init.h"
 #include "models/detection/masks.h"
@@ -688,16 +689,33 @@ double MaskRcnn::forward_flops(int64_t B, int64_t H, int64_t W) const {
   }
   p.push_back({p[3][0], p[3][1], (p[3][2] - 1) / 2 + 1, (p[3][3] - 1) / 2 + 1});
   flops += double(shape_numel(p[4]));  // 1x1 max pool
+  // The host NMS runs through kernels/boxes (its cost model is recorded) as torchvision's
+  // batched_nms: above 1000 boxes one NMS per group, else one NMS over all. The RPN's groups are
+  // the levels' top-n boxes (none removed as small: score_thresh 0); the box stage's are the
+  // classes, counted at their most, every proposal above the score threshold in every class (as
+  // a random model's probabilities are at tiny; a trained model's are far fewer).
+  auto batched_nms_flops = [](const std::vector<int64_t>& groups) {
+    int64_t K = 0;
+    double per_group = 0;
+    for (int64_t g : groups) K += g, per_group += kernels::nms_flops(double(g));
+    return K > 1000 ? per_group : kernels::nms_flops(double(K));
+  };
+  std::vector<int64_t> rpn_groups;
   for (const Shape& f : p) {
     const Shape r = rpn_conv_->count_flops(f, flops);
     flops += double(shape_numel(r));
     rpn_cls_->count_flops(r, flops);
     rpn_bbox_->count_flops(r, flops);
+    rpn_groups.push_back(std::min(c_.rpn_test.pre_nms_top_n, f[2] * f[3] * c_.anchors.per_cell(0)));
   }
+  int64_t rpn_candidates = 0;
+  for (int64_t g : rpn_groups) rpn_candidates += g;
+  const int64_t props = std::min(c_.rpn_test.post_nms_top_n, rpn_candidates);
+  flops += double(B) * (batched_nms_flops(rpn_groups) +
+                        batched_nms_flops(std::vector<int64_t>(size_t(c_.num_classes - 1), props)));
   // The box head at the most proposals, the mask head at the most detections; roi_align as
   // kernels/roi counts it (8 per sample + 1, sampling 2 x 2).
-  const int64_t F = c_.fpn_channels, R = B * c_.rpn_test.post_nms_top_n,
-                Dn = B * c_.roi.detections_per_img;
+  const int64_t F = c_.fpn_channels, R = B * props, Dn = B * c_.roi.detections_per_img;
   flops += double(R * F * kBoxPool * kBoxPool) * (8 * kSampling * kSampling + 1);
   Shape x = fc6_->count_flops({R, F * kBoxPool * kBoxPool}, flops);
   flops += double(shape_numel(x));
