@@ -45,6 +45,7 @@ SETTINGS = {
     "wide_deep": dict(batch=16, eval=32),
     "crnn": dict(batch=2, eval=4),
     "bert": dict(batch=2, eval=4),
+    "mask_rcnn": dict(batch=1, eval=2),  # no batch statistics (FrozenBatchNorm2d): batch 1 is fine
 }
 CNN = dict(batch=2, eval=4)
 STEPS = 3
