@@ -120,6 +120,7 @@ std::vector<ModelEntry> make_registry() {
   add_faster_rcnn_model(r);
   add_gcn_model(r);
   add_deepspeech_model(r);
+  add_mask_rcnn_model(r);
   return r;
 }
 

@@ -88,6 +88,7 @@ void add_cpn_model(std::vector<ModelEntry>& r);          // models/cpn_registry.
 void add_faster_rcnn_model(std::vector<ModelEntry>& r);  // models/faster_rcnn_registry.cpp
 void add_gcn_model(std::vector<ModelEntry>& r);          // models/gcn_registry.cpp
 void add_deepspeech_model(std::vector<ModelEntry>& r);   // models/deepspeech_registry.cpp
+void add_mask_rcnn_model(std::vector<ModelEntry>& r);    // models/mask_rcnn_registry.cpp
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 

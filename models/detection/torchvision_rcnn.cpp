@@ -49,17 +49,28 @@ std::vector<int64_t> batched_nms(const std::vector<float>& boxes, const std::vec
   const int64_t K = int64_t(scores.size());
   if (K == 0) return {};
   if (4 * K > 4000) {
-    kernels::NmsArgs a;
-    a.boxes = Tensor::from_vector(boxes, {1, K, 4});
-    a.scores = Tensor::from_vector(scores, {1, K});
-    a.groups = Tensor::from_vector(groups, {1, K});
-    a.keep = Tensor::empty({1, K}, DType::i64);
-    a.count = Tensor::empty({1}, DType::i64);
-    a.iou_threshold = double(iou);
-    kernels::nms(a);
-    const int64_t n = a.count.data<int64_t>()[0];
-    const int64_t* k = a.keep.data<int64_t>();
-    return std::vector<int64_t>(k, k + n);
+    // One NMS per group (its own kernels::nms call, so the recorded cost is the groups' own
+    // pairs), then the kept boxes of all groups by decreasing score, ties lower index first.
+    std::vector<int64_t> order(static_cast<size_t>(K));
+    std::iota(order.begin(), order.end(), int64_t(0));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return groups[size_t(x)] < groups[size_t(y)]; });
+    std::vector<int64_t> kept;
+    for (size_t i = 0; i < order.size();) {
+      size_t j = i;
+      std::vector<float> gb, gs;
+      while (j < order.size() && groups[size_t(order[j])] == groups[size_t(order[i])]) {
+        const int64_t k = order[j++];
+        gb.insert(gb.end(), boxes.begin() + 4 * k, boxes.begin() + 4 * k + 4);
+        gs.push_back(scores[size_t(k)]);
+      }
+      for (int64_t k : nms_indices(gb, gs, iou)) kept.push_back(order[i + size_t(k)]);
+      i = j;
+    }
+    std::sort(kept.begin(), kept.end());
+    std::stable_sort(kept.begin(), kept.end(),
+                     [&](int64_t x, int64_t y) { return scores[size_t(x)] > scores[size_t(y)]; });
+    return kept;
   }
   const float top = *std::max_element(boxes.begin(), boxes.end()) + 1.0f;
   std::vector<float> shifted(boxes.size());
