@@ -117,6 +117,7 @@ std::vector<ModelEntry> make_registry() {
   add_ssd_resnet_models(r);
   add_cpn_model(r);
   add_faster_rcnn_model(r);
+  add_nmt_model(r);
   return r;
 }
 

@@ -83,6 +83,7 @@ void add_dssd_model(std::vector<ModelEntry>& r);         // models/dssd_registry
 void add_ssd_resnet_models(std::vector<ModelEntry>& r);  // models/ssd_resnet_registry.cpp
 void add_cpn_model(std::vector<ModelEntry>& r);          // models/cpn_registry.cpp
 void add_faster_rcnn_model(std::vector<ModelEntry>& r);  // models/faster_rcnn_registry.cpp
+void add_nmt_model(std::vector<ModelEntry>& r);          // models/nmt_registry.cpp
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 
