@@ -7,6 +7,7 @@
 #include "autograd/variable.h"
 #include "data/bleu.h"
 #include "data/nmt_synthetic.h"
+#include "data/nmt_text.h"
 #include "models/nmt.h"
 #include "models/registry.h"
 #include "tensor/check.h"
@@ -91,7 +92,15 @@ Metrics nmt_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device d
     const std::vector<int64_t> tgt = b.at("target_output").to_vector<int64_t>(),
                                tlen = b.at("target_length").to_vector<int64_t>();
     const int64_t L = tr.size(1), T = b.at("target_output").size(1);
+    const auto* text = dynamic_cast<const data::NmtTextSource*>(&src);
     for (size_t i = 0; i < lens.size(); ++i) {
+      if (text) {  // BLEU on the BPE-merged tokenised text, as TF NMT scores newstest
+        hyp.push_back(text->target_vocab().decode(std::vector<int64_t>(
+            ids.begin() + int64_t(i) * L, ids.begin() + int64_t(i) * L + lens[i])));
+        ref.push_back(text->target_vocab().decode(std::vector<int64_t>(
+            tgt.begin() + int64_t(i) * T, tgt.begin() + int64_t(i) * T + tlen[i] - 1)));
+        continue;
+      }
       hyp.push_back(words_of(std::vector<int64_t>(ids.begin() + int64_t(i) * L,
                                                   ids.begin() + int64_t(i) * L + lens[i])));
       ref.push_back(words_of(std::vector<int64_t>(tgt.begin() + int64_t(i) * T,
@@ -124,7 +133,10 @@ void add_nmt_model(std::vector<ModelEntry>& r) {
       {"length_penalty", "1.0", {}, "GNMT length penalty alpha"},
       {"coverage_penalty", "0.0", {}, "GNMT coverage penalty beta"},
       {"max_length", "0", {}, "decoding limit in tokens (0: twice the longest source)"}};
-  e.data_doc = "'synthetic' (reversal with a vocabulary map; docs/nmt.md)";
+  e.data_doc =
+      "'synthetic' (reversal with a vocabulary map), or a directory of the WMT16 layout: "
+      "train.tok.clean.bpe.32000.{de,en}, newstest2015.tok.bpe.32000.{de,en}, "
+      "vocab.bpe.32000.{de,en} (data/nmt_text.h, docs/nmt.md)";
   e.metrics = {"bleu"};
   // MODELS.md §3.2: SGD lr 1.0, clip global norm 5.0 (luong10 decay: docs/nmt.md).
   e.train_defaults = {"--optimizer=sgd", "--lr=1.0", "--clip-norm=5"};
@@ -133,9 +145,17 @@ void add_nmt_model(std::vector<ModelEntry>& r) {
   };
   e.source = [](const ModelConfig& c, const std::string& data,
                 uint64_t seed) -> std::unique_ptr<data::BatchSource> {
-    AIM_CHECK(data == "synthetic", "nmt: --data '", data,
-              "': only 'synthetic' is implemented (the WMT16 readers are missing; docs/nmt.md)");
-    return std::make_unique<data::NmtSyntheticSource>(synthetic_config(c, seed));
+    if (data == "synthetic")
+      return std::make_unique<data::NmtSyntheticSource>(synthetic_config(c, seed));
+    data::NmtTextConfig t;
+    t.dir = data;
+    auto s = std::make_unique<data::NmtTextSource>(t);
+    const NmtConfig m = nmt_config(c, seed);
+    for (const auto* v : {&s->source_vocab(), &s->target_vocab()})
+      AIM_CHECK(int64_t(v->tokens.size()) <= m.src_vocab, v->path, ": ", v->tokens.size(),
+                " tokens, more than the model's vocabulary of ", m.src_vocab,
+                " (set --config vocab=", v->tokens.size(), ")");
+    return s;
   };
   e.evaluate = nmt_evaluate;
   r.push_back(std::move(e));
