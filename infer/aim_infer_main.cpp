@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
      "int8: use these quantized weights and scales instead of calibrating")
     ("compare-samples", po::value<int64_t>(&io.compare_samples)->default_value(1000),
      "low precision: evaluation samples for the metric comparison with fp32 (0: none)")
+    ("eval-samples", po::value<int64_t>(&io.eval_samples)->default_value(0),
+     "after timing, the model's metrics on this many evaluation samples of --data (0: none)")
     ("postprocess", "time the model's post-processing (a detector's decoding and NMS) inside "
      "each batch, as end-to-end inference")
     ("cuda-graph", "CUDA: capture one inference step in a CUDA graph and replay it")
@@ -138,6 +140,7 @@ int main(int argc, char** argv) {
       if (!(io.calib.percentile > 50 && io.calib.percentile <= 100))
         throw UsageError("--calib-percentile must be in (50, 100]");
       if (io.compare_samples < 0) throw UsageError("--compare-samples must be >= 0");
+      if (io.eval_samples < 0) throw UsageError("--eval-samples must be >= 0");
       io.cuda_graph = vm.count("cuda-graph") > 0;
       io.postprocess = vm.count("postprocess") > 0;
     }
@@ -163,6 +166,7 @@ int main(int argc, char** argv) {
       j["device"] = dev.str();
       j["devices"] = 1;
       j["precision"] = r.precision;
+      if (!r.metrics.empty()) j["metrics"] = r.metrics;
       if (!r.diffs.empty()) {
         nlohmann::json d = nlohmann::json::object();
         for (const auto& o : r.diffs)

@@ -373,6 +373,23 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
                 r.latency_mean_ms, r.samples_per_s, r.device_samples_per_s, r.forward_flops / 1e9,
                 r.forward_flops / (r.latency_p50_ms * 1e6));
   log << buf << std::flush;
+  if (opt.eval_samples > 0) {
+    AIM_CHECK(src && src->eval_size() > 0, "--eval-samples: ", entry.name,
+              " has no evaluation set with this data (--inputs batches carry no references)");
+    const int64_t ne = std::min(opt.eval_samples, src->eval_size());
+    const auto te = Clock::now();
+    r.metrics = in_precision([&] { return entry.evaluate(*model, *src, ne, dev); });
+    char mb[160];
+    std::snprintf(mb, sizeof mb,
+                  "metrics on %lld evaluation samples (%s, %.1f s):", static_cast<long long>(ne),
+                  r.precision.c_str(), ms_since(te) / 1e3);
+    log << mb;
+    for (const auto& [k, v] : r.metrics) {
+      std::snprintf(mb, sizeof mb, " %s %.4f", k.c_str(), v);
+      log << mb;
+    }
+    log << "\n";
+  }
   if (opt.postprocess) {
     r.postprocess_p50_ms = profiler::percentile(postprocess_ms, 50);
     std::snprintf(buf, sizeof buf,
