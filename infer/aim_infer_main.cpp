@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
       j["devices"] = 1;
       j["precision"] = r.precision;
       if (!r.metrics.empty()) j["metrics"] = r.metrics;
+      if (!r.unit.empty()) j[r.unit + "_per_s"] = r.units_per_s;
       if (!r.diffs.empty()) {
         nlohmann::json d = nlohmann::json::object();
         for (const auto& o : r.diffs)

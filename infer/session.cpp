@@ -303,7 +303,7 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
   AIM_CHECK(!opt.postprocess || model->has_postprocess(), "--postprocess: ", entry.name,
             " has no post-processing (its outputs are its results)");
   std::vector<double> latency, device_ms, postprocess_ms;
-  double flops = 0;
+  double flops = 0, units = 0;
   const auto t_all = Clock::now();
   auto t_timed = t_all;
   const bool profiling = opt.profile || !opt.trace.empty() || !opt.roofline.empty();
@@ -340,6 +340,9 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
     if (opt.postprocess) postprocess_ms.push_back(post_ms);
     latency.push_back(lat);
     device_ms.push_back(dev_ms);
+    const auto [unit, count] = model->output_units(out_host);
+    r.unit = unit;
+    units += double(count);
     flops += model->forward_flops(in);
   }
   const double timed_s = std::chrono::duration<double>(Clock::now() - t_timed).count();
@@ -373,6 +376,12 @@ InferResult run_inference(const models::ModelEntry& entry, const models::ModelCo
                 r.latency_mean_ms, r.samples_per_s, r.device_samples_per_s, r.forward_flops / 1e9,
                 r.forward_flops / (r.latency_p50_ms * 1e6));
   log << buf << std::flush;
+  if (!r.unit.empty()) {
+    r.units_per_s = units / timed_s;
+    std::snprintf(buf, sizeof buf, "%.1f %s/s (%.1f %s per batch)\n", r.units_per_s, r.unit.c_str(),
+                  units / double(opt.iters), r.unit.c_str());
+    log << buf << std::flush;
+  }
   if (opt.eval_samples > 0) {
     AIM_CHECK(src && src->eval_size() > 0, "--eval-samples: ", entry.name,
               " has no evaluation set with this data (--inputs batches carry no references)");

@@ -59,6 +59,8 @@ struct InferResult {
   std::vector<OutputDiff> diffs;
   models::Metrics metrics_f32, metrics_lowp;
   models::Metrics metrics;  // --eval-samples
+  std::string unit;         // the model's output unit (Model::output_units), "" = none
+  double units_per_s = 0;   // those units over the timed wall time
   int64_t int8_layers = 0, int8_kept = 0;
   // --postprocess: its time per batch (p50, ms), inside the latency above.
   double postprocess_p50_ms = 0;

@@ -299,6 +299,12 @@ TensorMap Nmt::infer(const TensorMap& batch) {
           {"translation_length", Tensor::from_vector(lens, {B})}};
 }
 
+std::pair<std::string, int64_t> Nmt::output_units(const TensorMap& host_outputs) const {
+  int64_t n = 0;
+  for (int64_t v : get(host_outputs, "translation_length").to_vector<int64_t>()) n += v;
+  return {"tokens", n};
+}
+
 std::vector<std::vector<int64_t>> Nmt::translate(const Tensor& source,
                                                  const Tensor& source_length) {
   return cfg_.decoder == "greedy" ? greedy(source, source_length)

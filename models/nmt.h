@@ -121,6 +121,8 @@ class Nmt : public Model {
   std::vector<TensorSpec> output_specs() const override;
   std::vector<Fp32Params> amp_fp32_params() const override;
   TensorMap infer(const TensorMap& batch) override;
+  // "tokens": the translated tokens (translation_length summed), for aim-infer's tokens/s.
+  std::pair<std::string, int64_t> output_units(const TensorMap& host_outputs) const override;
   // The lengths and target_output stay on the host: the recurrent kernels plan their steps from
   // the lengths, and the loss's padding mask is made there.
   TensorMap host_metadata(const TensorMap& host_batch) const override;
