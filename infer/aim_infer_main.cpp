@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
     ("weights", po::value<std::string>(&io.weights), "weights to load (.safetensors state dict)")
     ("inputs", po::value<std::string>(&io.inputs),
      "run on these input tensors (.safetensors; names and shapes: --list-inputs)")
+    ("eval-samples", po::value<int64_t>(&io.eval_samples)->default_value(0),
+     "after timing, the model's metrics on this many evaluation samples of --data (0: none)")
     ("postprocess", "time the model's post-processing (a detector's decoding and NMS) inside "
      "each batch, as end-to-end inference");
   po::options_description g_prec("Precision");
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
       if (!(io.calib.percentile > 50 && io.calib.percentile <= 100))
         throw UsageError("--calib-percentile must be in (50, 100]");
       if (io.compare_samples < 0) throw UsageError("--compare-samples must be >= 0");
+      if (io.eval_samples < 0) throw UsageError("--eval-samples must be >= 0");
       io.cuda_graph = vm.count("cuda-graph") > 0;
       io.postprocess = vm.count("postprocess") > 0;
     }
@@ -189,6 +192,8 @@ int main(int argc, char** argv) {
       j["device"] = dev.str();
       j["devices"] = 1;
       j["precision"] = r.precision;
+      if (!r.metrics.empty()) j["metrics"] = r.metrics;
+      if (!r.unit.empty()) j[r.unit + "_per_s"] = r.units_per_s;
       if (!r.diffs.empty()) {
         nlohmann::json d = nlohmann::json::object();
         for (const auto& o : r.diffs)

@@ -334,7 +334,7 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
   AIM_CHECK(!opt.postprocess || model->has_postprocess(), "--postprocess: ", entry.name,
             " has no post-processing (its outputs are its results)");
   std::vector<double> latency, device_ms, postprocess_ms;
-  double flops = 0;
+  double flops = 0, units = 0;
   const auto t_all = Clock::now();
   auto t_timed = t_all, last_line = t_all;
   const bool profiling = opt.profile || !opt.trace.empty() || !opt.roofline.empty();
@@ -383,6 +383,9 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
     if (opt.postprocess) postprocess_ms.push_back(post_ms);
     latency.push_back(lat);
     device_ms.push_back(dev_ms);
+    const auto [unit, count] = model->output_units(out_host);
+    r.unit = unit;
+    units += double(count);
     flops += model->forward_flops(in);
   }
   const double timed_s = std::chrono::duration<double>(Clock::now() - t_timed).count();
@@ -416,6 +419,29 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
                 r.latency_mean_ms, r.samples_per_s, r.device_samples_per_s, r.forward_flops / 1e9,
                 r.forward_flops / (r.latency_p50_ms * 1e6));
   log << buf << std::flush;
+  if (!r.unit.empty()) {
+    r.units_per_s = units / timed_s;
+    std::snprintf(buf, sizeof buf, "%.1f %s/s (%.1f %s per batch)\n", r.units_per_s, r.unit.c_str(),
+                  units / double(opt.iters), r.unit.c_str());
+    log << buf << std::flush;
+  }
+  if (opt.eval_samples > 0) {
+    AIM_CHECK(src && src->eval_size() > 0, "--eval-samples: ", entry.name,
+              " has no evaluation set with this data (--inputs batches carry no references)");
+    const int64_t ne = std::min(opt.eval_samples, src->eval_size());
+    const auto te = Clock::now();
+    r.metrics = in_precision([&] { return entry.evaluate(*model, *src, ne, dev); });
+    char mb[160];
+    std::snprintf(mb, sizeof mb,
+                  "metrics on %lld evaluation samples (%s, %.1f s):", static_cast<long long>(ne),
+                  r.precision.c_str(), ms_since(te) / 1e3);
+    log << mb;
+    for (const auto& [k, v] : r.metrics) {
+      std::snprintf(mb, sizeof mb, " %s %.4f", k.c_str(), v);
+      log << mb;
+    }
+    log << "\n";
+  }
   if (opt.postprocess) {
     r.postprocess_p50_ms = profiler::percentile(postprocess_ms, 50);
     std::snprintf(buf, sizeof buf,

@@ -32,6 +32,9 @@ struct InferOptions {
   // Low precision: outputs compared with f32 on the first batches, and the model's metric on
   // this many evaluation samples in both precisions (0: no metric comparison).
   int64_t compare_samples = 1000;
+  // > 0: after timing, the model's metrics (its registry entry's evaluate: accuracy, BLEU against
+  // the data's references...) on that many evaluation samples, in the run's precision.
+  int64_t eval_samples = 0;
   // The model's post-processing (a detector's decoding and NMS, on the host) inside each timed
   // batch, as an end-to-end inference; its own time is reported too.
   bool postprocess = false;
@@ -55,6 +58,9 @@ struct InferResult {
   // Low precision against f32 on the same inputs: per float output, and the model's metrics.
   std::vector<OutputDiff> diffs;
   models::Metrics metrics_f32, metrics_lowp;
+  models::Metrics metrics;  // --eval-samples
+  std::string unit;         // the model's output unit (Model::output_units), "" = none
+  double units_per_s = 0;   // those units over the timed wall time
   int64_t int8_layers = 0, int8_kept = 0;
   // --postprocess: its time per batch (p50, ms), inside the latency above.
   double postprocess_p50_ms = 0;

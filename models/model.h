@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers/module.h"
@@ -51,6 +52,13 @@ class Model : public layers::Module {
   virtual TensorMap host_metadata(const TensorMap& host_batch) const {
     (void)host_batch;
     return {};
+  }
+
+  // What infer()'s outputs hold besides samples, for aim-infer's second rate (NMT: "tokens"
+  // translated): the unit's name ("" = none) and its count in these host outputs. Default: none.
+  virtual std::pair<std::string, int64_t> output_units(const TensorMap& host_outputs) const {
+    (void)host_outputs;
+    return {"", 0};
   }
 
   // The model's post-processing of infer()'s outputs into its final results (a detector's

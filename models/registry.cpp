@@ -121,6 +121,7 @@ std::vector<ModelEntry> make_registry() {
   add_gcn_model(r);
   add_deepspeech_model(r);
   add_mask_rcnn_model(r);
+  add_nmt_model(r);
   return r;
 }
 

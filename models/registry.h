@@ -89,6 +89,7 @@ void add_faster_rcnn_model(std::vector<ModelEntry>& r);  // models/faster_rcnn_r
 void add_gcn_model(std::vector<ModelEntry>& r);          // models/gcn_registry.cpp
 void add_deepspeech_model(std::vector<ModelEntry>& r);   // models/deepspeech_registry.cpp
 void add_mask_rcnn_model(std::vector<ModelEntry>& r);    // models/mask_rcnn_registry.cpp
+void add_nmt_model(std::vector<ModelEntry>& r);          // models/nmt_registry.cpp
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 

@@ -51,6 +51,11 @@ run([TRAIN, "--list"], 0, "din", "--config act=sigmoid|dice", "metrics: auc gauc
 run([INFER, "--list"], 0, "din")
 run([TRAIN, "--help"], 0, "--batch-size", "--resume", "--save-weights")
 run([INFER, "--help"], 0, "--iters", "--dump-outputs", "--list-inputs")
+run([INFER, "nmt", "--config", "size=tiny", "--config", "decoder=greedy", "--batch-size", "8",
+     "--iters", "1", "--warmup", "0", "--device", "cpu", "--eval-samples", "16"], 0,
+    "samples/s", "tokens/s (", "metrics on 16 evaluation samples (fp32", "bleu ")
+run([INFER, "nmt", "--config", "size=tiny", "--iters", "1", "--eval-samples", "-1"], 2,
+    "--eval-samples must be >= 0")
 run([INFER, "din", "--config", "size=tiny", "--list-inputs"], 0, "hist_item", "i64", "[B, T]",
     "output")
 
