@@ -6,10 +6,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 start=$(date +%s)
-# pycocotools for the COCO evaluation's comparison test (tools/pydeps.sh; skipped when absent).
+# pycocotools (and sacrebleu) for the COCO evaluation's and BLEU's comparison tests
+# (tools/pydeps.sh; skipped when absent).
 if [ -z "${AIM_PYCOCOTOOLS_PYTHON:-}" ]; then
   AIM_PYCOCOTOOLS_PYTHON="$("$root/tools/pydeps.sh" || true)"
   export AIM_PYCOCOTOOLS_PYTHON
+fi
+# sacreBLEU for the BLEU comparison test (the same venv; skipped when absent).
+if [ -z "${AIM_SACREBLEU_PYTHON:-}" ] && [ -n "${AIM_PYCOCOTOOLS_PYTHON:-}" ]; then
+  export AIM_SACREBLEU_PYTHON="$AIM_PYCOCOTOOLS_PYTHON"
 fi
 "$root/tools/build.sh" "$root/build"
 (cd "$root/build" && ctest --output-on-failure -j1)
