@@ -263,8 +263,10 @@ TrainResult train_rank(const models::ModelEntry& entry, const models::ModelConfi
 std::string loss_divergence(const std::vector<double>& losses) {
   // Against the first step's loss (the model as initialised): a run at a huge --lr may be far
   // gone within its first tenth already.
-  const size_t n = losses.size(), w = std::max<size_t>(3, n / 10);
-  if (n < 2 * w) return "";
+  // At least 50 steps: a short run may sit in an early spike that a longer one recovers from
+  // (wide_deep's first steps at its recipe's rate: 1.2 -> 52 at step 8, 0.45 at step 200).
+  const size_t n = losses.size(), w = std::max<size_t>(5, n / 10);
+  if (n < 50) return "";
   const double first = losses[0];
   double last = 0;
   for (size_t i = n - w; i < n; ++i) last += losses[i];

@@ -218,8 +218,9 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, NamedParamete
 LRSchedule make_schedule(const std::string& name, double lr, int64_t warmup, int64_t total,
                          double poly_power = 1);
 
-// A run whose loss ran away: the mean of its last tenth of steps (at least 3) is above 10 times
-// and 10 more than its first step's loss (e.g. 0.69 -> 660768 at --lr 1e6). Returns what
+// A run whose loss ran away: in a run of at least 50 steps, the mean of its last tenth (at least
+// 5 steps) is above 10 times and 10 more than its first step's loss (e.g. 0.69 -> 660768 at
+// --lr 1e6). Returns what
 // happened in one line, or "" for a run that did not diverge (or too short a run to say).
 std::string loss_divergence(const std::vector<double>& losses);
 
