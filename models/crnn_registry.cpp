@@ -8,6 +8,7 @@
 #include "data/mjsynth.h"
 #include "data/text_synthetic.h"
 #include "models/crnn.h"
+#include "models/ctc_eval.h"
 #include "models/registry.h"
 #include "tensor/check.h"
 
@@ -41,34 +42,9 @@ std::unique_ptr<data::BatchSource> crnn_source(const ModelConfig& c, const std::
   return std::make_unique<data::MjsynthSource>(data, seed);
 }
 
-// Rows of decoded [B, T] (-1 past lengths) or padded labels [B, S] as class-index lists.
-std::vector<std::vector<int64_t>> rows(const Tensor& t, const Tensor& lengths) {
-  const Tensor v = t.to(kCPU).contiguous();
-  const std::vector<int64_t> x = v.to_vector<int64_t>(),
-                             n = lengths.to(kCPU).contiguous().to_vector<int64_t>();
-  const int64_t W = v.size(1);
-  std::vector<std::vector<int64_t>> r(n.size());
-  for (size_t b = 0; b < n.size(); ++b)
-    r[b].assign(x.begin() + int64_t(b) * W, x.begin() + int64_t(b) * W + n[b]);
-  return r;
-}
-
 Metrics crnn_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device dev) {
-  AIM_CHECK(n > 0 && n <= src.eval_size(), "crnn evaluation: ", n,
-            " samples asked, the evaluation set has ", src.eval_size());
-  autograd::NoGradGuard ng;
-  const bool was_training = m.is_training();
-  m.eval();
-  std::vector<std::vector<int64_t>> labels, preds;
-  constexpr int64_t kChunk = 256;
-  for (int64_t s = 0; s < n; s += kChunk) {
-    const TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
-    const TensorMap out = m.infer(batch_to_device(m, b, dev));
-    for (auto& r : rows(b.at("label"), b.at("label_length"))) labels.push_back(std::move(r));
-    for (auto& r : rows(out.at("decoded"), out.at("decoded_length"))) preds.push_back(std::move(r));
-  }
-  m.train(was_training);
-  const TextAccuracy a = text_accuracy(labels, preds);
+  const DecodedSequences d = ctc_eval_sequences(m, src, n, dev, 256, "crnn");
+  const TextAccuracy a = text_accuracy(d.labels, d.preds);
   return {{"sequence_accuracy", a.sequence_accuracy}, {"char_accuracy", a.char_accuracy}};
 }
 

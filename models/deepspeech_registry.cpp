@@ -6,6 +6,7 @@
 
 #include "autograd/variable.h"
 #include "data/speech.h"
+#include "models/ctc_eval.h"
 #include "models/deepspeech.h"
 #include "models/registry.h"
 #include "tensor/check.h"
@@ -40,33 +41,9 @@ std::unique_ptr<data::BatchSource> deepspeech_source(const ModelConfig& c, const
   return std::make_unique<data::LibriSpeechSource>(data, DeepSpeechConfig().sample_rate);
 }
 
-std::vector<std::vector<int64_t>> rows(const Tensor& t, const Tensor& lengths) {
-  const Tensor v = t.to(kCPU).contiguous();
-  const std::vector<int64_t> x = v.to_vector<int64_t>(),
-                             n = lengths.to(kCPU).contiguous().to_vector<int64_t>();
-  const int64_t W = v.size(1);
-  std::vector<std::vector<int64_t>> r(n.size());
-  for (size_t b = 0; b < n.size(); ++b)
-    r[b].assign(x.begin() + int64_t(b) * W, x.begin() + int64_t(b) * W + n[b]);
-  return r;
-}
-
 Metrics deepspeech_evaluate(Model& m, const data::BatchSource& src, int64_t n, Device dev) {
-  AIM_CHECK(n > 0 && n <= src.eval_size(), "deepspeech evaluation: ", n,
-            " samples asked, the evaluation set has ", src.eval_size());
-  autograd::NoGradGuard ng;
-  const bool was_training = m.is_training();
-  m.eval();
-  std::vector<std::vector<int64_t>> labels, preds;
-  constexpr int64_t kChunk = 64;
-  for (int64_t s = 0; s < n; s += kChunk) {
-    const TensorMap b = src.eval_batch(s, std::min(kChunk, n - s));
-    const TensorMap out = m.infer(batch_to_device(m, b, dev));
-    for (auto& r : rows(b.at("label"), b.at("label_length"))) labels.push_back(std::move(r));
-    for (auto& r : rows(out.at("decoded"), out.at("decoded_length"))) preds.push_back(std::move(r));
-  }
-  m.train(was_training);
-  const ErrorRates e = error_rates(labels, preds);
+  const DecodedSequences d = ctc_eval_sequences(m, src, n, dev, 64, "deepspeech");
+  const ErrorRates e = error_rates(d.labels, d.preds);
   return {{"cer", e.cer}, {"wer", e.wer}};
 }
 
