@@ -16,22 +16,9 @@
 namespace aim::models {
 namespace {
 
-int64_t positive(const ModelConfig& c, const std::string& key) {
-  const std::string& w = c.at(key);
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(w, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  AIM_CHECK(used == w.size() && v > 0, "--config ", key, "='", w, "': expected a positive integer");
-  return v;
-}
-
 // seq_len=auto: the task's sequence (squad 384 as §3.1, else 128); 64 for the tiny model.
 int64_t seq_len(const ModelConfig& c) {
-  if (c.at("seq_len") != "auto") return positive(c, "seq_len");
+  if (c.at("seq_len") != "auto") return config_int(c, "seq_len", 1);
   if (c.at("size") == "tiny") return 64;
   return c.at("task") == "squad" ? 384 : 128;
 }
@@ -46,7 +33,7 @@ BertConfig bert_config(const ModelConfig& c, uint64_t seed) {
   m.task = c.at("task");
   m.gelu_tanh = c.at("gelu") == "tanh";
   m.fused = c.at("fused") == "on";
-  m.num_labels = positive(c, "num_labels");
+  m.num_labels = config_int(c, "num_labels", 1);
   AIM_CHECK(seq_len(c) <= m.max_position, "--config seq_len=", seq_len(c), ": BERT has ",
             m.max_position, " positions");
   m.seed = seed;
@@ -61,10 +48,10 @@ data::SquadFeatureOptions squad_options(const ModelConfig& c) {
   o.max_seq_length = seq_len(c);
   o.doc_stride = c.at("doc_stride") == "auto"
                      ? std::max<int64_t>(1, std::min<int64_t>(128, o.max_seq_length / 3))
-                     : positive(c, "doc_stride");
+                     : config_int(c, "doc_stride", 1);
   o.max_query_length = c.at("max_query_length") == "auto"
                            ? std::max<int64_t>(1, std::min<int64_t>(64, o.max_seq_length / 6))
-                           : positive(c, "max_query_length");
+                           : config_int(c, "max_query_length", 1);
   AIM_CHECK(o.max_seq_length > o.max_query_length + 3,
             "--config max_query_length=", o.max_query_length,
             " leaves no document tokens in seq_len=", o.max_seq_length,
@@ -75,7 +62,7 @@ data::SquadFeatureOptions squad_options(const ModelConfig& c) {
 data::BertSyntheticConfig synthetic_config(const ModelConfig& c, uint64_t seed) {
   data::BertSyntheticConfig d;
   d.seq_len = seq_len(c);
-  d.num_labels = positive(c, "num_labels");
+  d.num_labels = config_int(c, "num_labels", 1);
   d.seed = seed;
   return d;
 }

@@ -18,15 +18,7 @@ namespace {
 CrnnConfig crnn_config(const ModelConfig& c, uint64_t seed) {
   CrnnConfig m = c.at("size") == "tiny" ? CrnnConfig::tiny() : CrnnConfig();
   m.decoder = c.at("decoder");
-  const std::string& w = c.at("beam_width");
-  size_t used = 0;
-  try {
-    m.beam_width = std::stoll(w, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  AIM_CHECK(used == w.size() && m.beam_width >= 1, "--config beam_width='", w,
-            "': expected a positive integer");
+  m.beam_width = config_int(c, "beam_width", 1);
   m.seed = seed;
   return m;
 }

@@ -17,26 +17,10 @@ namespace {
 
 constexpr char kPlanetoid[] = "planetoid:";
 
-double number(const ModelConfig& c, const std::string& key) {
-  const std::string& s = c.at(key);
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  AIM_CHECK(used == s.size() && !s.empty(), "--config ", key, "=", s, ": not a number");
-  return v;
-}
-
 // features/classes "auto": the synthetic graph's of that size (full: Cora's 1433 and 7).
 int64_t dim(const ModelConfig& c, const std::string& key, int64_t full, int64_t tiny) {
   if (c.at(key) == "auto") return c.at("size") == "tiny" ? tiny : full;
-  const double v = number(c, key);
-  AIM_CHECK(v >= 1 && v == double(int64_t(v)), "--config ", key, "=", c.at(key),
-            ": expected a positive integer or auto");
-  return int64_t(v);
+  return config_int(c, key, 1);
 }
 
 GcnConfig gcn_config(const ModelConfig& c) {
@@ -44,13 +28,9 @@ GcnConfig gcn_config(const ModelConfig& c) {
   GcnConfig g;
   g.features = dim(c, "features", data::SbmConfig().features, tiny.features);
   g.classes = dim(c, "classes", data::SbmConfig().classes, tiny.classes);
-  g.hidden = int64_t(number(c, "hidden"));
-  g.dropout = number(c, "dropout");
-  g.weight_decay = number(c, "weight_decay");
-  AIM_CHECK(g.hidden >= 1, "--config hidden=", c.at("hidden"), ": expected >= 1");
-  AIM_CHECK(g.dropout >= 0 && g.dropout < 1, "--config dropout=", c.at("dropout"),
-            ": expected [0, 1)");
-  AIM_CHECK(g.weight_decay >= 0, "--config weight_decay=", c.at("weight_decay"), ": expected >= 0");
+  g.hidden = config_int(c, "hidden", 1);
+  g.dropout = config_number(c, "dropout", 0, 0.999);
+  g.weight_decay = config_number(c, "weight_decay", 0, 1);
   return g;
 }
 

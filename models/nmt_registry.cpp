@@ -15,34 +15,6 @@
 namespace aim::models {
 namespace {
 
-int64_t int_key(const ModelConfig& c, const std::string& k, int64_t lo) {
-  const std::string& w = c.at(k);
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(w, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  AIM_CHECK(used == w.size() && !w.empty() && v >= lo, "--config ", k, "='", w,
-            "': expected an integer >= ", lo);
-  return v;
-}
-
-double real_key(const ModelConfig& c, const std::string& k, double lo, double hi) {
-  const std::string& w = c.at(k);
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(w, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  AIM_CHECK(used == w.size() && !w.empty() && v >= lo && v <= hi, "--config ", k, "='", w,
-            "': expected a number in [", lo, ", ", hi, "]");
-  return v;
-}
-
 data::NmtSyntheticConfig synthetic_config(const ModelConfig& c, uint64_t seed) {
   data::NmtSyntheticConfig d =
       c.at("size") == "tiny" ? data::NmtSyntheticConfig::tiny(seed) : data::NmtSyntheticConfig();
@@ -54,16 +26,16 @@ data::NmtSyntheticConfig synthetic_config(const ModelConfig& c, uint64_t seed) {
 
 NmtConfig nmt_config(const ModelConfig& c, uint64_t seed) {
   NmtConfig m = c.at("size") == "tiny" ? NmtConfig::tiny() : NmtConfig();
-  if (c.at("units") != "default") m.units = int_key(c, "units", 1);
-  if (c.at("vocab") != "default") m.src_vocab = m.tgt_vocab = int_key(c, "vocab", 4);
-  if (c.at("dropout") != "default") m.dropout = real_key(c, "dropout", 0, 0.99);
-  m.label_smoothing = real_key(c, "label_smoothing", 0, 1);
+  if (c.at("units") != "default") m.units = config_int(c, "units", 1);
+  if (c.at("vocab") != "default") m.src_vocab = m.tgt_vocab = config_int(c, "vocab", 4);
+  if (c.at("dropout") != "default") m.dropout = config_number(c, "dropout", 0, 0.99);
+  m.label_smoothing = config_number(c, "label_smoothing", 0, 1);
   m.share_embeddings = c.at("share_embeddings") == "true";
   m.decoder = c.at("decoder");
-  if (c.at("beam_width") != "default") m.beam_width = int_key(c, "beam_width", 1);
-  m.length_penalty = real_key(c, "length_penalty", 0, 10);
-  m.coverage_penalty = real_key(c, "coverage_penalty", 0, 10);
-  m.max_length = int_key(c, "max_length", 0);
+  if (c.at("beam_width") != "default") m.beam_width = config_int(c, "beam_width", 1);
+  m.length_penalty = config_number(c, "length_penalty", 0, 10);
+  m.coverage_penalty = config_number(c, "coverage_penalty", 0, 10);
+  m.max_length = config_int(c, "max_length", 0);
   m.seed = seed;
   return m;
 }

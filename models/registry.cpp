@@ -165,6 +165,34 @@ const std::vector<ModelEntry>& model_registry() {
   return r;
 }
 
+int64_t config_int(const ModelConfig& c, const std::string& key, int64_t min) {
+  const std::string& w = c.at(key);
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(w, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  AIM_CHECK(!w.empty() && used == w.size() && v >= min, "--config ", key, "='", w, "': expected ",
+            min == 1 ? std::string("a positive integer") : str("an integer >= ", min));
+  return v;
+}
+
+double config_number(const ModelConfig& c, const std::string& key, double lo, double hi) {
+  const std::string& w = c.at(key);
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(w, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  AIM_CHECK(!w.empty() && used == w.size() && v >= lo && v <= hi, "--config ", key, "='", w,
+            "': expected a number in [", lo, ", ", hi, "]");
+  return v;
+}
+
 const ModelEntry& find_model(const std::string& name) {
   std::string names;
   for (const ModelEntry& e : model_registry()) {

@@ -92,5 +92,9 @@ void add_mask_rcnn_model(std::vector<ModelEntry>& r);    // models/mask_rcnn_reg
 void add_nmt_model(std::vector<ModelEntry>& r);          // models/nmt_registry.cpp
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
+// A --config value read as an integer >= `min`, or a number in [lo, hi]; anything else is an
+// aim::Error "--config key='value': expected ..." (one parser for every model's keys).
+int64_t config_int(const ModelConfig& c, const std::string& key, int64_t min);
+double config_number(const ModelConfig& c, const std::string& key, double lo, double hi);
 
 }  // namespace aim::models

@@ -24,16 +24,7 @@ bool is_tiny(const ModelConfig& c) { return c.at("size") == "tiny"; }
 int64_t int_or_auto(const ModelConfig& c, const std::string& key, int64_t fallback) {
   const std::string& v = c.at(key);
   if (v == "auto") return fallback;
-  size_t used = 0;
-  int64_t n = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  AIM_CHECK(used == v.size() && n > 0, "--config ", key, "='", v,
-            "': expected a positive integer or 'auto'");
-  return n;
+  return config_int(c, key, 1);
 }
 
 ImageModelConfig image_config(const ModelConfig& c, uint64_t seed) {
@@ -41,15 +32,7 @@ ImageModelConfig image_config(const ModelConfig& c, uint64_t seed) {
   m.tiny = is_tiny(c);
   m.classes = int_or_auto(c, "classes", m.tiny ? 10 : 1000);
   m.height = m.width = int_or_auto(c, "image", m.tiny ? 32 : 224);
-  const std::string& ls = c.at("label_smoothing");
-  size_t used = 0;
-  try {
-    m.label_smoothing = std::stod(ls, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  AIM_CHECK(used == ls.size() && m.label_smoothing >= 0 && m.label_smoothing < 1,
-            "--config label_smoothing='", ls, "': expected a number in [0, 1)");
+  m.label_smoothing = config_number(c, "label_smoothing", 0, 0.999);
   auto v = c.find("variant");
   if (v != c.end()) m.variant = v->second;
   m.seed = seed;

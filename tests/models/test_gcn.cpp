@@ -272,7 +272,8 @@ TEST(GcnModel, RegistryAndBatchErrors) {
   AIM_EXPECT_ERROR(e.source(tiny, "planetoid:/nonexistent/x", 1), "no such directory");
   AIM_EXPECT_ERROR(e.source(e.parse_config({"size=tiny", "features=10"}), "synthetic", 1),
                    "the graph has 64 features and 4 classes, the model 10 and 4");
-  AIM_EXPECT_ERROR(e.build(e.parse_config({"hidden=x"}), 1), "--config hidden=x: not a number");
+  AIM_EXPECT_ERROR(e.build(e.parse_config({"hidden=x"}), 1),
+                   "--config hidden='x': expected a positive integer");
   // A batch whose row_ptr does not fit the features.
   auto m = e.build(tiny, 1);
   TensorMap b = src->next(1);
