@@ -366,7 +366,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // straight from memory: each strip of NV*16 columns keeps MR x NV accumulators while k runs over
 // rows of B (NV*64 contiguous bytes per row).
 // ---------------------------------------------------------------------------------------------
-template <int MR, int NV>
+template <int MR, int NV, int PF = 4>
 void small_m_strip(int64_t j0, int64_t j1, int64_t K, float alpha, const float* A, int64_t a_rs,
                    int64_t a_cs, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   constexpr int64_t W = 16 * NV;
@@ -385,7 +385,13 @@ void small_m_strip(int64_t j0, int64_t j1, int64_t K, float alpha, const float* 
     const float* b = B + j;
     if (nr == W) {
       for (int64_t k = 0; k < K; ++k, b += ldb) {
-        _mm_prefetch(reinterpret_cast<const char*>(b + 4 * ldb), _MM_HINT_T0);
+        // Rows are ldb apart: the hardware prefetchers do not follow, so every line of the row
+        // PF rows ahead is fetched here.
+        if constexpr (PF > 0) {
+#pragma GCC unroll 16
+          for (int v = 0; v < NV; ++v)
+            _mm_prefetch(reinterpret_cast<const char*>(b + PF * ldb + 16 * v), _MM_HINT_T0);
+        }
 #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           const __m512 av = _mm512_set1_ps(A[r * a_rs + k * a_cs]);
@@ -517,6 +523,129 @@ void small_m(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const fl
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Skinny-M paths (kSmallM < M <= kSkinnyM, e.g. a fully connected layer at batch 16 whose weight
+// matrix is 9216 x 4096): B is read once from memory and never packed. The packed path copies all
+// of B (read, write, read) and pads 16 rows to two 14-row micro-panels, which made AlexNet's and
+// VGG's classifier GEMMs 4x slower than OpenBLAS; streaming B keeps them bandwidth-bound.
+// ---------------------------------------------------------------------------------------------
+constexpr int64_t kSkinnyM = 32;
+// op(B) = B: blocks of B copied into an L2-resident buffer (1 MiB; L2 is 1-2 MiB per core).
+#ifndef AIM_SKINNY_KC
+#define AIM_SKINNY_KC 128
+#endif
+#ifndef AIM_SKINNY_NC
+#define AIM_SKINNY_NC 2048
+#endif
+constexpr int64_t kSkinnyKC = AIM_SKINNY_KC, kSkinnyNC = AIM_SKINNY_NC;
+
+// op(B) = B: B is consumed in blocks of kSkinnyKC rows x kSkinnyNC columns. Each block is first
+// copied row by row (long contiguous reads the hardware prefetchers follow; reading a 48-column
+// strip down the rows of B directly touches a new page per row and ran latency-bound at a third
+// of the bandwidth) into 48-column panels of an L2-resident buffer; then row groups of 8 rows of
+// op(A) (24 accumulators, MR x NV = 8 x 3) run over each panel and update C (beta on the first
+// k block).
+template <int MR>
+void skinny_rows(int64_t rows, int64_t nr, int64_t K, float alpha, const float* A, int64_t a_rs,
+                 int64_t a_cs, const float* panel, float beta, float* C, int64_t ldc) {
+  if constexpr (MR > 1) {
+    if (rows < MR)
+      return skinny_rows<MR - 1>(rows, nr, K, alpha, A, a_rs, a_cs, panel, beta, C, ldc);
+  }
+  small_m_strip<MR, 3, 0>(0, nr, K, alpha, A, a_rs, a_cs, panel, 48, beta, C, ldc);
+}
+
+void skinny_m(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float* A,
+              int64_t a_rs, int64_t a_cs, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc) {
+  constexpr int64_t W = 48, RG = 8;
+  float* buf = tl_pack_b.get(size_t(kSkinnyKC) * size_t(kSkinnyNC));
+  for (int64_t jc = j0; jc < j1; jc += kSkinnyNC) {
+    const int64_t nc = std::min(kSkinnyNC, j1 - jc), npan = ceil_div(nc, W);
+    for (int64_t k0 = 0; k0 < K; k0 += kSkinnyKC) {
+      const int64_t kc = std::min(kSkinnyKC, K - k0);
+      const float beta_eff = k0 == 0 ? beta : 1.0f;
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = B + (k0 + k) * ldb + jc;
+        for (int64_t p = 0; p < npan; ++p) {
+          const int64_t w = std::min(W, nc - p * W);
+          float* dst = buf + (p * kc + k) * W;
+          if (w == W) {
+            _mm512_storeu_ps(dst, _mm512_loadu_ps(src + p * W));
+            _mm512_storeu_ps(dst + 16, _mm512_loadu_ps(src + p * W + 16));
+            _mm512_storeu_ps(dst + 32, _mm512_loadu_ps(src + p * W + 32));
+          } else {
+            for (int v = 0; v < 3; ++v) {
+              const __mmask16 m = mask_first(std::clamp<int64_t>(w - 16 * v, 0, 16));
+              _mm512_storeu_ps(dst + 16 * v, _mm512_maskz_loadu_ps(m, src + p * W + 16 * v));
+            }
+          }
+        }
+      }
+      for (int64_t p = 0; p < npan; ++p) {
+        const int64_t w = std::min(W, nc - p * W);
+        for (int64_t r = 0; r < M; r += RG)
+          skinny_rows<RG>(std::min(RG, M - r), w, kc, alpha, A + r * a_rs + k0 * a_cs, a_rs, a_cs,
+                          buf + p * kc * W, beta_eff, C + r * ldc + jc + p * W, ldc);
+      }
+    }
+  }
+}
+
+// op(B) = B^T: C[i][j] = dot(row i of op(A), row j of B); both rows contiguous in k (op(A) is
+// first copied to a contiguous [M, K] block `at`). Tiles of 4 rows of A x 6 rows of B (24
+// accumulators, 10 loads per 24 FMAs); the 6 rows of B come from memory once and from L2 for
+// the other row groups of A. Each output ends in a horizontal sum (~20 cycles), so the path is
+// taken for K >= kSkinnyDotK only and K is cut into as few blocks as keep a tile's rows (10 x
+// 32 KiB at most) in L2. Rows past the end repeat the last row (computed, not stored).
+constexpr int64_t kSkinnyDotK = 1024;
+void skinny_dot(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float* at,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  constexpr int MB = 4, NB = 6;
+  const int64_t blocks = ceil_div(K, 8192), kb = ceil_div(ceil_div(K, blocks), 16) * 16;
+  for (int64_t k0 = 0; k0 < K; k0 += kb) {
+    const int64_t kc = std::min(kb, K - k0);
+    const int64_t k16 = kc / 16 * 16;
+    const __mmask16 tail = mask_first(kc - k16);
+    const float beta_eff = k0 == 0 ? beta : 1.0f;
+    for (int64_t j = j0; j < j1; j += NB) {
+      const int nb = int(std::min<int64_t>(NB, j1 - j));
+      const float* b[NB];
+#pragma GCC unroll 8
+      for (int q = 0; q < NB; ++q) b[q] = B + (j + std::min(q, nb - 1)) * ldb + k0;
+      for (int64_t i = 0; i < M; i += MB) {
+        const int mb = int(std::min<int64_t>(MB, M - i));
+        const float* a[MB];
+#pragma GCC unroll 4
+        for (int r = 0; r < MB; ++r) a[r] = at + (i + std::min(r, mb - 1)) * K + k0;
+        __m512 acc[MB][NB];
+#pragma GCC unroll 4
+        for (int r = 0; r < MB; ++r)
+#pragma GCC unroll 8
+          for (int q = 0; q < NB; ++q) acc[r][q] = _mm512_setzero_ps();
+        for (int64_t k = 0; k < kc; k += 16) {
+          const __mmask16 m = k < k16 ? __mmask16(0xFFFF) : tail;
+          __m512 bv[NB];
+#pragma GCC unroll 8
+          for (int q = 0; q < NB; ++q) bv[q] = _mm512_maskz_loadu_ps(m, b[q] + k);
+#pragma GCC unroll 4
+          for (int r = 0; r < MB; ++r) {
+            const __m512 av = _mm512_maskz_loadu_ps(m, a[r] + k);
+#pragma GCC unroll 8
+            for (int q = 0; q < NB; ++q) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
+          }
+        }
+        for (int r = 0; r < mb; ++r)
+          for (int q = 0; q < nb; ++q) {
+            float* cp = C + (i + r) * ldc + j + q;
+            const float v = alpha * hsum(acc[r][q]);
+            *cp = beta_eff == 0.0f ? v : v + beta_eff * *cp;
+          }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool cpu_has_avx512() {
@@ -555,6 +684,45 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
         const int64_t j1 = std::min(N, chunks * (t + 1) / n * 16);
         if (j0 < j1) small_m(M, j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
       }
+    }
+    return;
+  }
+
+  if (M <= kSkinnyM && !trans_b) {
+    const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
+    const int64_t strips = ceil_div(N, 48);
+    const int nt_s = std::max(1, int(std::min<int64_t>(nt, strips)));
+    auto part = [&](int t, int n) {
+      const int64_t j0 = std::min(N, strips * t / n * 48),
+                    j1 = std::min(N, strips * (t + 1) / n * 48);
+      if (j0 < j1) skinny_m(M, j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
+    };
+    if (nt_s == 1) {
+      part(0, 1);
+    } else {
+#pragma omp parallel num_threads(nt_s)
+      part(omp_get_thread_num(), omp_get_num_threads());
+    }
+    return;
+  }
+
+  if (M <= kSkinnyM && trans_b && K >= kSkinnyDotK) {
+    // op(A) as contiguous rows of K (M * K floats: small).
+    float* at = tl_pack_a.get(size_t(M) * size_t(K));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) at[i * K + k] = trans_a ? A[k * lda + i] : A[i * lda + k];
+    const int64_t blocks = ceil_div(N, 6);
+    const int nt_s = std::max(1, int(std::min<int64_t>(nt, blocks)));
+    auto part = [&](int t, int n) {
+      const int64_t j0 = std::min(N, blocks * t / n * 6),
+                    j1 = std::min(N, blocks * (t + 1) / n * 6);
+      if (j0 < j1) skinny_dot(M, j0, j1, K, alpha, at, B, ldb, beta, C, ldc);
+    };
+    if (nt_s == 1) {
+      part(0, 1);
+    } else {
+#pragma omp parallel num_threads(nt_s)
+      part(omp_get_thread_num(), omp_get_num_threads());
     }
     return;
   }

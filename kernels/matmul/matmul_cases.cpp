@@ -38,6 +38,9 @@ std::vector<TestShape> matmul_test_shapes() {
       {2, 36, 44, 20, 1, 1, 0, 1, 0},
       {0, 130, 136, 24, 0, 0, 1, 1, 0},
       {0, 256, 384, 320, 0, 1, 0, 1, 0},
+      // Skinny M (sgemm_avx512's unpacked paths: op(B) = B blocks; op(B) = B^T with K >= 1024).
+      {0, 16, 2100, 140, 0, 0, 1, 1, 0},
+      {0, 9, 70, 1030, 1, 1, 0, 1, 0},
   };
 }
 

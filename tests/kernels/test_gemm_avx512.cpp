@@ -191,6 +191,22 @@ TEST_F(GemmAvx512, CrossesBlockBoundaries) {
   run_case({4100, 1, 130, false, false, 1.0f, 0.0f, 0, false});
 }
 
+// The skinny-M paths (4 < M <= 32): op(B) = B through the row-copied L2 blocks (N past one
+// 2048-column block, K past one 128-row block, partial 48-column panels, row groups of 8 and
+// their remainders), op(B) = B^T through the dot tiles (K >= 1024; K > 8192 is cut in blocks;
+// partial 4 x 6 tiles); and M = 33, the first packed shape.
+TEST_F(GemmAvx512, SkinnyM) {
+  for (int64_t m : {5, 8, 9, 16, 17, 31, 32, 33})
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      run_case({m, 2100, 300, ta, tb, 1.0f, 0.0f, 0, true});
+      run_case({m, 61, 1030, ta, tb, -0.5f, 1.0f, 3, false});
+    }
+  run_case({16, 13, 8200, false, true, 1.0f, 0.5f, 0, false});
+  run_case({7, 50, 9000, true, true, 1.0f, 0.0f, 1, true});
+  run_case({3, 7, 1024, false, true, 2.0f, 0.0f, 0, true});  // M <= 4, op(B) = B^T: dot tiles
+}
+
 // The unpacked small-M (M <= 4, op(B) = B) and small-N (N <= 4, op(A) = A) paths, with their
 // neighbours on the packed path.
 TEST_F(GemmAvx512, SmallMAndSmallN) {
