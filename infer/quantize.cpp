@@ -154,6 +154,7 @@ QuantizedModel load_quantized(const std::string& path, const models::Model& mode
     q.quantized.push_back(name);
   }
   AIM_CHECK(!q.layers.empty(), path, ": no quantized layers");
+  q.metadata = f.metadata;
   q.calibration = "loaded from " + path + " (" +
                   (f.metadata.count("calibration") ? f.metadata.at("calibration") : "?") + ")";
   return q;

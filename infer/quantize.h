@@ -24,6 +24,7 @@ struct QuantizedModel {
   std::vector<std::string> quantized;                     // weight names, model order
   std::vector<std::pair<std::string, std::string>> kept;  // weight name, why it stays f32
   std::string calibration;                                // "max over 8 batches", "loaded from F"
+  std::map<std::string, std::string> metadata;            // load_quantized: the file's metadata
 };
 
 // Runs `batches` (the model's inputs, on its device) through `model` in f32 and records the

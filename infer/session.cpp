@@ -15,6 +15,7 @@
 #include "autograd/variable.h"
 #include "data/batch_fits.h"
 #include "kernels/error_flag.h"
+#include "layers/fold.h"
 #include "profiler/profiler.h"
 #include "profiler/report.h"
 #include "profiler/roofline.h"
@@ -206,6 +207,34 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
   // first dimensions are nodes and nonzeros), else the --inputs file's leading dimension.
   r.batch = opt.inputs.empty() ? opt.batch_size : batches.front().begin()->second.size(0);
 
+  // Batch norm folded into the convolutions before anything copies or quantizes the weights;
+  // the outputs of the first batch must not move beyond float rounding.
+  if (opt.fold_batchnorm) {
+    const TensorMap in = models::batch_to_device(*model, batches.front(), dev);
+    std::map<std::string, Tensor> before;
+    bool traced = false;
+    r.folded = layers::fold_batchnorm(*model, [&] {
+      for (const auto& [k, t] : model->infer(in))
+        if (is_floating(t.dtype())) before[k] = t.to(kCPU);
+      traced = true;
+    });
+    AIM_CHECK(traced, "infer: the folding trace did not run");
+    if (!r.folded.empty()) {
+      for (const auto& [k, t] : model->infer(in)) {
+        auto it = before.find(k);
+        if (it == before.end()) continue;
+        const OutputDiff d = compare_outputs(k, t.to(kCPU).view({-1}), it->second.view({-1}));
+        AIM_CHECK(d.rel_l2 <= 1e-4 || d.max_abs <= 1e-5, "infer: folding ", r.folded.size(),
+                  " batch norms into their convolutions "
+                  "changed output '",
+                  k, "' by relative L2 ", d.rel_l2, " (max |diff| ", d.max_abs,
+                  "); run with --no-fold and report the model");
+      }
+      log << "folded " << r.folded.size()
+          << " batch norms into the convolutions before them (--no-fold keeps them)\n";
+    }
+  }
+
   // Low precision: the f32 model plus the state its runs need (autocast's weight copies, or the
   // quantized layers), entered around every low-precision run.
   const bool lowp = opt.int8 || opt.precision != DType::f32;
@@ -226,6 +255,15 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
   if (opt.int8) {
     if (!opt.load_quantized.empty()) {
       qm = load_quantized(opt.load_quantized, *model);
+      // Its int8 weights were taken with or without the batch norms folded in: so must this run.
+      const auto f = qm.metadata.find("batchnorm_folded");
+      const std::string saved = f == qm.metadata.end() ? "0" : f->second;
+      AIM_CHECK(saved == std::to_string(r.folded.size()), "--load-quantized ", opt.load_quantized,
+                ": written with ", saved,
+                " batch norms folded into their convolutions, this run "
+                "folds ",
+                r.folded.size(), " (", r.folded.empty() ? "drop --no-fold" : "add --no-fold",
+                " or quantize again)");
     } else {
       std::vector<TensorMap> calib;
       for (int64_t i = 0; i < opt.calib_batches; ++i)
@@ -242,7 +280,9 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
     log << "\n";
     if (!opt.save_quantized.empty()) {
       save_quantized(opt.save_quantized, *model, qm,
-                     {{"model", entry.name}, {"config", models::ModelEntry::config_string(cfg)}});
+                     {{"model", entry.name},
+                      {"config", models::ModelEntry::config_string(cfg)},
+                      {"batchnorm_folded", std::to_string(r.folded.size())}});
       log << "wrote int8 weights and scales to " << opt.save_quantized << "\n";
     }
   }

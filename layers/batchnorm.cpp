@@ -10,6 +10,7 @@
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
 #include "autograd/tensor_ops.h"
+#include "layers/fold.h"
 #include "tensor/check.h"
 
 namespace aim::layers {
@@ -172,6 +173,24 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, std::optional<double>
   }
 }
 
+bool BatchNorm2d::eval_scale_shift(std::vector<double>& scale, std::vector<double>& shift) const {
+  if (uses_batch_stats() || !running_var_) return false;
+  const std::vector<double> mean = running_mean_->to(kCPU).to(DType::f64).to_vector<double>();
+  const std::vector<double> var = running_var_->to(kCPU).to(DType::f64).to_vector<double>();
+  std::vector<double> g(size_t(num_features_), 1.0), b(size_t(num_features_), 0.0);
+  if (weight.defined()) {
+    g = weight.data().to(kCPU).to(DType::f64).to_vector<double>();
+    b = bias.data().to(kCPU).to(DType::f64).to_vector<double>();
+  }
+  scale.resize(size_t(num_features_));
+  shift.resize(size_t(num_features_));
+  for (size_t k = 0; k < scale.size(); ++k) {
+    scale[k] = g[k] / std::sqrt(var[k] + eps_);
+    shift[k] = b[k] - mean[k] * scale[k];
+  }
+  return true;
+}
+
 bool BatchNorm2d::uses_batch_stats() const {
   return running_mean_ == nullptr || (is_training() && !frozen_);
 }
@@ -179,6 +198,13 @@ bool BatchNorm2d::uses_batch_stats() const {
 Variable BatchNorm2d::forward(const Variable& x) {
   AIM_CHECK(x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
             num_features_, ", H, W], got ", to_string(x.sizes()));
+  if (FoldTrace* t = FoldTrace::active()) t->batchnorm_input(this, x.data());
+  if (folded_) {
+    AIM_CHECK(!uses_batch_stats(),
+              "BatchNorm2d: folded into its convolution (aim-infer) and used "
+              "with batch statistics; folding is for evaluation only");
+    return x;
+  }
   const bool batch_stats = uses_batch_stats();
   std::optional<RunningUpdate> u;
   if (batch_stats && running_mean_)

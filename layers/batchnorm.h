@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "autograd/functions/sync_batch_norm.h"
 #include "kernels/norm/lrn.h"
@@ -89,10 +90,18 @@ class BatchNorm2d : public Module {
     return true;
   }
 
+  // Eval-mode affine form y = scale * x + shift per channel (false: not foldable: batch statistics
+  // or no running statistics). set_folded(): a conv before it took the transform (layers/fold.h);
+  // forward then returns its input (eval mode only).
+  bool eval_scale_shift(std::vector<double>& scale, std::vector<double>& shift) const;
+  void set_folded() { folded_ = true; }
+  bool folded() const { return folded_; }
+
   Parameter weight, bias;  // [C], undefined when affine = false
 
  private:
   bool uses_batch_stats() const;
+  bool folded_ = false;
   int64_t num_features_;
   double eps_;
   std::optional<double> momentum_;

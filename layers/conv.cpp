@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "autograd/functions/conv.h"
+#include "layers/fold.h"
 #include "layers/init.h"
 
 namespace aim::layers {
@@ -66,7 +67,28 @@ Shape Conv2d::output_shape(const Shape& in) const {
 Variable Conv2d::forward(const Variable& x) {
   const Shape out = output_shape(x.sizes());
   (void)out;
-  return autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)));
+  Variable y = autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)));
+  if (FoldTrace* t = FoldTrace::active()) t->conv_output(this, y.data());
+  return y;
+}
+
+void Conv2d::fold_scale_shift(const std::vector<double>& scale, const std::vector<double>& shift) {
+  AIM_CHECK(int64_t(scale.size()) == out_ && int64_t(shift.size()) == out_, "Conv2d(", in_, " -> ",
+            out_, "): folding needs ", out_, " scales and shifts, got ", scale.size());
+  const Tensor& w = weight.data();
+  std::vector<double> wv = w.to(kCPU).to(DType::f64).to_vector<double>();
+  const size_t per = wv.size() / size_t(out_);
+  for (size_t k = 0; k < size_t(out_); ++k)
+    for (size_t i = 0; i < per; ++i) wv[k * per + i] *= scale[k];
+  w.copy_(Tensor::from_vector(wv, w.sizes()));
+  std::vector<double> bv(size_t(out_), 0.0);
+  if (bias.defined()) bv = bias.data().to(kCPU).to(DType::f64).to_vector<double>();
+  for (size_t k = 0; k < bv.size(); ++k) bv[k] = bv[k] * scale[k] + shift[k];
+  const Tensor b = Tensor::from_vector(bv, {out_});
+  if (bias.defined())
+    bias.data().copy_(b);
+  else
+    bias = param("bias", b.to(w.dtype()).to(w.device()));
 }
 
 Shape Conv2d::count_flops(const Shape& in, double& flops) const {

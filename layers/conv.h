@@ -6,6 +6,7 @@
 // re-initialise with their reference's scheme (layers/init.h).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kernels/conv/conv2d.h"
 #include "layers/module.h"
@@ -46,6 +47,9 @@ class Conv2d : public Module {
   const ConvOptions& options() const { return o_; }
   int64_t in_channels() const { return in_; }
   int64_t out_channels() const { return out_; }
+  // w[k] *= scale[k], bias[k] = bias[k] * scale[k] + shift[k] (a bias is created when absent): a
+  // following batch norm folded in (layers/fold.h; inference only).
+  void fold_scale_shift(const std::vector<double>& scale, const std::vector<double>& shift);
 
   Parameter weight;  // [out, in/groups, kh, kw]
   Parameter bias;    // [out], undefined when !bias

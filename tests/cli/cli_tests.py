@@ -339,6 +339,19 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
         "fp16 vs fp32, output decoded: ", "samples identical")
     run([INFER, "din"] + TINY + ["--int8", "--load-quantized", os.path.join(tmp, "nope.safetensors"),
                                  "--iters", "1"], 1, "nope.safetensors")
+    # Batch norms folded into their convolutions (layers/fold.h): on by default, checked against
+    # the unfolded outputs; int8 weights saved with folding cannot be used without it.
+    qc = os.path.join(tmp, "q_crnn.safetensors")
+    run([INFER, "crnn"] + TINY + ["--int8", "--iters", "1", "--warmup", "0", "--batch-size", "8",
+                                  "--compare-samples", "0", "--calib-batches", "1",
+                                  "--save-quantized", qc], 0,
+        "folded 7 batch norms into the convolutions before them (--no-fold keeps them)")
+    run([INFER, "crnn"] + TINY + ["--int8", "--load-quantized", qc, "--no-fold", "--iters", "1",
+                                  "--warmup", "0", "--batch-size", "8"], 1,
+        "written with 7 batch norms folded into their convolutions, this run folds 0 (drop --no-fold")
+    out = run([INFER, "crnn"] + TINY + ["--no-fold", "--iters", "1", "--warmup", "0",
+                                        "--batch-size", "8"], 0)
+    check("folded" not in out, "--no-fold still folded: " + out[-500:])
 
     # ---- a CNN classifier: torchvision's weights, aim-infer's dump vs torchvision's logits --------
     vis = os.path.join(tmp, "vision")

@@ -1,0 +1,100 @@
+#include "layers/fold.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <typeinfo>
+
+#include "layers/batchnorm.h"
+#include "layers/conv.h"
+
+namespace aim::layers {
+namespace {
+thread_local FoldTrace* t_trace = nullptr;
+}  // namespace
+
+struct FoldTraceScope {
+  explicit FoldTraceScope(FoldTrace& t) { t_trace = &t; }
+  ~FoldTraceScope() { t_trace = nullptr; }
+};
+
+FoldTrace* FoldTrace::active() { return t_trace; }
+
+namespace {
+// FNV-1a over the tensor's bytes: tells a conv output from a later in-place result in its buffer
+// (an in-place activation after the batch norm): the trace run only.
+uint64_t content_hash(const Tensor& t) {
+  const Tensor h = t.to(kCPU).contiguous();
+  const auto* p = static_cast<const unsigned char*>(h.raw_data());
+  const size_t n = size_t(h.nbytes());
+  uint64_t v = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) v = (v ^ p[i]) * 1099511628211ull;
+  return v;
+}
+}  // namespace
+
+void FoldTrace::conv_output(const Conv2d* conv, const Tensor& y) {
+  convs_.push_back({conv, y.raw_data(), y.sizes(), content_hash(y)});
+}
+
+void FoldTrace::batchnorm_input(const BatchNorm2d* bn, const Tensor& x) {
+  // The latest conv call that produced exactly this tensor (same data, same shape).
+  const void* d = x.raw_data();
+  for (auto it = convs_.rbegin(); it != convs_.rend(); ++it) {
+    if (it->data == d && it->sizes == x.sizes()) {
+      if (it->hash != content_hash(x)) break;  // the buffer was overwritten since
+      ++it->consumers;
+      bns_.push_back({bn, it->conv});
+      return;
+    }
+  }
+  bns_.push_back({bn, nullptr});
+}
+
+std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()>& run) {
+  FoldTrace trace;
+  {
+    FoldTraceScope scope(trace);
+    run();
+  }
+  // A pair: every call of the batch norm read an output of the same conv, and every call of that
+  // conv fed exactly one batch-norm call of that layer.
+  std::map<const BatchNorm2d*, std::set<const Conv2d*>> sources;
+  std::map<const Conv2d*, std::set<const BatchNorm2d*>> sinks;
+  std::map<const Conv2d*, int> conv_calls, conv_fed;
+  for (const FoldTrace::Use& u : trace.bns_) {
+    sources[u.bn].insert(u.conv);
+    if (u.conv) sinks[u.conv].insert(u.bn);
+  }
+  for (const FoldTrace::Call& c : trace.convs_) {
+    ++conv_calls[c.conv];
+    if (c.consumers == 1) ++conv_fed[c.conv];
+  }
+  // Names of the modules, to report (and to find the non-const objects to change).
+  std::map<const Module*, std::pair<std::string, Module*>> names;
+  std::function<void(Module&, const std::string&)> walk = [&](Module& m, const std::string& n) {
+    names[&m] = {n, &m};
+    for (const auto& [cn, c] : m.children()) walk(*c, n.empty() ? cn : n + "." + cn);
+  };
+  walk(root, "");
+
+  std::vector<std::string> folded;
+  for (const auto& [bn, convs] : sources) {
+    if (convs.size() != 1 || *convs.begin() == nullptr) continue;
+    const Conv2d* conv = *convs.begin();
+    if (sinks[conv].size() != 1 || conv_fed[conv] != conv_calls[conv]) continue;
+    if (typeid(*bn) != typeid(BatchNorm2d) || typeid(*conv) != typeid(Conv2d)) continue;
+    auto bi = names.find(bn), ci = names.find(conv);
+    if (bi == names.end() || ci == names.end()) continue;  // not inside root
+    auto* b = static_cast<BatchNorm2d*>(bi->second.second);
+    auto* c = static_cast<Conv2d*>(ci->second.second);
+    std::vector<double> scale, shift;
+    if (!b->eval_scale_shift(scale, shift)) continue;
+    c->fold_scale_shift(scale, shift);
+    b->set_folded();
+    folded.push_back(bi->second.first);
+  }
+  return folded;
+}
+
+}  // namespace aim::layers

@@ -1,0 +1,114 @@
+// layers/fold.h: batch norm folded into the convolution before it (aim-infer). The folded model's
+// outputs equal the unfolded ones; what is not a conv -> batch-norm pair (a batch norm after an
+// activation, one in training mode, a conv whose output feeds two batch norms, a subclass with its
+// own forward) is left alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "autograd/variable.h"
+#include "kernels/testing.h"
+#include "layers/activation.h"
+#include "layers/batchnorm.h"
+#include "layers/conv.h"
+#include "layers/fold.h"
+#include "layers/sequential.h"
+
+namespace aim::layers {
+namespace {
+
+using autograd::Variable;
+
+// Running statistics and affine parameters away from the identity, so folding has work to do.
+void randomize(BatchNorm2d& bn, uint64_t seed) {
+  const int64_t c = bn.num_features();
+  for (auto& [name, t] : bn.named_buffers()) {
+    if (name == "running_mean") t.copy_(kernels::random_tensor({c}, DType::f32, seed, -0.5, 0.5));
+    if (name == "running_var") t.copy_(kernels::random_tensor({c}, DType::f32, seed + 1, 0.2, 2.0));
+  }
+  bn.weight.data().copy_(kernels::random_tensor({c}, DType::f32, seed + 2, 0.5, 1.5));
+  bn.bias.data().copy_(kernels::random_tensor({c}, DType::f32, seed + 3, -0.5, 0.5));
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.contiguous().to_vector<float>(),
+                           y = b.contiguous().to_vector<float>();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(double(x[i]) - y[i]));
+  return m;
+}
+
+// conv(no bias) -> bn -> relu -> conv(bias) -> bn -> relu -> bn (the last one follows a ReLU).
+struct Net {
+  std::shared_ptr<Sequential> seq = std::make_shared<Sequential>();
+  std::shared_ptr<BatchNorm2d> bn_a, bn_b, bn_c;
+  Net() {
+    seq->push_back(std::make_shared<Conv2d>(3, 8, 3, ConvOptions().padding(1).no_bias(), 1));
+    seq->push_back(bn_a = std::make_shared<BatchNorm2d>(8));
+    seq->push_back(std::make_shared<ReLU>());
+    seq->push_back(std::make_shared<Conv2d>(8, 6, 3, ConvOptions().stride(2), 2));
+    seq->push_back(bn_b = std::make_shared<BatchNorm2d>(6, 1e-3));
+    seq->push_back(std::make_shared<ReLU>());
+    seq->push_back(bn_c = std::make_shared<BatchNorm2d>(6));
+    randomize(*bn_a, 10);
+    randomize(*bn_b, 20);
+    randomize(*bn_c, 30);
+  }
+};
+
+TEST(FoldBatchNorm, FoldedOutputsEqualUnfolded) {
+  Net net;
+  net.seq->eval();
+  autograd::NoGradGuard ng;
+  const Variable x(kernels::random_tensor({2, 3, 9, 11}, DType::f32, 7), false);
+  const Tensor before = net.seq->forward(x).data();
+  const std::vector<std::string> folded = fold_batchnorm(*net.seq, [&] { net.seq->forward(x); });
+  EXPECT_EQ(folded, (std::vector<std::string>{"1", "4"}));  // not "6": it follows a ReLU
+  EXPECT_TRUE(net.bn_a->folded() && net.bn_b->folded() && !net.bn_c->folded());
+  const Tensor after = net.seq->forward(x).data();
+  EXPECT_LT(max_diff(before, after), 2e-5);
+  EXPECT_GT(max_diff(before, Tensor::zeros(before.sizes())), 0.1);  // not a trivial output
+  // Training a folded model is refused.
+  net.seq->train();
+  EXPECT_THROW(net.seq->forward(x), Error);
+}
+
+TEST(FoldBatchNorm, TrainingModeIsNotFolded) {
+  Net net;
+  net.seq->train();
+  autograd::NoGradGuard ng;
+  const Variable x(kernels::random_tensor({2, 3, 9, 11}, DType::f32, 7), false);
+  EXPECT_TRUE(fold_batchnorm(*net.seq, [&] { net.seq->forward(x); }).empty());
+}
+
+// One conv whose output two batch norms read (two branches): no pair.
+class TwoHeads : public Module {
+ public:
+  TwoHeads() {
+    conv = child("conv", std::make_shared<Conv2d>(3, 4, 1, ConvOptions(), 3));
+    bn1 = child("bn1", std::make_shared<BatchNorm2d>(4));
+    bn2 = child("bn2", std::make_shared<BatchNorm2d>(4));
+    randomize(*bn1, 40);
+    randomize(*bn2, 50);
+  }
+  Variable forward(const Variable& x) override {
+    const Variable y = conv->forward(x);
+    bn1->forward(y);
+    return bn2->forward(y);
+  }
+  std::string type_name() const override { return "TwoHeads"; }
+  std::shared_ptr<Conv2d> conv;
+  std::shared_ptr<BatchNorm2d> bn1, bn2;
+};
+
+TEST(FoldBatchNorm, SharedConvOutputIsNotFolded) {
+  TwoHeads m;
+  m.eval();
+  autograd::NoGradGuard ng;
+  const Variable x(kernels::random_tensor({1, 3, 5, 5}, DType::f32, 8), false);
+  EXPECT_TRUE(fold_batchnorm(m, [&] { m.forward(x); }).empty());
+}
+
+}  // namespace
+}  // namespace aim::layers
