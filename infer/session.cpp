@@ -251,6 +251,14 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
            "normalisation (aim-train --list-amp)";
     for (const std::string& n : cache.fp32_names()) log << "; f32 " << n;
     log << "\n";
+    // What a CPU user should expect: the CPU's 16-bit kernels (cpu.widen and the 16-bit paths of
+    // cpu.fast / cpu.omp) compute in f32 on widened copies, with the rounding points of a
+    // tensor-core run, so they measure 16-bit numerics, not a speed-up.
+    if (dev.is_cpu())
+      log << "note: on the CPU, " << r.precision
+          << " computes in f32 on widened 16-bit tensors (the numerics of a tensor-core run; "
+             "no 16-bit FMA kernels): expect fp32's speed or slower, by the conversions; for "
+             "speed on the CPU run fp32 (the default)\n";
   }
   if (opt.int8) {
     if (!opt.load_quantized.empty()) {
