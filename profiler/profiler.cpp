@@ -13,6 +13,7 @@
 #include "profiler/run_info.h"
 #include "tensor/allocator.h"
 #include "tensor/check.h"
+#include "tensor/host_memory.h"
 
 #ifdef AIM_CUDA
 #include <cuda_runtime.h>
@@ -366,10 +367,30 @@ nvtxDomainHandle_t nvtx_domain() {
 thread_local std::vector<std::string> t_nvtx_phases;
 }  // namespace
 
+// Step, phase and layer scopes of this thread, profiling on or off: the context of an allocation
+// failure (tensor/host_memory.h).
+thread_local std::vector<std::string> t_context;
+std::string scope_context() {
+  if (t_context.empty()) return {};
+  std::string s = " (in ";
+  for (size_t i = 0; i < t_context.size(); ++i) s += (i ? ", " : "") + t_context[i];
+  return s + ")";
+}
+const bool g_context_installed = [] {
+  set_allocation_context_source(&scope_context);
+  return true;
+}();
+
 void set_nvtx(bool on) { g_nvtx = on; }
 bool nvtx_enabled() { return g_nvtx; }
 
 Scope::Scope(const std::string& name, ScopeKind kind) {
+  if (kind != ScopeKind::Op) {
+    t_context.push_back(kind == ScopeKind::Step
+                            ? name.substr(0, name.find('/')) + " " + name.substr(name.find('/') + 1)
+                            : name);
+    context_ = true;
+  }
   if (g_nvtx) {
     nvtx_ = true;
     std::string n = name;  // layers carry their phase: "fwd/att", "bwd/att"
@@ -397,6 +418,7 @@ Scope::Scope(const std::string& name, ScopeKind kind) {
 }
 
 Scope::~Scope() {
+  if (context_ && !t_context.empty()) t_context.pop_back();
   if (active_) pop();
   if (nvtx_) {
 #ifdef AIM_CUDA

@@ -92,6 +92,7 @@ class Scope {
  private:
   bool active_ = false;
   bool nvtx_ = false, nvtx_phase_ = false;
+  bool context_ = false;  // pushed on the allocation-failure context
 };
 
 // The innermost layer path of this thread ("" if none): autograd nodes capture it at creation.

@@ -60,6 +60,13 @@ uint64_t host_memory_limit() {
 }
 
 namespace {
+std::string (*g_context_source)() = nullptr;
+}  // namespace
+
+std::string allocation_context() { return g_context_source ? g_context_source() : std::string(); }
+void set_allocation_context_source(std::string (*source)()) { g_context_source = source; }
+
+namespace {
 
 class CpuCachingAllocator final : public Allocator {
  public:
@@ -78,7 +85,7 @@ class CpuCachingAllocator final : public Allocator {
         // Refused before the system is asked: past physical memory the OOM killer would end the
         // process without a word.
         release_cached_locked();
-        AIM_FAIL("[cpu allocator] a tensor of ", format_bytes(double(nbytes)),
+        AIM_FAIL("[cpu allocator] a tensor of ", format_bytes(double(nbytes)), allocation_context(),
                  " would take the live tensors from ", format_bytes(double(stats_.current_bytes)),
                  " above the host memory limit of ", format_bytes(double(host_memory_limit())),
                  " (this machine's memory; AIM_CPU_MEMORY_LIMIT sets it): a smaller --batch-size "
@@ -90,8 +97,8 @@ class CpuCachingAllocator final : public Allocator {
         release_cached_locked();
         p = std::aligned_alloc(64, size);
       }
-      AIM_CHECK(p != nullptr, "[cpu allocator] out of memory allocating ", nbytes, " bytes; ",
-                stats_.str());
+      AIM_CHECK(p != nullptr, "[cpu allocator] out of memory allocating ", nbytes, " bytes",
+                allocation_context(), "; ", stats_.str());
       ++stats_.system_allocs;
       stats_.reserved_bytes += int64_t(size);
     }

@@ -23,6 +23,7 @@
 
 #include "tensor/allocator.h"
 #include "tensor/cuda_check.h"
+#include "tensor/host_memory.h"
 
 namespace aim {
 
@@ -132,8 +133,8 @@ class CudaCachingAllocator final : public Allocator {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
         AIM_FAIL("[cuda allocator] out of memory on cuda:", device_, " allocating ", nbytes,
-                 " bytes (", cudaGetErrorString(e), "); device free ", free_b, " of ", total_b,
-                 " B; allocator: ", stats_.str());
+                 " bytes", allocation_context(), " (", cudaGetErrorString(e), "); device free ",
+                 free_b, " of ", total_b, " B; allocator: ", stats_.str());
       }
       ++stats_.system_allocs;
       stats_.reserved_bytes += int64_t(size);

@@ -14,4 +14,10 @@ namespace aim {
 uint64_t host_memory_limit();
 std::string format_bytes(double bytes);  // "3.2 GiB", "512 KiB", "17 B"
 
+// Where the calling thread is when an allocation fails, for the allocators' messages: " (in step
+// 3, fwd, layer3)" or "" when nothing is known. The profiler (which tracks its step, phase and
+// layer scopes on every thread, profiling on or off) installs the source; tensor/ cannot call it.
+std::string allocation_context();
+void set_allocation_context_source(std::string (*source)());
+
 }  // namespace aim

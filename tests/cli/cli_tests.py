@@ -125,6 +125,13 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     out = run([TRAIN, "din"] + TINY + ["--batch-size", "99999999", "--steps", "1"], 1,
               "--batch-size 99999999", "above the host memory limit", "samples fit")
     check("[check:" not in out and ".cpp:" not in out, "internal check text in a user message:\n" + out)
+    # Past the CPU allocator's limit the refused allocation says where the run was (phase, layer).
+    p = subprocess.run([TRAIN, "resnet50"] + TINY + ["--batch-size", "512", "--steps", "1"],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, AIM_CPU_MEMORY_LIMIT="50M"))
+    check(p.returncode == 1 and "[cpu allocator] a tensor of" in p.stderr and
+          "(in fwd, layer" in p.stderr and "above the host memory limit of 50.0 MiB" in p.stderr,
+          "allocator limit message:\n" + p.stderr[-1500:])
     run([TRAIN, "din", "--device", "cpu", "--config", "size=tiny", "--steps", "2", "--batch-size",
          "8", "--threads", "1000", "--eval-samples", "16"], 0, "warning: --threads 1000")
     run([TRAIN, "din"] + TINY + ["--kernels", "matmul=cpu.ref", "--steps", "2", "--batch-size",
