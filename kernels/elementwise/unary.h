@@ -79,10 +79,13 @@ struct UnaryBwdArgs {
 };
 
 // The gradient of these kinds is computed from y (cheaper, or what PyTorch does).
+// relu reads y (> 0 exactly where x > 0, also for -0 and NaN), as PyTorch's threshold_backward:
+// then conv -> bn -> relu keeps two activations for backward, not three (the relu output is the
+// next conv's saved input; the bn output, relu's input, is freed after the forward).
 constexpr bool unary_bwd_reads_y(UnaryKind k) {
-  return k == UnaryKind::exp || k == UnaryKind::sqrt || k == UnaryKind::rsqrt ||
-         k == UnaryKind::sigmoid || k == UnaryKind::tanh || k == UnaryKind::reciprocal ||
-         k == UnaryKind::expm1;
+  return k == UnaryKind::relu || k == UnaryKind::exp || k == UnaryKind::sqrt ||
+         k == UnaryKind::rsqrt || k == UnaryKind::sigmoid || k == UnaryKind::tanh ||
+         k == UnaryKind::reciprocal || k == UnaryKind::expm1;
 }
 // neg and sign need neither x nor y.
 constexpr bool unary_bwd_reads_x(UnaryKind k) {
@@ -198,7 +201,7 @@ AIM_EW_HD C unary_bwd_value(UnaryKind k, C dy, C x, C y, C alpha, C beta) {
     case UnaryKind::abs:
       return x > C(0) ? dy : (x < C(0) ? -dy : C(0));  // abs'(0) = 0
     case UnaryKind::relu:
-      return x > C(0) ? dy : C(0);  // relu'(0) = 0
+      return y > C(0) ? dy : C(0);  // relu'(0) = 0; y > 0 exactly where x > 0
     case UnaryKind::gelu_erf: {
       const C cdf = C(0.5) * (C(1) + ::erf(x * C(0.70710678118654752440)));
       const C pdf = C(0.39894228040143267794) * ::exp(C(-0.5) * x * x);
