@@ -143,7 +143,12 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
   AIM_CHECK(opt.iters > 0 && opt.warmup >= 0 && opt.batch_size > 0,
             "infer: iters and batch size must be > 0 and warmup >= 0");
   const Device dev = parse_device(opt.device);
-  std::unique_ptr<models::Model> model = entry.build(cfg, opt.seed);
+  std::unique_ptr<models::Model> model;
+  {
+    profiler::ContextScope ctx("building " + entry.name + " (" +
+                               models::ModelEntry::config_string(cfg) + ")");
+    model = entry.build(cfg, opt.seed);
+  }
   if (!opt.weights.empty()) models::load_weights_file(*model, entry.name, opt.weights);
   model->to(dev);
   model->eval();

@@ -381,6 +381,11 @@ const bool g_context_installed = [] {
   return true;
 }();
 
+ContextScope::ContextScope(const std::string& what) { t_context.push_back(what); }
+ContextScope::~ContextScope() {
+  if (!t_context.empty()) t_context.pop_back();
+}
+
 void set_nvtx(bool on) { g_nvtx = on; }
 bool nvtx_enabled() { return g_nvtx; }
 

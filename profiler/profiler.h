@@ -95,6 +95,15 @@ class Scope {
   bool context_ = false;  // pushed on the allocation-failure context
 };
 
+// A named context for allocation failures only (no profiler event): "building nmt (size=full)".
+class ContextScope {
+ public:
+  explicit ContextScope(const std::string& what);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+};
+
 // The innermost layer path of this thread ("" if none): autograd nodes capture it at creation.
 const std::string& current_layer();
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "data/batch_fits.h"
+#include "profiler/profiler.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 #include "tensor/safetensors.h"
@@ -40,7 +41,11 @@ RankState::RankState(const models::ModelEntry& entry_, const models::ModelConfig
   // LOCAL_RANK > 0): every kernel, allocation and stream of the rank is on `dev`.
   set_current_device(dev);
 
-  model = entry.build(cfg, opt.seed);
+  {
+    profiler::ContextScope ctx("building " + entry.name + " (" +
+                               models::ModelEntry::config_string(cfg) + ")");
+    model = entry.build(cfg, opt.seed);
+  }
   if (!opt.weights.empty()) models::load_weights_file(*model, entry.name, opt.weights);
   model->to(dev);
   if (opt.freeze_batchnorm) {

@@ -132,6 +132,12 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     check(p.returncode == 1 and "[cpu allocator] a tensor of" in p.stderr and
           "(in fwd, layer" in p.stderr and "above the host memory limit of 50.0 MiB" in p.stderr,
           "allocator limit message:\n" + p.stderr[-1500:])
+    # A model too large for memory (the embedding tables of 20000 units) says so while building.
+    p = subprocess.run([TRAIN, "nmt", "--device", "cpu", "--config", "units=20000", "--steps", "1"],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, AIM_CPU_MEMORY_LIMIT="1G"))
+    check(p.returncode == 1 and "(in building nmt (" in p.stderr and "units=20000" in p.stderr,
+          "model-building allocation message:\n" + p.stderr[-1500:])
     run([TRAIN, "din", "--device", "cpu", "--config", "size=tiny", "--steps", "2", "--batch-size",
          "8", "--threads", "1000", "--eval-samples", "16"], 0, "warning: --threads 1000")
     run([TRAIN, "din"] + TINY + ["--kernels", "matmul=cpu.ref", "--steps", "2", "--batch-size",
