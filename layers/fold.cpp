@@ -72,14 +72,20 @@ std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()
   }
   // Names of the modules, to report (and to find the non-const objects to change).
   std::map<const Module*, std::pair<std::string, Module*>> names;
+  std::vector<const Module*> order;  // the module tree in registration order
   std::function<void(Module&, const std::string&)> walk = [&](Module& m, const std::string& n) {
     names[&m] = {n, &m};
+    order.push_back(&m);
     for (const auto& [cn, c] : m.children()) walk(*c, n.empty() ? cn : n + "." + cn);
   };
   walk(root, "");
 
   std::vector<std::string> folded;
-  for (const auto& [bn, convs] : sources) {
+  for (const Module* mod : order) {  // model order, so the report does not depend on addresses
+    auto src = sources.find(static_cast<const BatchNorm2d*>(mod));
+    if (src == sources.end()) continue;
+    const BatchNorm2d* bn = src->first;
+    const std::set<const Conv2d*>& convs = src->second;
     if (convs.size() != 1 || *convs.begin() == nullptr) continue;
     const Conv2d* conv = *convs.begin();
     if (sinks[conv].size() != 1 || conv_fed[conv] != conv_calls[conv]) continue;
