@@ -254,6 +254,10 @@ TEST(DataParallel, SyncBatchNormTinyResnetEqualsOneProcess) {
   // ranks' step-1 gradients equal the single process's to ~1e-4 (below that floor), and after 5
   // steps at lr 1e-5 the parameters to ~1.3e-5 and the running statistics to ~1e-3 relative
   // (measured), where per-rank statistics are off by ~3e-3 and ~0.9. The bars sit between.
+  // Since sgemm_avx512 takes its skinny-M dot path for K >= 1024, the conv filter gradient of
+  // 16 grouped images (one process) and of 8 (a rank) run different GEMM algorithms, a
+  // perturbation of ~1e-6 relative: the parameters then differ by 3.5e-4 and the statistics by
+  // 1.5e-2 (measured 2026-12-05), so the bars are 1e-3 and 5e-2 (per rank: > 1e-3 and > 0.1).
   const std::string dir = make_temp_dir("aim_dp_syncbn_resnet");
   const models::ModelConfig cfg = resnet().parse_config({"size=tiny"});
   TrainOptions o = options(5, 16);
@@ -267,8 +271,8 @@ TEST(DataParallel, SyncBatchNormTinyResnetEqualsOneProcess) {
   const auto two = train_weights(resnet(), cfg, synced, dir, "sync", nullptr, &log);
   std::string where;
   const auto [params, stats] = param_and_stat_diff(one, two, &where);
-  EXPECT_LT(params, 1e-4) << "worst at " << where;
-  EXPECT_LT(stats, 1e-2);
+  EXPECT_LT(params, 1e-3) << "worst at " << where;
+  EXPECT_LT(stats, 5e-2);
   EXPECT_NE(log.str().find("SyncBatchNorm: batch statistics synchronised over the 2 ranks"),
             std::string::npos)
       << log.str();
@@ -276,6 +280,8 @@ TEST(DataParallel, SyncBatchNormTinyResnetEqualsOneProcess) {
   const auto [p2, s2] = param_and_stat_diff(one, per_rank, &where);
   EXPECT_GT(p2, 1e-3);
   EXPECT_GT(s2, 0.1);
+  std::cout << "synchronised vs one process: params " << params << ", statistics " << stats
+            << "; per rank: " << p2 << ", " << s2 << "\n";
 }
 
 TEST(DataParallel, TraceShowsAllReduceOverlappingBackward) {
