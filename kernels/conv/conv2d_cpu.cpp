@@ -490,13 +490,17 @@ Plan plan_of(const Dims& d, const Conv2dParams& p, bool ordered = false) {
   Plan pl;
   const int64_t PQ = d.P * d.Q, crs = d.Cg * d.R * d.S;
   const int nt = ordered || PQ <= kGemmSmallN || omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (2 * PQ < kMinCols) {
+  const bool small = 2 * PQ < kMinCols;
+  const int64_t fit = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, crs * PQ));
+  if (small) {
     const int64_t want = (kMinCols + PQ - 1) / PQ;
-    const int64_t fit = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, crs * PQ));
     pl.images = conv_cpu::balanced_images(d.N, std::min(want, fit), nt);
   }
   pl.direct = pl.images == 1 && is_pointwise(d, p);
-  if (pl.images > 1 || pl.direct) {
+  // Small images take whole images even alone in a block (when their column matrix fits): the
+  // input gradient's col2im adds chunk by chunk, so rows cut by the grouping, which follows the
+  // team size, would change dx's last bits with --threads (docs/determinism.md).
+  if (pl.images > 1 || pl.direct || (small && crs * PQ <= (int64_t(4) << 20))) {
     pl.rows = d.P;
   } else {
     const int64_t target =

@@ -2,13 +2,15 @@
 """Bit-identity of CPU runs across reruns and OpenMP thread counts (docs/determinism.md).
 
 Usage: determinism.py BUILD_DIR [--models m1,m2,...|all] [--threads 1,2] [--steps N] [--infer]
-                      [--table]
+                      [--mode auto|default|deterministic] [--table]
 
 For each model: a tiny training run (fixed --seed, a few steps, --save-weights) at each thread
 count and once more at the last one (a rerun), then an inference run (--dump-outputs) at each
 thread count. The weights and the outputs are compared tensor by tensor, bit for bit. Exit 1 when
 any pair differs, naming the model, the run and the first differing tensor with its largest
-difference. --table prints one markdown row per model (docs/determinism.md's table).
+difference. --table prints one markdown row per model (docs/determinism.md's table). --mode:
+default (no flag), deterministic (--deterministic everywhere), auto (the test: --deterministic for
+the models with convolutions, whose filter gradients need it, none for the others).
 """
 import argparse
 import json
@@ -49,8 +51,14 @@ MODELS = {
     "mask_rcnn": TINY + ["--batch-size", "1"],
     "nmt": TINY + ["--batch-size", "16"],
 }
-# The test's default set: one of each kind of model, about a minute on two cores.
+# The test's default set: one of each kind of model, about half a minute on two cores.
 DEFAULT = ["din", "dien", "ncf", "wide_deep", "squeezenet", "crnn", "bert", "gcn", "nmt"]
+# Models whose training runs convolution filter gradients: their default CPU variants sum the
+# images per thread, so training is bit-identical across --threads only with --deterministic
+# (docs/determinism.md). Inference of every model is, and training of the others, by default.
+CONV = {"resnet50", "resnet152", "vgg16", "alexnet", "squeezenet", "googlenet", "densenet121",
+        "synnet", "crnn", "ssd_vgg16", "seglink", "dssd", "ssd_resnet34", "ssd_resnet18", "cpn",
+        "faster_rcnn", "mask_rcnn"}
 
 
 def read_safetensors(path):
@@ -118,6 +126,7 @@ def main():
     ap.add_argument("--infer", action="store_true", help="also compare aim-infer outputs")
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--extra", default="", help="more aim-train/aim-infer flags, space-separated")
+    ap.add_argument("--mode", default="auto", choices=["auto", "default", "deterministic"])
     args = ap.parse_args()
     train = os.path.join(args.build, "aim-train")
     infer = os.path.join(args.build, "aim-infer")
@@ -129,14 +138,17 @@ def main():
         for m in models:
             if m not in MODELS:
                 sys.exit("unknown model %s (known: %s)" % (m, ", ".join(MODELS)))
+            det = args.mode == "deterministic" or (args.mode == "auto" and m in CONV)
             base = MODELS[m] + ["--device", "cpu", "--seed", "7"] + extra
+            if det:
+                base.append("--deterministic")
             tcmd = [train, m] + base + ["--steps", str(args.steps), "--eval-every", "0",
                                         "--eval-samples", "200", "--progress", "lines",
                                         "--prefetch", "0"]
             icmd = [infer, m] + base + ["--iters", "1", "--warmup", "0"]
             w = {}
             secs = 0.0
-            row = {"model": m}
+            row = {"model": m, "flag": "--deterministic" if det else "-"}
             try:
                 for t in threads:
                     w[t] = os.path.join(tmp, "%s_t%d.safetensors" % (m, t))
@@ -175,14 +187,15 @@ def main():
                 row["error"] = str(e).splitlines()[0]
             row["seconds"] = round(secs, 1)
             rows.append(row)
-            print("%-13s %5.1fs  rerun: %s | threads %s: %s%s" %
-                  (m, secs, row.get("rerun", "-"), args.threads, row.get("threads", "-"),
+            print("%-13s %-15s %5.1fs  rerun: %s | threads %s: %s%s" %
+                  (m, row["flag"], secs, row.get("rerun", "-"), args.threads, row.get("threads", "-"),
                    (" | infer: " + row["infer"]) if "infer" in row else
                    (" | " + row["error"] if "error" in row else "")), flush=True)
     if args.table:
         for r in rows:
-            print("| %s | %s | %s | %s |" % (r["model"], r.get("rerun", r.get("error", "-")),
-                                              r.get("threads", "-"), r.get("infer", "-")))
+            print("| %s | %s | %s | %s | %s |" % (r["model"], r["flag"],
+                                                   r.get("rerun", r.get("error", "-")),
+                                                   r.get("threads", "-"), r.get("infer", "-")))
     if failures:
         print("\nFAILED:\n" + "\n".join(failures))
         return 1
