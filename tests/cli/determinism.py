@@ -91,7 +91,7 @@ def max_diff(dtype, a, b):
             d = abs(x - y)
             if d >= worst:
                 worst, where = d, i
-    return "%d of %d elements differ, largest |diff| %.3g at %d" % (count, len(va), worst, where)
+    return "%d of %d elements differ, largest difference %.3g at %d" % (count, len(va), worst, where)
 
 
 def compare(a_path, b_path):
