@@ -207,6 +207,17 @@ void set_denormals(const std::string& value) {
   kernels::set_flush_denormals(value == "flush");
 }
 
+void set_deterministic(bool on) {
+  kernels::set_deterministic(on);
+  if (!on) return;
+  std::string swaps;
+  for (const auto& n : kernels::nondeterministic_variants())
+    if (!n.alternative.empty())
+      swaps += (swaps.empty() ? "" : ", ") + n.op + " " + n.variant + " -> " + n.alternative;
+  std::cout << "deterministic: on (" << (swaps.empty() ? "no variant to replace" : swaps)
+            << "; cuDNN: deterministic algorithms only)\n";
+}
+
 void set_threads(int threads) {
   if (threads < 0)
     throw UsageError("--threads must be >= 0 (0: default), got " + std::to_string(threads));
@@ -225,6 +236,13 @@ void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& bef
   j["substitutions"] = substitutions_json();
   j["tf32"] = kernels::tf32_name(kernels::tf32());
   j["denormals"] = kernels::flush_denormals() ? "flush" : "keep";
+  j["deterministic"] = kernels::deterministic();
+  if (kernels::deterministic()) {
+    nlohmann::json ran = nlohmann::json::array();
+    for (const auto& n : kernels::nondeterministic_ran())
+      ran.push_back({{"op", n.op}, {"variant", n.variant}, {"why", n.why}});
+    j["nondeterministic_ran"] = ran;
+  }
   j["env"] = profiler::environment_json();
   j["git_commit"] = profiler::git_commit();
   j["command"] = profiler::command_line(argc, argv);

@@ -62,10 +62,18 @@ inline constexpr const char* kDenormalsHelp =
     "keep (IEEE gradual underflow, PyTorch's default)";
 // --denormals flush|keep on this thread and the OpenMP workers (call after set_threads).
 void set_denormals(const std::string& value);
+inline constexpr const char* kDeterministicHelp =
+    "bit-identical results at any --threads and run to run: the kernels whose sums follow the "
+    "team size (CPU) or use float atomics (CUDA) run their deterministic variants, cuDNN only "
+    "deterministic algorithms; slower on several threads (docs/determinism.md)";
+// --deterministic: sets the kernel selection's mode (kernels/math_mode.h) and, when on, says so
+// on stdout with the variants it replaces.
+void set_deterministic(bool on);
 
 // The fields every results line ends with (aim-train and aim-infer alike): the kernel variants
 // called since `before` and any substitutions, the cuDNN convolution algorithms, the TF32
-// setting, the environment, the git commit and the command line.
+// setting, --deterministic (with the ops that had no deterministic variant), the environment, the
+// git commit and the command line.
 void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& before, int argc,
                     char** argv);
 // Runs a CLI's body and maps its failures to the exit status: a UsageError prints

@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
     ("device", po::value<std::string>(&device),
      "cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
+    ("deterministic", aim::cli::kDeterministicHelp)
     ("cuda-graph", "CUDA: capture one inference step in a CUDA graph and replay it");
   po::options_description g_out("Output");
   g_out.add_options()
@@ -173,6 +174,7 @@ int main(int argc, char** argv) {
     aim::cli::set_threads(threads);
     aim::cli::set_tf32(tf32);
     aim::cli::set_denormals(denormals);
+    aim::cli::set_deterministic(vm.count("deterministic") > 0);
     const aim::Device dev = aim::cli::resolve_device(device);
     io.device = dev.str();
     // Where the run writes is checked before it starts.

@@ -68,4 +68,11 @@ bool flush_denormals() {
 #endif
 }
 
+namespace {
+std::atomic<bool> g_deterministic{false};
+}  // namespace
+
+void set_deterministic(bool on) { g_deterministic.store(on); }
+bool deterministic() { return g_deterministic.load(); }
+
 }  // namespace aim::kernels

@@ -51,4 +51,11 @@ class ScopedTf32 {
 void set_flush_denormals(bool on);
 bool flush_denormals();  // the calling thread's setting
 
+// --deterministic (docs/determinism.md): kernel selection takes the deterministic alternative of
+// every variant registered as not deterministic (kernels/registry.h), and cuDNN convolutions
+// choose among the algorithms cuDNN reports as deterministic (the setting is part of their
+// algorithm cache key). Off by default: the alternatives are slower on several threads.
+void set_deterministic(bool on);
+bool deterministic();
+
 }  // namespace aim::kernels

@@ -171,6 +171,47 @@ void record_substitution(const Substitution& s) {
                s.used.c_str(), s.reason.c_str());
 }
 
+namespace {
+std::vector<NondeterministicVariant>& ran_nondeterministic() {
+  static std::vector<NondeterministicVariant> r;
+  return r;
+}
+}  // namespace
+
+std::string OpBase::deterministic_choice(const std::string& wanted, bool chosen) const {
+  auto it = nondeterministic_.find(wanted);
+  if (it == nondeterministic_.end()) return wanted;
+  const Nondeterminism& n = it->second;
+  if (n.alternative.empty()) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (const auto& e : ran_nondeterministic())
+      if (e.op == name_ && e.variant == wanted) return wanted;
+    ran_nondeterministic().push_back({name_, wanted, "", n.why});
+    std::fprintf(stderr,
+                 "[aim] --deterministic: %s has no deterministic variant here; %s runs (%s)\n",
+                 name_.c_str(), wanted.c_str(), n.why.c_str());
+    return wanted;
+  }
+  if (chosen && !kernel_selection().fallback)
+    AIM_FAIL("[", name_, "] --kernels ", name_, "=", wanted, " is not deterministic (", n.why,
+             "); under --deterministic choose ", n.alternative, ", or allow --kernels-fallback");
+  if (chosen) record_substitution({name_, wanted, n.alternative, "--deterministic: " + n.why});
+  return n.alternative;
+}
+
+std::vector<NondeterministicVariant> nondeterministic_variants() {
+  std::vector<NondeterministicVariant> r;
+  for (OpBase* op : registry().ops())
+    for (const auto& [variant, n] : op->nondeterministic())
+      r.push_back({op->name(), variant, n.alternative, n.why});
+  return r;
+}
+
+std::vector<NondeterministicVariant> nondeterministic_ran() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return ran_nondeterministic();
+}
+
 ScopedVariant::ScopedVariant(std::string op, std::string variant) : op_(std::move(op)) {
   auto it = t_overrides.find(op_);
   had_previous_ = it != t_overrides.end();

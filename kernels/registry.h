@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kernels/fields.h"
+#include "kernels/math_mode.h"
 #include "kernels/op.h"
 
 namespace aim::kernels {
@@ -59,6 +60,21 @@ class OpBase {
   std::vector<std::string> shape_fields;
   void set_shape_fields(std::vector<std::string> names);
   std::string describe_shape(const TestShape& s) const;  // "log=0 mask=1 dim=-1 d0=2 ..."
+
+  // Determinism (docs/determinism.md). A variant registered with set_nondeterministic gives
+  // results that depend on the OpenMP team size (CPU) or change from run to run (CUDA atomics);
+  // under --deterministic (kernels::deterministic()) selection runs `alternative` instead, or,
+  // when the op has none on that backend (alternative ""), runs it and warns once.
+  struct Nondeterminism {
+    std::string alternative, why;
+  };
+  void set_nondeterministic(const std::string& variant, const std::string& alternative,
+                            const std::string& why) {
+    nondeterministic_[variant] = {alternative, why};
+  }
+  const std::map<std::string, Nondeterminism>& nondeterministic() const {
+    return nondeterministic_;
+  }
   std::vector<TestShape> test_shapes;
   std::function<TestCase(const TestShape&, DType, uint64_t seed)> make_case;
   std::function<Tolerance(DType, const TestShape&)> tolerance;  // empty: default_tolerance
@@ -74,6 +90,11 @@ class OpBase {
   std::string name_;
   std::map<Backend, std::string> defaults_;
   std::map<std::pair<Backend, DType>, std::string> dtype_defaults_;
+  std::map<std::string, Nondeterminism> nondeterministic_;
+  // Under --deterministic: the variant to run for `wanted` (its alternative when it has one);
+  // `chosen` is true when the user named `wanted` for this op (--kernels op=variant): that is an
+  // error naming the alternative, unless --kernels-fallback.
+  std::string deterministic_choice(const std::string& wanted, bool chosen) const;
 };
 
 template <class Args>
@@ -124,6 +145,16 @@ struct Substitution {
 };
 std::vector<Substitution> substitutions();
 void record_substitution(const Substitution& s);  // logs once per (op, wanted)
+
+// Every variant registered as not deterministic, over all ops (docs/determinism.md, the CLIs'
+// --deterministic report): op, variant, alternative ("" when there is none), why.
+struct NondeterministicVariant {
+  std::string op, variant, alternative, why;
+};
+std::vector<NondeterministicVariant> nondeterministic_variants();
+// Under --deterministic: the ops that ran a variant without a deterministic alternative (warned
+// once each), for the results file.
+std::vector<NondeterministicVariant> nondeterministic_ran();
 
 // Per-call override for this thread: op name (or "*" for all ops) -> variant name.
 class ScopedVariant {
@@ -218,6 +249,11 @@ class Op final : public OpBase {
         wanted = preferred(b, s.mode, def);
     }
     if (wanted.empty()) wanted = def;
+    if (deterministic() && !variant_override(name_)) {
+      const bool chosen = kernel_selection().per_op.count(name_) > 0;
+      wanted = deterministic_choice(wanted, chosen);
+      def = deterministic_choice(def, false);
+    }
     const Variant<Args>* v = find_for(wanted, on_cuda);
     if (!v) no_such_variant(name_, wanted, a.device(), list_names());
     std::string why = reason(*v, a);

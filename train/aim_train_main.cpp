@@ -159,6 +159,7 @@ int main(int argc, char** argv) {
     ("device", po::value<std::string>(&device),
      "cpu | cuda | cuda:N (default: cuda when a GPU is present, else cpu)")
     ("threads", po::value<int>(&threads)->default_value(0), "OpenMP threads (0: default)")
+    ("deterministic", aim::cli::kDeterministicHelp)
     ("cuda-graph", "CUDA: capture the training step (zero_grad, forward, backward, clip, "
      "optimizer) in a CUDA graph at the second step and replay it at every later one (one "
      "device, fp32 or bf16; the optimizer keeps lr and its step count on the device)");
@@ -454,6 +455,7 @@ int main(int argc, char** argv) {
       aim::cli::set_threads(threads);
       aim::cli::set_tf32(tf32);
       aim::cli::set_denormals(denormals);
+      aim::cli::set_deterministic(vm.count("deterministic") > 0);
       const aim::Device dev = aim::cli::resolve_device(device);
       to.device = dev.str();
       to.data = data;

@@ -11,11 +11,12 @@
 // f32), independent of T; the packed K^T is the size of k.
 //
 // Backward: work items are heads (b, h), or (head, range of key blocks) when there are fewer
-// heads than threads. Per key block: K, K^T and V^T packed once; dK and dV accumulate in tiles;
-// per query block: S = Q K^T and dP = dO V^T recomputed, p = exp(scale S + mask - lse),
-// ds = p (z dP - D) with the dropout factor z and D = rowsum(dO o) precomputed per head; then
-// dV += (z p)^T dO, dK += ds^T Q, dQ += ds K into a per-head accumulator (O(Tq HS) per thread;
-// per (head, split) when the key blocks are split, summed afterwards in a fixed order).
+// heads than 16 (a fixed split, whatever the team size: results do not depend on --threads). Per
+// key block: K, K^T and V^T packed once; dK and dV accumulate in tiles; per query block: S = Q K^T
+// and dP = dO V^T recomputed, p = exp(scale S + mask - lse), ds = p (z dP - D) with the dropout
+// factor z and D = rowsum(dO o) precomputed per head; then dV += (z p)^T dO, dK += ds^T Q, dQ += ds
+// K into a per-head accumulator (O(Tq HS) per thread; per (head, split) when the key blocks are
+// split, summed afterwards in a fixed order).
 //
 // The tile GEMMs use an AVX-512 register-blocked micro-kernel (6 rows x up to 64 columns of f32,
 // 32 of f64, 24 accumulators) when the CPU has AVX-512 (cpu_has_avx512()); otherwise plain loops
@@ -645,9 +646,16 @@ void bwd_flash_typed(const AttentionBwdArgs& a, const AttentionGeometry& g) {
   const A scale = A(g.scale);
   const double work = double(nbh) * double(g.Tq) * double(g.Tk) * double(HS + 1);
   const bool parallel = work > 1e5;
-  const int64_t nt = parallel && !omp_in_parallel() ? omp_get_max_threads() : 1;
-  // Split each head's key blocks when there are fewer heads than threads.
-  const int64_t nsplit = nbh >= nt ? 1 : std::max<int64_t>(1, std::min(nkb, (nt + nbh - 1) / nbh));
+  // Split each head's key blocks when there are fewer heads than a team of kSplitTeam threads,
+  // at least kMinSplitBlocks key blocks (256 keys) per split. The split follows the shape only,
+  // never the real team size: dq's sums, and so the results, are the same at every thread count
+  // (docs/determinism.md). Each split costs a dq partial (written, then summed): with >= 256 keys
+  // per split that is ~1% of its work at one thread (64-key splits measured 8-10%).
+  constexpr int64_t kSplitTeam = 16, kMinSplitBlocks = 4;
+  const int64_t nsplit =
+      !parallel || nbh >= kSplitTeam
+          ? 1
+          : std::max<int64_t>(1, std::min(nkb / kMinSplitBlocks, (kSplitTeam + nbh - 1) / nbh));
   if (nsplit == 1) {
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int64_t bh = 0; bh < nbh; ++bh) {
@@ -659,8 +667,8 @@ void bwd_flash_typed(const AttentionBwdArgs& a, const AttentionGeometry& g) {
     }
     return;
   }
-  const Tensor part = Tensor::empty({nbh * nsplit, Tq, HSp}, dtype_of<A>());
-  A* pp = part.data<A>();
+  // The calling thread's grow-only buffer: no first touch of fresh pages per call.
+  A* pp = buffer<A>(14, nbh * nsplit * Tq * HSp);
   const int64_t items = nbh * nsplit;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t it = 0; it < items; ++it) {
@@ -672,11 +680,14 @@ void bwd_flash_typed(const AttentionBwdArgs& a, const AttentionGeometry& g) {
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t row = 0; row < nbh * Tq; ++row) {
     const int64_t bh = row / Tq, i = row % Tq;
-    for (int64_t e = 0; e < HS; ++e) {
-      A s = 0;
-      for (int64_t sp = 0; sp < nsplit; ++sp) s += pp[((bh * nsplit + sp) * Tq + i) * HSp + e];
-      dq[row * HS + e] = T(scale * s);
+    A* s = buffer<A>(13, HSp);  // the row's sums, split after split (vectorised along e)
+    std::fill(s, s + HSp, A(0));
+    for (int64_t sp = 0; sp < nsplit; ++sp) {
+      const A* p = pp + ((bh * nsplit + sp) * Tq + i) * HSp;
+#pragma omp simd
+      for (int64_t e = 0; e < HSp; ++e) s[e] += p[e];
     }
+    for (int64_t e = 0; e < HS; ++e) dq[row * HS + e] = T(scale * s[e]);
   }
 }
 

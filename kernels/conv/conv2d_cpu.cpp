@@ -479,17 +479,28 @@ struct Plan {
   bool direct = false;  // pointwise, one image at a time: no column matrix
 };
 
-Plan plan_of(const Dims& d, const Conv2dParams& p) {
+// `ordered`: the blocks as for one thread, whatever the team (the filter gradient's sums over the
+// images then do not depend on the team size). Outputs of at most 4 pixels are grouped as for one
+// thread too: a block of them can make a GEMM of N <= 4 columns, which sgemm_avx512 computes by
+// its dot-product path (other rounding), so a grouping that followed the team size would change
+// the forward's bits with --threads (docs/determinism.md).
+constexpr int64_t kGemmSmallN = 4;  // sgemm_avx512's kSmallN
+
+Plan plan_of(const Dims& d, const Conv2dParams& p, bool ordered = false) {
   Plan pl;
   const int64_t PQ = d.P * d.Q, crs = d.Cg * d.R * d.S;
-  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (2 * PQ < kMinCols) {
+  const int nt = ordered || PQ <= kGemmSmallN || omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool small = 2 * PQ < kMinCols;
+  const int64_t fit = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, crs * PQ));
+  if (small) {
     const int64_t want = (kMinCols + PQ - 1) / PQ;
-    const int64_t fit = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, crs * PQ));
     pl.images = conv_cpu::balanced_images(d.N, std::min(want, fit), nt);
   }
   pl.direct = pl.images == 1 && is_pointwise(d, p);
-  if (pl.images > 1 || pl.direct) {
+  // Small images take whole images even alone in a block (when their column matrix fits): the
+  // input gradient's col2im adds chunk by chunk, so rows cut by the grouping, which follows the
+  // team size, would change dx's last bits with --threads (docs/determinism.md).
+  if (pl.images > 1 || pl.direct || (small && crs * PQ <= (int64_t(4) << 20))) {
     pl.rows = d.P;
   } else {
     const int64_t target =
@@ -605,15 +616,19 @@ void conv2d_bwd_data_cpu_im2col(const Conv2dBwdDataArgs& a) {
   });
 }
 
-void conv2d_bwd_filter_cpu_im2col(const Conv2dBwdFilterArgs& a) {
+// ordered = false (cpu.im2col): blocks over the team with a partial dw per thread, added in thread
+// order: the sums depend on the team size. ordered = true (cpu.im2col_ordered, --deterministic):
+// the one-thread plan, blocks one after another into dw with each GEMM on the team: the same bits
+// at any team size (and the same as cpu.im2col at one thread).
+void bwd_filter_im2col(const Conv2dBwdFilterArgs& a, bool ordered) {
   const Dims d = dims_bwd_filter(a);
   const Conv2dParams& p = a.p;
   const int64_t PQ = d.P * d.Q, HW = d.H * d.W, CRS = d.Cg * d.R * d.S;
   const float* dy = a.dy.data<float>();
   const float* x = a.x.data<float>();
   float* dw = a.dw.data<float>();
-  const Plan pl = plan_of(d, p);
-  const bool par = blocks_parallel(pl.blocks);
+  const Plan pl = plan_of(d, p, ordered);
+  const bool par = blocks_parallel(pl.blocks, ordered);
   const int nt = par ? omp_get_max_threads() : 1;
   const int64_t wsize = d.K * CRS;
   // In parallel each thread sums its images into its own partial dw, added in thread order.
@@ -624,7 +639,7 @@ void conv2d_bwd_filter_cpu_im2col(const Conv2dBwdFilterArgs& a) {
     std::fill(partials.begin(), partials.begin() + nt * wsize, 0.0f);
     part = partials.data();
   }
-  for_blocks(pl.blocks, [&](int64_t b, int tid) {
+  for_blocks(pl.blocks, ordered, [&](int64_t b, int tid) {
     const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
     float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
     float* dyb = nb > 1 ? thread_buffer(1, size_t(d.Kg * nb * PQ)) : nullptr;
@@ -656,6 +671,11 @@ void conv2d_bwd_filter_cpu_im2col(const Conv2dBwdFilterArgs& a) {
       for (int64_t i = 0; i < wsize; ++i) dw[i] += src[i];
     }
   if (a.dbias.defined()) conv2d_bias_grad_cpu(a.dy, a.dbias);
+}
+
+void conv2d_bwd_filter_cpu_im2col(const Conv2dBwdFilterArgs& a) { bwd_filter_im2col(a, false); }
+void conv2d_bwd_filter_cpu_im2col_ordered(const Conv2dBwdFilterArgs& a) {
+  bwd_filter_im2col(a, true);
 }
 
 }  // namespace
@@ -711,18 +731,22 @@ void conv2d_bwd_data_cpu_widen(const Conv2dBwdDataArgs& a) {
   a.dx.copy_(w.dx);
 }
 
-void conv2d_bwd_filter_cpu_widen(const Conv2dBwdFilterArgs& a) {
+void bwd_filter_widen(const Conv2dBwdFilterArgs& a, bool ordered) {
   Conv2dBwdFilterArgs w = a;
   w.dy = widened(a.dy);
   w.x = widened(a.x);
   w.dw = widened(a.dw);
   w.dbias = widened(a.dbias);
   if (conv2d_winograd_preferred(w.dw, w.p, w.dy.size(2), w.dy.size(3)))
-    conv2d_bwd_filter_cpu_winograd(w);
+    ordered ? conv2d_bwd_filter_cpu_winograd_ordered(w) : conv2d_bwd_filter_cpu_winograd(w);
   else
-    conv2d_bwd_filter_cpu_im2col(w);
+    bwd_filter_im2col(w, ordered);
   a.dw.copy_(w.dw);
   if (a.dbias.defined()) a.dbias.copy_(w.dbias);
+}
+void conv2d_bwd_filter_cpu_widen(const Conv2dBwdFilterArgs& a) { bwd_filter_widen(a, false); }
+void conv2d_bwd_filter_cpu_widen_ordered(const Conv2dBwdFilterArgs& a) {
+  bwd_filter_widen(a, true);
 }
 
 std::string im2col_supports_dims(const Dims& d) {
@@ -824,6 +848,38 @@ void register_conv2d_cpu(Registry& r) {
        dims_bwd_filter, [](const Conv2dBwdFilterArgs& a) -> const Tensor& { return a.dw; },
        [](const Conv2dBwdFilterArgs& a) { return winograd_rule(a.x, a.dw, a.p, a.dy); },
        conv2d_bwd_filter_cost, conv_cpu::make_conv2d_bwd_filter_case});
+  // The filter gradient sums over the images; its fast variants give each thread a partial sum
+  // (and group the images for the team size), so the last bits follow --threads. The *_ordered
+  // variants run the one-thread plan on any team: --deterministic selects them.
+  auto& bf = r.op<Conv2dBwdFilterArgs>("conv2d_bwd_filter");
+  const auto bf_dims = [](const Conv2dBwdFilterArgs& a) {
+    return im2col_supports_dims(dims_bwd_filter(a));
+  };
+  bf.add({"cpu.im2col_ordered",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_filter_cpu_im2col_ordered,
+          {DType::f32},
+          bf_dims});
+  bf.add({"cpu.widen_ordered",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_filter_cpu_widen_ordered,
+          {DType::f16, DType::bf16},
+          bf_dims});
+  bf.add({"cpu.winograd_ordered",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_filter_cpu_winograd_ordered,
+          {DType::f32},
+          [](const Conv2dBwdFilterArgs& a) {
+            dims_bwd_filter(a);
+            return conv2d_winograd_supports(a.dw, a.p);
+          }});
+  const char* why = "per-thread partial sums over the images: the last bits depend on --threads";
+  bf.set_nondeterministic("cpu.im2col", "cpu.im2col_ordered", why);
+  bf.set_nondeterministic("cpu.widen", "cpu.widen_ordered", why);
+  bf.set_nondeterministic("cpu.winograd", "cpu.winograd_ordered", why);
 }
 
 }  // namespace aim::kernels

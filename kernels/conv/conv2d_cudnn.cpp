@@ -16,6 +16,7 @@
 //   cudnnGet*Algorithm_v7 heuristics — they run nothing on the GPU and never write the output, so
 //   dw's accumulated content is safe (cudnnFind*AlgorithmEx would overwrite dw while timing) —
 //   taking the first result that succeeded (and, with TF32 off, keeps fp32 out of tensor cores;
+//   under --deterministic, the first that cuDNN reports as CUDNN_DETERMINISTIC;
 //   the TF32 setting is part of the key of an f32 call). Cached in a
 //   process-wide map under a mutex, logged once per key under AIM_DEBUG >= 1 and listed by
 //   cudnn_conv_algorithms_summary() (kernels/cudnn_util.h). Workspace: kernels/vendor.h.
@@ -162,7 +163,8 @@ std::string key_of(Dir dir, DType t, Device dev, const Tensor& xs, const Tensor&
   return str("conv2d_", dir_name(dir), " ", dtype_name(t), " x", to_string(xs.sizes()), " w",
              to_string(w.sizes()), " y", to_string(ys.sizes()), " stride ", p.stride_h, "x",
              p.stride_w, " pad ", p.pad_top, "x", p.pad_left, " dil ", p.dil_h, "x", p.dil_w,
-             " groups ", p.groups, tf32_allowed(t) ? " tf32" : "", " on ", dev.str());
+             " groups ", p.groups, tf32_allowed(t) ? " tf32" : "",
+             deterministic() ? " deterministic" : "", " on ", dev.str());
 }
 
 // The first acceptable heuristic result (results come sorted by expected speed).
@@ -171,6 +173,9 @@ Plan pick(DType t, const Perf* perf, int n, const std::string& key) {
   Plan plan;
   for (int i = 0; i < n; ++i) {
     if (!acceptable(t, perf[i].status, perf[i].mathType)) continue;
+    // --deterministic: skip the algorithms cuDNN reports as not reproducible (atomics: e.g.
+    // BWD_FILTER_ALGO_0 and _3, BWD_DATA_ALGO_0).
+    if (deterministic() && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     plan.algo = int(perf[i].algo);
     // fp32 without TF32 keeps FMA math whatever the result says (DEFAULT would admit TF32).
     plan.math = t == DType::f32 && !tf32_allowed(t) ? CUDNN_FMA_MATH : perf[i].mathType;

@@ -19,6 +19,9 @@ bool conv2d_winograd_preferred(const Tensor& w, const Conv2dParams& p, int64_t P
 void conv2d_fwd_cpu_winograd(const Conv2dFwdArgs& a);
 void conv2d_bwd_data_cpu_winograd(const Conv2dBwdDataArgs& a);
 void conv2d_bwd_filter_cpu_winograd(const Conv2dBwdFilterArgs& a);
+// cpu.winograd_ordered (--deterministic): the one-thread plan, blocks one after another with the
+// team inside: the same bits at any team size (docs/determinism.md).
+void conv2d_bwd_filter_cpu_winograd_ordered(const Conv2dBwdFilterArgs& a);
 
 // dbias[k] += sum over n, p, q of dy[n, k, p, q] (per-image float sums added in double), shared by
 // the CPU variants.

@@ -95,10 +95,13 @@ struct Plan {
   int64_t blocks = 1;
 };
 
-Plan plan_of(const Geo& g) {
+// `ordered`: the blocks as for one thread, whatever the team (cpu.winograd_ordered).
+// Images of at most 4 tiles are grouped as for one thread too: a chunk of them can make a GEMM
+// of N <= 4 tiles, which sgemm_avx512 computes by its dot-product path (other rounding).
+Plan plan_of(const Geo& g, bool ordered = false) {
   Plan pl;
-  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t per_image = g.TH * g.TW;
+  const int nt = ordered || per_image <= 4 || omp_in_parallel() ? 1 : omp_get_max_threads();
   if (per_image < kTargetTiles) {
     const int64_t want = (kTargetTiles + per_image - 1) / per_image;
     pl.images = conv_cpu::balanced_images(g.N, want, nt);
@@ -361,9 +364,9 @@ void weight_grad_transform(const float* dU, int64_t K, int64_t C, float* dw) {
 // Runs body(chunk, team) for the chunks of every block (blocks over the team when there are
 // enough; `team`: the transforms may use the team themselves).
 template <class F>
-void for_chunks(const Geo& g, const Plan& pl, F&& body) {
-  const bool team = !blocks_parallel(pl.blocks) && !omp_in_parallel();
-  for_blocks(pl.blocks, [&](int64_t b, int tid) {
+void for_chunks(const Geo& g, const Plan& pl, bool ordered, F&& body) {
+  const bool team = !blocks_parallel(pl.blocks, ordered) && !omp_in_parallel();
+  for_blocks(pl.blocks, ordered, [&](int64_t b, int tid) {
     Chunk ch;
     ch.n0 = b * pl.images;
     ch.nb = std::min(pl.images, g.N - ch.n0);
@@ -372,6 +375,10 @@ void for_chunks(const Geo& g, const Plan& pl, F&& body) {
       body(ch, tid, team);
     }
   });
+}
+template <class F>
+void for_chunks(const Geo& g, const Plan& pl, F&& body) {
+  for_chunks(g, pl, false, std::forward<F>(body));
 }
 
 // The largest chunk's tile count (buffer sizes).
@@ -425,18 +432,21 @@ void conv2d_bwd_data_cpu_winograd(const Conv2dBwdDataArgs& a) {
   });
 }
 
-void conv2d_bwd_filter_cpu_winograd(const Conv2dBwdFilterArgs& a) {
+namespace {
+
+// ordered: see conv2d_winograd.h (cpu.winograd_ordered).
+void bwd_filter_winograd(const Conv2dBwdFilterArgs& a, bool ordered) {
   check_conv2d_bwd_filter_args(a);
   const Geo g = make_geo(a.x, a.dy, a.p);
-  const Plan pl = plan_of(g);
+  const Plan pl = plan_of(g, ordered);
   const int64_t Tm = max_tiles(g, pl), usize = 16 * g.K * g.C;
   const float* x = a.x.data<float>();
   const float* dy = a.dy.data<float>();
   // One dU per thread when the blocks run over the team, summed in thread order at the end.
-  const int nt = blocks_parallel(pl.blocks) ? omp_get_max_threads() : 1;
+  const int nt = blocks_parallel(pl.blocks, ordered) ? omp_get_max_threads() : 1;
   float* dU = thread_buffer(2, size_t(nt * usize));
   std::fill(dU, dU + nt * usize, 0.0f);
-  for_chunks(g, pl, [&](const Chunk& ch, int tid, bool team) {
+  for_chunks(g, pl, ordered, [&](const Chunk& ch, int tid, bool team) {
     float* V = thread_buffer(0, size_t(16 * g.C * Tm));
     float* dM = thread_buffer(1, size_t(16 * g.K * Tm));
     const int64_t T = ch.tiles(g);
@@ -451,6 +461,13 @@ void conv2d_bwd_filter_cpu_winograd(const Conv2dBwdFilterArgs& a) {
     for (int64_t i = 0; i < usize; ++i) dU[i] += dU[t * usize + i];
   weight_grad_transform(dU, g.K, g.C, a.dw.data<float>());
   if (a.dbias.defined()) conv2d_bias_grad_cpu(a.dy, a.dbias);
+}
+
+}  // namespace
+
+void conv2d_bwd_filter_cpu_winograd(const Conv2dBwdFilterArgs& a) { bwd_filter_winograd(a, false); }
+void conv2d_bwd_filter_cpu_winograd_ordered(const Conv2dBwdFilterArgs& a) {
+  bwd_filter_winograd(a, true);
 }
 
 #pragma GCC pop_options

@@ -6,21 +6,23 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace aim::kernels::conv_cpu {
 
 // Whether the blocks run over the team (each GEMM inside then single-threaded) rather than one
-// after another with the GEMMs (and transforms) using the team.
-inline bool blocks_parallel(int64_t blocks) {
+// after another with the GEMMs (and transforms) using the team. `ordered` (the *_ordered filter
+// gradient variants, --deterministic): always one after another.
+inline bool blocks_parallel(int64_t blocks, bool ordered = false) {
   const int nt = omp_get_max_threads();
-  return nt > 1 && blocks >= nt && !omp_in_parallel();
+  return !ordered && nt > 1 && blocks >= nt && !omp_in_parallel();
 }
 
 // Runs body(b, tid) for every block b: over the team when blocks_parallel, else in order (tid 0).
 template <class F>
-void for_blocks(int64_t blocks, F&& body) {
-  if (blocks_parallel(blocks)) {
+void for_blocks(int64_t blocks, bool ordered, F&& body) {
+  if (blocks_parallel(blocks, ordered)) {
 #pragma omp parallel
     {
       const int tid = omp_get_thread_num();
@@ -30,6 +32,10 @@ void for_blocks(int64_t blocks, F&& body) {
   } else {
     for (int64_t b = 0; b < blocks; ++b) body(b, 0);
   }
+}
+template <class F>
+void for_blocks(int64_t blocks, F&& body) {
+  for_blocks(blocks, false, std::forward<F>(body));
 }
 
 // Images per block for blocks of at most `most` images: the fewest blocks that are a multiple of

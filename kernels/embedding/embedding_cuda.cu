@@ -295,6 +295,8 @@ void register_embedding_cuda(Registry& r) {
   b.add({"cuda.sorted", AIM_CUDA_BACKEND, Provider::Own, embedding_bwd_cuda_sorted, kFloatTypes,
          sorted_supports});
   b.set_default(AIM_CUDA_BACKEND, "cuda.sorted");  // deterministic
+  b.set_nondeterministic("cuda.atomic", "cuda.sorted",
+                         "float atomicAdd per element: the order of repeated rows' adds varies");
 }
 
 }  // namespace aim::kernels::AIM_CUDA_NS

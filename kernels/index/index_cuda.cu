@@ -360,6 +360,7 @@ void register_index_cuda(Registry& r) {
     auto& op = r.op<IndexAddArgs>("index_add");
     op.add({"cuda.atomic", B, P, index_add_cuda, float_dtypes()});
     op.set_default(B, "cuda.atomic");
+    op.set_nondeterministic("cuda.atomic", "", "float atomicAdd: the order of the adds varies");
   }
   {
     auto& op = r.op<GatherArgs>("gather");
@@ -372,6 +373,7 @@ void register_index_cuda(Registry& r) {
     op.add({"cuda.atomic", B, P, scatter_add_cuda, float_dtypes(),
             [](const ScatterAddArgs& a) { return dims_ok(a.y.dim()); }});
     op.set_default(B, "cuda.atomic");
+    op.set_nondeterministic("cuda.atomic", "", "float atomicAdd: the order of the adds varies");
   }
   {
     auto& op = r.op<OneHotArgs>("one_hot");

@@ -383,6 +383,8 @@ void register_optim_cuda(Registry& r) {
   sq.add({"cuda.block_atomic", AIM_CUDA_BACKEND, Provider::Own, grad_sq_sum_cuda, float_dtypes(),
           check_grad_sq_sum});
   sq.set_default(AIM_CUDA_BACKEND, "cuda.block_atomic");
+  sq.set_nondeterministic("cuda.block_atomic", "",
+                          "one double atomicAdd per block: the order of the block sums varies");
   auto& cl = r.op<GradClipScaleArgs>("grad_clip_scale");
   cl.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, grad_clip_scale_cuda, float_dtypes(),
           check_grad_clip_scale});
@@ -391,6 +393,8 @@ void register_optim_cuda(Registry& r) {
   l1.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, lamb_stage1_cuda, float_dtypes(),
           check_lamb_stage1});
   l1.set_default(AIM_CUDA_BACKEND, "cuda.fused");
+  l1.set_nondeterministic(
+      "cuda.fused", "", "per-tensor norms by double atomicAdd: the order of the block sums varies");
   auto& l2 = r.op<LambStage2Args>("lamb_stage2");
   l2.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, lamb_stage2_cuda, float_dtypes(),
           check_lamb_stage2});

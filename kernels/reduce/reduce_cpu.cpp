@@ -2,7 +2,8 @@
 // layout) into a double vector and reduce it with the textbook formula (two passes for var/std).
 // cpu.omp: x as a contiguous [outer, R, inner] block (reduce_view). Work is cut into tasks
 // (o, chunk of R, chunk of inner), run by OpenMP; each task leaves a partial per output column
-// and the partials are combined in chunk order (deterministic). Rows (inner == 1): 16 independent
+// and the partials are combined in chunk order; the cut does not depend on the
+// team size, so the result is the same at any thread count. Rows (inner == 1): 16 independent
 // lanes per task, vectorised with `omp simd`. Columns (inner > 1, e.g. bias gradients [B, C] ->
 // [C]): the inner dim is the vector dim. f32 accumulates in f32 (many short partial sums), f64 in
 // f64; f16/bf16 inputs are converted to f32 once (bulk F16C/BF16 conversion) and rounded at the
@@ -284,8 +285,13 @@ struct Split {
   int64_t tasks() const { return outer * n_rc * n_ic; }
 };
 
+// The split assumes a team of this many threads whatever the real team is: the chunks of R, and
+// so the sums, are then the same at every --threads (docs/determinism.md). Splitting for 16 at 1
+// thread costs one more partial per >= 64 rows (columns) or >= 4096 values (rows): noise.
+constexpr int64_t kSplitTeam = 16;
+
 Split make_split(int64_t outer, int64_t R, int64_t inner) {
-  const int64_t threads = omp_get_max_threads();
+  const int64_t threads = kSplitTeam;
   Split s{outer, R, inner, R, 1, inner, 1};
   if (inner > 1) {
     s.i_chunk = std::min<int64_t>(inner, 512);

@@ -226,6 +226,11 @@ void register_roi_cuda(Registry& r) {
   r.op<RoiAlignBwdArgs>("roi_align_bwd").set_default(AIM_CUDA_BACKEND, "cuda.atomic");
   r.op<RoiPoolFwdArgs>("roi_pool_fwd").set_default(AIM_CUDA_BACKEND, "cuda.direct");
   r.op<RoiPoolBwdArgs>("roi_pool_bwd").set_default(AIM_CUDA_BACKEND, "cuda.atomic");
+  // No deterministic CUDA variant yet: --deterministic warns (docs/determinism.md).
+  r.op<RoiAlignBwdArgs>("roi_align_bwd")
+      .set_nondeterministic("cuda.atomic", "", "float atomicAdd: the order of the adds varies");
+  r.op<RoiPoolBwdArgs>("roi_pool_bwd")
+      .set_nondeterministic("cuda.atomic", "", "float atomicAdd: the order of the adds varies");
 }
 
 }  // namespace aim::kernels::AIM_CUDA_NS

@@ -228,6 +228,8 @@ void register_spmm_cuda(Registry& r) {
       {"cuda.warp_row", AIM_CUDA_BACKEND, Provider::Own, spmm_cuda_warp_row, kTypes, row_supports});
   f.add({"cuda.merge", AIM_CUDA_BACKEND, Provider::Own, spmm_cuda_merge, kTypes, merge_supports});
   f.set_default(AIM_CUDA_BACKEND, "cuda.warp_row");  // deterministic; GCN rows are short
+  f.set_nondeterministic("cuda.merge", "cuda.warp_row",
+                         "float atomicAdd of the rows split across merge-path segments");
   auto& d = r.op<SpmmDvaluesArgs>("spmm_dvalues");
   d.add({"cuda.warp_row", AIM_CUDA_BACKEND, Provider::Own, dvalues_cuda_warp_row, kTypes});
   d.set_default(AIM_CUDA_BACKEND, "cuda.warp_row");
