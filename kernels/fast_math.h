@@ -26,7 +26,11 @@ inline float fast_expf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (int32_t(n) + 127) << 23;
+  // NaN x gives NaN n, whose int conversion is undefined, and a negative shifted left is too
+  // (UBSan, Trainer.NanLossStopsNamingTheStep): n is 0 for NaN (p is NaN, so is the result) and
+  // the exponent is shifted unsigned.
+  const float nn = n == n ? n : 0.0f;
+  const uint32_t bits = uint32_t(int32_t(nn) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;

@@ -1,5 +1,6 @@
 #include "kernels/registry.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -115,7 +116,9 @@ std::vector<Substitution>& subs() {
   static std::vector<Substitution> s;
   return s;
 }
-OpObserver* g_observer = nullptr;
+// Atomic: set by the profiler on one rank's thread while the other local ranks dispatch (a data
+// race found by tools/sanitize.sh thread in DataParallel's profiled runs).
+std::atomic<OpObserver*> g_observer{nullptr};
 thread_local std::map<std::string, std::string> t_overrides;
 
 Selection parse_selection(const std::string& spec, bool fallback) {
@@ -238,8 +241,8 @@ void no_such_variant(const std::string& op, const std::string& variant, Device d
            "; registered: ", available.empty() ? "none" : available);
 }
 
-void set_op_observer(OpObserver* o) { g_observer = o; }
-OpObserver* op_observer() { return g_observer; }
+void set_op_observer(OpObserver* o) { g_observer.store(o, std::memory_order_release); }
+OpObserver* op_observer() { return g_observer.load(std::memory_order_acquire); }
 
 // ---- dispatch instrumentation ---------------------------------------------------------------
 
@@ -281,11 +284,12 @@ void dispatch_begin(const std::string& op, const std::string& range_name,
     t_starts.push_back(std::chrono::steady_clock::now());
     t_names.push_back(range_name);
   }
-  if (g_observer) g_observer->begin(op, variant, b, cost(), describe);
+  if (OpObserver* o = g_observer.load(std::memory_order_acquire))
+    o->begin(op, variant, b, cost(), describe);
 }
 
 void dispatch_end(Backend b) {
-  if (g_observer) g_observer->end();
+  if (OpObserver* o = g_observer.load(std::memory_order_acquire)) o->end();
   if (debug_level() >= 3 && !t_starts.empty()) {
 #ifdef AIM_CUDA
     if (b == Backend::CUDA) cudaDeviceSynchronize();

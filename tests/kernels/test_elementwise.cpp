@@ -9,6 +9,7 @@
 
 #include "kernels/elementwise/binary.h"
 #include "kernels/elementwise/unary.h"
+#include "kernels/fast_math.h"
 #include "kernels/registry.h"
 
 namespace aim::kernels {
@@ -57,6 +58,14 @@ std::vector<T> run_binary(const char* v, BinaryKind k, const std::vector<T>& a,
   const Tensor y = Tensor::empty({n}, dtype_of<T>());
   binary(BinaryArgs{at, bt, y, k, alpha});
   return y.to_vector<T>();
+}
+
+// NaN propagates without undefined behaviour (the UBSan build, tools/sanitize.sh, aborts on it).
+TEST(Elementwise, FastExpOfNanIsNanAndClampsTheRange) {
+  EXPECT_TRUE(std::isnan(fast_expf(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_NEAR(fast_expf(1.0f), std::exp(1.0f), 1e-6f);
+  EXPECT_GT(fast_expf(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_TRUE(std::isfinite(fast_expf(std::numeric_limits<float>::infinity())));
 }
 
 TEST(Elementwise, BinaryArgumentErrors) {

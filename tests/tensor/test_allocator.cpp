@@ -37,6 +37,23 @@ TEST(CpuAllocator, SizeClassesBoundWaste) {
   }
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+// The ASan build (tools/sanitize.sh) sees reads past a tensor's bytes into the size class's slack
+// and reads of a block back in the cache, which the caching allocator would otherwise hide.
+TEST(CpuAllocatorDeathTest, AsanSeesTheSlackAndCachedBlocks) {
+  Allocator& a = cpu_allocator();
+  char* p = static_cast<char*>(a.allocate(100));
+  p[99] = 1;
+  EXPECT_DEATH({ (void)*static_cast<volatile char*>(p + 100); }, "use-after-poison");
+  a.deallocate(p, 100);
+  EXPECT_DEATH({ (void)*static_cast<volatile char*>(p); }, "use-after-poison");
+  char* q = static_cast<char*>(a.allocate(100));  // the same block, usable again
+  ASSERT_EQ(q, p);
+  q[0] = q[99] = 2;
+  a.deallocate(q, 100);
+}
+#endif
+
 TEST(CudaAllocator, UnavailableDeviceNamesTheReason) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present";
   try {
