@@ -34,8 +34,12 @@ using V = std::vector<int64_t>;
 // synthetic strings of 1..10 characters, 600 steps (~50 s on the idle 2-core machine). The bar is
 // half of what aim-train measured with these settings (char accuracy 0.107, sequence 0.013,
 // loss 22.7 -> 17.9): a lower bar than issue 10's 0.9, which no measured run has reached yet.
-constexpr double kTinyLr = 0.01, kTinyClip = 5;
-constexpr int kTinySteps = 600, kTinyBatch = 32, kTinyMaxLen = 10;
+// docs/crnn.md's recipe (Adam 3e-3 after a 200-step linear warm-up, clip 5): constant Adam 0.01
+// for 600 steps left CTC's all-blank plateau or not depending on the rounding of a kernel (it
+// failed at one thread, and at two after a GEMM path change).
+constexpr double kTinyLr = 3e-3, kTinyClip = 5;
+constexpr int kTinyWarmup = 200;
+constexpr int kTinySteps = 1000, kTinyBatch = 32, kTinyMaxLen = 10;
 constexpr double kTinyCharBar = 0.05;
 
 std::map<std::string, V> shapes(const layers::StateDict& sd) {
@@ -273,6 +277,7 @@ TEST(CrnnModel, TinyLearnsSyntheticText) {
   train::Adam opt(m->named_parameters(), kTinyLr);
   for (int step = 0; step < kTinySteps; ++step) {
     const TensorMap b = src->next(kTinyBatch);
+    opt.set_lr(kTinyLr * std::min(1.0, double(step + 1) / kTinyWarmup));
     opt.zero_grad();
     m->training_loss(b).backward();
     train::clip_grad_norm(m->named_parameters(), kTinyClip);
