@@ -82,7 +82,9 @@ std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()
 
   std::vector<std::string> folded;
   for (const Module* mod : order) {  // model order, so the report does not depend on addresses
-    auto src = sources.find(static_cast<const BatchNorm2d*>(mod));
+    const auto* as_bn = dynamic_cast<const BatchNorm2d*>(mod);
+    if (!as_bn) continue;
+    auto src = sources.find(as_bn);
     if (src == sources.end()) continue;
     const BatchNorm2d* bn = src->first;
     const std::set<const Conv2d*>& convs = src->second;
