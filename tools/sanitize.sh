@@ -40,6 +40,9 @@ export AIM_SOURCE_DIR="$root"  # the tests' data (tests/support/common.h), as un
 learning='*Parity*:*TinyLearns*:AmpTraining.*:LowPrecisionInfer.*:VisionTrain.*:*TrainingApproachesAttainableAuc:*TrainingImprovesHeldoutAuc'
 # Tolerances tuned on -O2's vectorised sums; -O1 sums in another order (1.4e-4 against 1e-4).
 learning+=':DataParallel.SyncBatchNormTinyResnetEqualsOneProcess'
+# Likewise the frozen-BN tiny ResNet's 1e-5 (2.5e-4 at -O1: the badly conditioned model amplifies
+# the other summation order; the plain builds run it).
+learning+=':DataParallel.TinyResnetWithFrozenBnEqualsOneProcess'
 
 case "$mode/$where" in
   address/cpu)
