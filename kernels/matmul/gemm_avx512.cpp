@@ -530,6 +530,11 @@ void small_m(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const fl
 // VGG's classifier GEMMs 4x slower than OpenBLAS; streaming B keeps them bandwidth-bound.
 // ---------------------------------------------------------------------------------------------
 constexpr int64_t kSkinnyM = 32;
+// Only when B is large (>= 4M floats, 16 MiB: beyond the caches, where streaming it once is what
+// counts): a cache-resident B is served well by the packed path, and keeping the small GEMMs
+// (the tiny models' convolutions) on one algorithm keeps their results comparable across
+// configurations (the emulated device's step-1 checks of badly conditioned tiny ResNets).
+constexpr int64_t kSkinnyMinB = int64_t(1) << 22;
 // op(B) = B: blocks of B copied into an L2-resident buffer (1 MiB; L2 is 1-2 MiB per core).
 #ifndef AIM_SKINNY_KC
 #define AIM_SKINNY_KC 128
@@ -688,7 +693,8 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     return;
   }
 
-  if (M <= kSkinnyM && !trans_b) {
+  const bool skinny = M <= kSkinnyM && N * K >= kSkinnyMinB;
+  if (skinny && !trans_b) {
     const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
     const int64_t strips = ceil_div(N, 48);
     const int nt_s = std::max(1, int(std::min<int64_t>(nt, strips)));
@@ -706,7 +712,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     return;
   }
 
-  if (M <= kSkinnyM && trans_b && K >= kSkinnyDotK) {
+  if (skinny && trans_b && K >= kSkinnyDotK) {
     // op(A) as contiguous rows of K (M * K floats: small).
     float* at = tl_pack_a.get(size_t(M) * size_t(K));
     for (int64_t i = 0; i < M; ++i)

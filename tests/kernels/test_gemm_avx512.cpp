@@ -196,15 +196,15 @@ TEST_F(GemmAvx512, CrossesBlockBoundaries) {
 // their remainders), op(B) = B^T through the dot tiles (K >= 1024; K > 8192 is cut in blocks;
 // partial 4 x 6 tiles); and M = 33, the first packed shape.
 TEST_F(GemmAvx512, SkinnyM) {
-  for (int64_t m : {5, 8, 9, 16, 17, 31, 32, 33})
+  // B of at least 4M floats (the paths' threshold), every transpose.
+  for (int64_t m : {5, 16, 32, 33})
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
-      run_case({m, 2100, 300, ta, tb, 1.0f, 0.0f, 0, true});
-      run_case({m, 61, 1030, ta, tb, -0.5f, 1.0f, 3, false});
+      run_case({m, 4100, 1030, ta, tb, 1.0f, m == 16 ? 0.5f : 0.0f, m == 5 ? 3 : 0, m != 16});
     }
-  run_case({16, 13, 8200, false, true, 1.0f, 0.5f, 0, false});
-  run_case({7, 50, 9000, true, true, 1.0f, 0.0f, 1, true});
-  run_case({3, 7, 1024, false, true, 2.0f, 0.0f, 0, true});  // M <= 4, op(B) = B^T: dot tiles
+  run_case({9, 2100, 2000, false, false, -0.5f, 1.0f, 1, false});  // partial panels, 8 + 1 rows
+  run_case({7, 500, 9000, true, true, 1.0f, 0.0f, 1, true});       // K > 8192: dot blocks
+  run_case({3, 4096, 1024, false, true, 2.0f, 0.0f, 0, true});     // M <= 4, op(B) = B^T
 }
 
 // The unpacked small-M (M <= 4, op(B) = B) and small-N (N <= 4, op(A) = A) paths, with their
