@@ -55,7 +55,8 @@ case "$mode/$where" in
     [ "${AIM_SANITIZE_ALL:-0}" = "1" ] && only=""
     configure "$dir" -DAIM_CUDA=OFF -DAIM_SIMT=OFF -DAIM_SANITIZE=address,undefined \
       "-DAIM_SANITIZE_ONLY=$only"
-    cmake --build "$dir" -j"$jobs"
+    # What the steps below run (not aim-bench, the MPI tests or the parity dumper).
+    cmake --build "$dir" -j"$jobs" --target aim_unit_tests aim_kernel_tests aim-train aim-infer
     built=$(date +%s)
     cd "$dir"
     # The unit label (the kernel variants against cpu.ref, the layer and reference checks).
