@@ -145,8 +145,7 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
   const Device dev = parse_device(opt.device);
   std::unique_ptr<models::Model> model;
   {
-    profiler::ContextScope ctx("building " + entry.name + " (" +
-                               models::ModelEntry::config_string(cfg) + ")");
+    profiler::ContextScope ctx(models::building_context(entry, cfg));
     model = entry.build(cfg, opt.seed);
   }
   if (!opt.weights.empty()) models::load_weights_file(*model, entry.name, opt.weights);

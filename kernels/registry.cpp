@@ -135,7 +135,20 @@ Selection parse_selection(const std::string& spec, bool fallback) {
       s.mode = item == "default" ? "" : item;
     } else {
       const std::string op = item.substr(0, eq), v = item.substr(eq + 1);
-      AIM_CHECK(registry().find(op) != nullptr, "--kernels: unknown op '", op, "'");
+      const OpBase* o = registry().find(op);
+      AIM_CHECK(o != nullptr, "--kernels: unknown op '", op, "'");
+      // The variant is checked now, not at the op's first call (after the model and data are
+      // built): a typo costs nothing.
+      std::string names;
+      bool known = false;
+      for (const VariantInfo& vi : o->variant_infos()) {
+        names += (names.empty() ? "" : ", ") + vi.name;
+        known = known || vi.name == v;
+      }
+      AIM_CHECK(known, "--kernels: ", op, " has no variant '", v,
+                "' in this build (registered: ", names, ")");
+      AIM_CHECK(!s.per_op.count(op), "--kernels: ", op, " is given twice ('", op, "=",
+                s.per_op.at(op), "' and '", item, "')");
       s.per_op[op] = v;
     }
   }

@@ -18,7 +18,7 @@ namespace {
 CrnnConfig crnn_config(const ModelConfig& c, uint64_t seed) {
   CrnnConfig m = c.at("size") == "tiny" ? CrnnConfig::tiny() : CrnnConfig();
   m.decoder = c.at("decoder");
-  m.beam_width = config_int(c, "beam_width", 1);
+  m.beam_width = config_int(c, "beam_width", 1, kMaxBeamWidth);
   m.seed = seed;
   return m;
 }

@@ -17,7 +17,7 @@ namespace {
 DeepSpeechConfig deepspeech_config(const ModelConfig& c, uint64_t seed) {
   DeepSpeechConfig m = c.at("size") == "tiny" ? DeepSpeechConfig::tiny() : DeepSpeechConfig();
   m.decoder = c.at("decoder");
-  m.beam_width = config_int(c, "beam_width", 1);
+  m.beam_width = config_int(c, "beam_width", 1, kMaxBeamWidth);
   m.seed = seed;
   return m;
 }

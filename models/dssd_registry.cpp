@@ -22,7 +22,7 @@ void add_dssd_model(std::vector<ModelEntry>& r) {
   e.train_defaults = {"--optimizer=sgd", "--momentum=0.9", "--lr=1e-4", "--weight-decay=5e-4",
                       "--batch-size=1"};
   e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
-    SsdConfig s = ssd_family_config("dssd", c, seed);
+    SsdConfig s = ssd_family_config(c, seed);
     const SsdConfig ref = dssd_config();
     s.image_size = ref.image_size;
     s.caffe_matching = ref.caffe_matching;

@@ -19,13 +19,8 @@ int64_t input_size(const ModelConfig& c) { return c.at("size") == "tiny" ? 128 :
 FasterRcnnConfig faster_rcnn_config(const ModelConfig& c, uint64_t seed) {
   FasterRcnnConfig f;
   const std::string& n = c.at("num_classes");
-  if (n != "auto") {
-    char* end = nullptr;
-    const long long v = std::strtoll(n.c_str(), &end, 10);
-    AIM_CHECK(end && *end == '\0' && v >= 2, "faster_rcnn: --config num_classes=", n,
-              ": expected auto or an integer >= 2 (classes + background)");
-    f.num_classes = v;
-  }
+  // classes + background; COCO's 81 and far beyond fit under the bound.
+  if (n != "auto") f.num_classes = config_int(c, "num_classes", 2, kMaxDetectionClasses);
   f.image_size = input_size(c);
   f.seed = seed;
   if (c.at("size") == "tiny") {

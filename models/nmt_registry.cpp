@@ -32,10 +32,10 @@ NmtConfig nmt_config(const ModelConfig& c, uint64_t seed) {
   m.label_smoothing = config_number(c, "label_smoothing", 0, 1);
   m.share_embeddings = c.at("share_embeddings") == "true";
   m.decoder = c.at("decoder");
-  if (c.at("beam_width") != "default") m.beam_width = config_int(c, "beam_width", 1);
+  if (c.at("beam_width") != "default") m.beam_width = config_int(c, "beam_width", 1, kMaxBeamWidth);
   m.length_penalty = config_number(c, "length_penalty", 0, 10);
   m.coverage_penalty = config_number(c, "coverage_penalty", 0, 10);
-  m.max_length = config_int(c, "max_length", 0);
+  m.max_length = config_int(c, "max_length", 0, kMaxDecodeLength);
   m.seed = seed;
   return m;
 }

@@ -1,6 +1,7 @@
 #include "models/registry.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 
@@ -165,7 +166,7 @@ const std::vector<ModelEntry>& model_registry() {
   return r;
 }
 
-int64_t config_int(const ModelConfig& c, const std::string& key, int64_t min) {
+int64_t config_int(const ModelConfig& c, const std::string& key, int64_t min, int64_t max) {
   const std::string& w = c.at(key);
   size_t used = 0;
   int64_t v = 0;
@@ -174,13 +175,19 @@ int64_t config_int(const ModelConfig& c, const std::string& key, int64_t min) {
   } catch (const std::exception&) {
     used = 0;
   }
-  AIM_CHECK(!w.empty() && used == w.size() && v >= min, "--config ", key, "='", w, "': expected ",
-            min == 1 ? std::string("a positive integer") : str("an integer >= ", min));
+  // stoll skips leading space: " 2" is refused as "2 " is.
+  const bool digits = !w.empty() && !std::isspace(static_cast<unsigned char>(w[0]));
+  AIM_CHECK(digits && used == w.size() && v >= min && v <= max, "--config ", key, "='", w,
+            "': expected ",
+            min == 1 ? std::string("a positive integer") : str("an integer >= ", min), " (at most ",
+            max, ")");
   return v;
 }
 
 double config_number(const ModelConfig& c, const std::string& key, double lo, double hi) {
   const std::string& w = c.at(key);
+  AIM_CHECK(w.empty() || !std::isspace(static_cast<unsigned char>(w[0])), "--config ", key, "='", w,
+            "': expected a number in [", lo, ", ", hi, "]");
   size_t used = 0;
   double v = 0;
   try {
@@ -191,6 +198,17 @@ double config_number(const ModelConfig& c, const std::string& key, double lo, do
   AIM_CHECK(!w.empty() && used == w.size() && v >= lo && v <= hi, "--config ", key, "='", w,
             "': expected a number in [", lo, ", ", hi, "]");
   return v;
+}
+
+std::string building_context(const ModelEntry& e, const ModelConfig& c) {
+  std::string given;
+  for (const ConfigKey& k : e.config) {
+    auto it = c.find(k.key);
+    if (it != c.end() && it->second != k.default_value)
+      given += (given.empty() ? "" : " ") + k.key + "=" + it->second;
+  }
+  if (given.empty()) return "building " + e.name + " (its default configuration)";
+  return "building " + e.name + " with --config " + given + " (the other keys at their defaults)";
 }
 
 const ModelEntry& find_model(const std::string& name) {

@@ -90,11 +90,25 @@ void add_gcn_model(std::vector<ModelEntry>& r);          // models/gcn_registry.
 void add_deepspeech_model(std::vector<ModelEntry>& r);   // models/deepspeech_registry.cpp
 void add_mask_rcnn_model(std::vector<ModelEntry>& r);    // models/mask_rcnn_registry.cpp
 void add_nmt_model(std::vector<ModelEntry>& r);          // models/nmt_registry.cpp
+// What an allocation that fails while the model is built names (tensor/host_memory.h): the model
+// and the --config keys that differ from its defaults, the flag that makes it smaller:
+// "building nmt with --config units=200000 (the other keys at their defaults)".
+std::string building_context(const ModelEntry& e, const ModelConfig& c);
 // The entry named `name`; an unknown name is an error listing the models.
 const ModelEntry& find_model(const std::string& name);
 // A --config value read as an integer >= `min`, or a number in [lo, hi]; anything else is an
 // aim::Error "--config key='value': expected ..." (one parser for every model's keys).
-int64_t config_int(const ModelConfig& c, const std::string& key, int64_t min);
+// Integers are at most `max` (default 2^31 - 1: no width, count or length of a model is larger,
+// and a huge value must not overflow the sizes computed from it).
+constexpr int64_t kConfigIntMax = (int64_t(1) << 31) - 1;
+int64_t config_int(const ModelConfig& c, const std::string& key, int64_t min,
+                   int64_t max = kConfigIntMax);
+// Detectors' num_classes (classes + background): every head is sized by it.
+constexpr int64_t kMaxDetectionClasses = 100000;
+// Beam widths of the decoders (nmt's beam search, crnn's and deepspeech's CTC beams: the
+// reference's widest is DeepSpeech's 1024) and nmt's decoding limit in tokens.
+constexpr int64_t kMaxBeamWidth = 4096;
+constexpr int64_t kMaxDecodeLength = 4096;
 double config_number(const ModelConfig& c, const std::string& key, double lo, double hi);
 
 }  // namespace aim::models

@@ -21,15 +21,10 @@
 namespace aim::models {
 namespace {
 
-int64_t num_classes(const std::string& model, const ModelConfig& c) {
+int64_t num_classes(const ModelConfig& c) {
   const std::string& v = c.at("num_classes");
-  if (v != "auto") {
-    char* end = nullptr;
-    const long long n = std::strtoll(v.c_str(), &end, 10);
-    AIM_CHECK(end && *end == '\0' && n >= 2, model, ": --config num_classes=", v,
-              ": expected auto or an integer >= 2 (classes + background)");
-    return n;
-  }
+  // classes + background; COCO's 81 and far beyond fit under the bound.
+  if (v != "auto") return config_int(c, "num_classes", 2, kMaxDetectionClasses);
   return 21;  // VOC's 20 classes (and the synthetic source's); coco:ROOT needs num_classes=81
 }
 
@@ -38,7 +33,7 @@ int64_t num_classes(const std::string& model, const ModelConfig& c) {
 std::unique_ptr<data::BatchSource> ssd_source(const std::string& model, int64_t size,
                                               const ModelConfig& c, const std::string& data,
                                               uint64_t seed) {
-  const int64_t classes = num_classes(model, c) - 1;
+  const int64_t classes = num_classes(c) - 1;
   if (data == "synthetic") {
     AIM_CHECK(classes <= 40, model, ": the synthetic data has at most 40 classes, --config ",
               "num_classes=", classes + 1);
@@ -155,9 +150,9 @@ Metrics ssd_evaluate(Model& model, const data::BatchSource& src, int64_t n, Devi
 
 }  // namespace
 
-SsdConfig ssd_family_config(const std::string& model, const ModelConfig& c, uint64_t seed) {
+SsdConfig ssd_family_config(const ModelConfig& c, uint64_t seed) {
   SsdConfig s;
-  s.num_classes = num_classes(model, c);
+  s.num_classes = num_classes(c);
   s.width_divisor = c.at("size") == "tiny" ? 8 : 1;
   s.seed = seed;
   return s;
@@ -199,7 +194,7 @@ void add_ssd_models(std::vector<ModelEntry>& r) {
   e.train_defaults = {"--optimizer=sgd", "--momentum=0.9", "--lr=1e-3", "--weight-decay=5e-4",
                       "--batch-size=8"};
   e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
-    return std::make_unique<SsdVgg16>(ssd_family_config("ssd_vgg16", c, seed));
+    return std::make_unique<SsdVgg16>(ssd_family_config(c, seed));
   };
   r.push_back(std::move(e));
 }

@@ -13,6 +13,6 @@ namespace aim::models {
 
 ModelEntry ssd_family_entry(const std::string& name, int64_t image_size);
 // num_classes (auto: 21), width_divisor (size=tiny: 8) and the seed from the entry's config.
-SsdConfig ssd_family_config(const std::string& model, const ModelConfig& c, uint64_t seed);
+SsdConfig ssd_family_config(const ModelConfig& c, uint64_t seed);
 
 }  // namespace aim::models

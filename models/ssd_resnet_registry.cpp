@@ -9,9 +9,8 @@ namespace aim::models {
 namespace {
 
 // The family's keys (num_classes, size=tiny's width divisor, seed) on the model's own defaults.
-SsdConfig with_family_keys(SsdConfig c, const std::string& model, const ModelConfig& mc,
-                           uint64_t seed) {
-  const SsdConfig f = ssd_family_config(model, mc, seed);
+SsdConfig with_family_keys(SsdConfig c, const ModelConfig& mc, uint64_t seed) {
+  const SsdConfig f = ssd_family_config(mc, seed);
   c.num_classes = f.num_classes;
   c.width_divisor = f.width_divisor;
   c.seed = f.seed;
@@ -34,7 +33,7 @@ void add_ssd_resnet_models(std::vector<ModelEntry>& r) {
                       "--batch-size=32"};
   e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
     return std::make_unique<SsdResnet34>(
-        with_family_keys(SsdResnet34::reference_config(), "ssd_resnet34", c, seed));
+        with_family_keys(SsdResnet34::reference_config(), c, seed));
   };
   r.push_back(std::move(e));
 
@@ -51,7 +50,7 @@ void add_ssd_resnet_models(std::vector<ModelEntry>& r) {
                       "--batch-size=8"};
   e.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {
     return std::make_unique<SsdResnet18>(
-        with_family_keys(SsdResnet18::reference_config(), "ssd_resnet18", c, seed));
+        with_family_keys(SsdResnet18::reference_config(), c, seed));
   };
   r.push_back(std::move(e));
 }

@@ -21,17 +21,20 @@ namespace {
 bool is_tiny(const ModelConfig& c) { return c.at("size") == "tiny"; }
 
 // A positive integer config value; "auto" gives `fallback` (full: ImageNet's, tiny: 10 / 32).
-int64_t int_or_auto(const ModelConfig& c, const std::string& key, int64_t fallback) {
+int64_t int_or_auto(const ModelConfig& c, const std::string& key, int64_t fallback,
+                    int64_t max = kConfigIntMax) {
   const std::string& v = c.at(key);
   if (v == "auto") return fallback;
-  return config_int(c, key, 1);
+  return config_int(c, key, 1, max);
 }
 
 ImageModelConfig image_config(const ModelConfig& c, uint64_t seed) {
   ImageModelConfig m;
   m.tiny = is_tiny(c);
   m.classes = int_or_auto(c, "classes", m.tiny ? 10 : 1000);
-  m.height = m.width = int_or_auto(c, "image", m.tiny ? 32 : 224);
+  // A side past 4096 (192 MiB per f32 image) is a typo, not an experiment: refused before the
+  // synthetic source sizes its images by it.
+  m.height = m.width = int_or_auto(c, "image", m.tiny ? 32 : 224, 4096);
   m.label_smoothing = config_number(c, "label_smoothing", 0, 0.999);
   auto v = c.find("variant");
   if (v != c.end()) m.variant = v->second;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,7 +51,14 @@ std::string format_bytes(double b) {
   return buf;
 }
 
+namespace {
+std::atomic<uint64_t> g_limit_override{0};
+}  // namespace
+
+void set_host_memory_limit(uint64_t bytes) { g_limit_override = bytes; }
+
 uint64_t host_memory_limit() {
+  if (const uint64_t o = g_limit_override.load(std::memory_order_relaxed)) return o;
   static const uint64_t limit = [] {
     if (const char* e = std::getenv("AIM_CPU_MEMORY_LIMIT"); e && *e) {
       char* end = nullptr;

@@ -12,6 +12,8 @@ namespace aim {
 // allocation that would take its live tensors above it (an aim::Error naming the size, the
 // limit and the allocator's state).
 uint64_t host_memory_limit();
+// Replaces the limit for this process (tests; 0 restores the one above).
+void set_host_memory_limit(uint64_t bytes);
 std::string format_bytes(double bytes);  // "3.2 GiB", "512 KiB", "17 B"
 
 // Where the calling thread is when an allocation fails, for the allocators' messages: " (in step

@@ -42,8 +42,7 @@ RankState::RankState(const models::ModelEntry& entry_, const models::ModelConfig
   set_current_device(dev);
 
   {
-    profiler::ContextScope ctx("building " + entry.name + " (" +
-                               models::ModelEntry::config_string(cfg) + ")");
+    profiler::ContextScope ctx(models::building_context(entry, cfg));
     model = entry.build(cfg, opt.seed);
   }
   if (!opt.weights.empty()) models::load_weights_file(*model, entry.name, opt.weights);

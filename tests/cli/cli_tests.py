@@ -97,6 +97,10 @@ bad = [
     ([INFER, "din", "--seed", "x"], "--seed 'x'"),
     ([TRAIN, "din", "--kernels", "bogus"], "--kernels: 'bogus'"),
     ([INFER, "din", "--kernels", "nosuchop=cpu.ref"], "unknown op 'nosuchop'"),
+    # A variant is checked when the flag is read, not at the op's first call after building.
+    ([TRAIN, "din", "--kernels", "matmul=cpu.nope"], "matmul has no variant 'cpu.nope'", "cpu.ref"),
+    ([TRAIN, "din", "--kernels", "matmul="], "matmul has no variant ''"),
+    ([INFER, "din", "--kernels", "matmul=cpu.ref,matmul=cpu.ref"], "matmul is given twice"),
     ([TRAIN, "din", "--results", "/nonexistent-dir/r.jsonl"], "--results", "/nonexistent-dir does not exist"),
     ([TRAIN, "din", "--save-weights", "/nonexistent-dir/w.safetensors"], "--save-weights"),
     ([TRAIN, "din", "--trace", "/tmp"], "--trace /tmp: is a directory"),
@@ -136,7 +140,7 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
     p = subprocess.run([TRAIN, "nmt", "--device", "cpu", "--config", "units=20000", "--steps", "1"],
                        capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, AIM_CPU_MEMORY_LIMIT="1G"))
-    check(p.returncode == 1 and "(in building nmt (" in p.stderr and "units=20000" in p.stderr,
+    check(p.returncode == 1 and "(in building nmt with --config units=20000 (the other keys" in p.stderr,
           "model-building allocation message:\n" + p.stderr[-1500:])
     run([TRAIN, "din", "--device", "cpu", "--config", "size=tiny", "--steps", "2", "--batch-size",
          "8", "--threads", "1000", "--eval-samples", "16"], 0, "warning: --threads 1000")
