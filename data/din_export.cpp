@@ -14,6 +14,10 @@ namespace aim::data {
 namespace {
 
 constexpr const char* kFormat = "aim-din-export-1";
+// meta.txt's counts are checked against the files' lines only after reading them, so they size
+// a reservation up to this many elements at most (a corrupt `items 99999999999` must end as the
+// line-count error, not as an allocation of the claimed size).
+constexpr int64_t kMaxReserve = int64_t(1) << 20;
 
 [[noreturn]] void bad(const std::string& path, int64_t line, const std::string& what) {
   throw Error(str(path, ":", line, ": ", what));
@@ -100,7 +104,7 @@ std::vector<int64_t> read_cate_list(const std::string& path, const Meta& m) {
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, 0, "cannot open category list for reading");
   std::vector<int64_t> cates;
-  cates.reserve(size_t(m.items));
+  cates.reserve(size_t(std::min(m.items, kMaxReserve)));
   std::string line;
   int64_t n = 0;
   while (std::getline(in, line)) {
@@ -122,7 +126,7 @@ std::vector<RecExample> read_samples(const std::string& path, const Meta& m, int
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, 0, "cannot open sample file for reading");
   std::vector<RecExample> out;
-  out.reserve(size_t(expected));
+  out.reserve(size_t(std::min(expected, kMaxReserve)));
   std::string line;
   std::vector<int64_t> hist;
   int64_t n = 0;

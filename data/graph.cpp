@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "data/philox_draw.h"
 #include "tensor/check.h"
+#include "tensor/host_memory.h"
 
 namespace aim::data {
 
@@ -240,20 +242,31 @@ GraphData read_planetoid(const std::string& dir) {
     AIM_CHECK(g.nodes > 0 && g.features > 0 && g.classes > 1, r.where(),
               ": need nodes > 0, features > 0, classes > 1, got ", g.nodes, " ", g.features, " ",
               g.classes);
+    // CSR row pointers and column indices are i32 (normalized_adjacency).
+    AIM_CHECK(g.nodes < (int64_t(1) << 31), r.where(), ": ", g.nodes,
+              " nodes, at most 2^31 - 1 supported");
   }
-  g.x = Tensor::zeros({g.nodes, g.features});
+  // features.txt's entries are kept sparse until labels.txt has backed meta.txt's node count:
+  // the dense [nodes, features] matrix is allocated only then, and only if it fits.
+  struct Entry {
+    int64_t node, feature;
+    float value;
+  };
+  std::vector<Entry> entries;
   {
     LineReader r(dir + "/features.txt");
-    float* x = g.x.data<float>();
     while (r.next(f)) {
       r.expect_fields(f, 3, "node feature value");
       const int64_t i = r.node(f[0], g.nodes), k = r.integer(f[1]);
       AIM_CHECK(k >= 0 && k < g.features, r.where(), ": feature ", k, " is out of range [0, ",
                 g.features, ")");
-      x[i * g.features + k] = float(r.real(f[2]));
+      const double v = r.real(f[2]);
+      // Stored as f32: a larger value would become inf, and the row normalisation NaN.
+      AIM_CHECK(std::fabs(v) <= double(std::numeric_limits<float>::max()), r.where(), ": value ",
+                f[2], " is outside the f32 range (features are f32)");
+      entries.push_back({i, k, float(v)});
     }
   }
-  row_normalize(g.x);
   {
     LineReader r(dir + "/labels.txt");
     std::vector<int64_t> lab;
@@ -269,6 +282,18 @@ GraphData read_planetoid(const std::string& dir) {
     AIM_CHECK(int64_t(lab.size()) == g.nodes, dir, "/labels.txt: ", lab.size(),
               " labels, meta.txt says ", g.nodes, " nodes");
     g.labels = Tensor::from_vector(lab, {g.nodes});
+  }
+  {
+    const uint64_t limit = host_memory_limit();
+    AIM_CHECK(uint64_t(g.features) <= limit / 4 / uint64_t(g.nodes), dir, "/meta.txt: ", g.nodes,
+              " nodes x ", g.features, " features need a dense f32 matrix of ",
+              format_bytes(4.0 * double(g.nodes) * double(g.features)),
+              ", over the host memory limit of ", format_bytes(double(limit)),
+              " (AIM_CPU_MEMORY_LIMIT sets it)");
+    g.x = Tensor::zeros({g.nodes, g.features});
+    float* x = g.x.data<float>();
+    for (const Entry& e : entries) x[e.node * g.features + e.feature] = e.value;  // last one wins
+    row_normalize(g.x);
   }
   {
     LineReader r(dir + "/edges.txt");

@@ -132,9 +132,16 @@ MjsynthSource::MjsynthSource(const std::string& root, uint64_t seed) : root_(roo
   // The held-out images are read at the evaluations, the last one after all training: a missing
   // one is named now. (Every annotation line is one image, so line = index + 1; the training
   // images, millions in MJSynth, are named when first read, at the start of the run.)
-  for (size_t i = 0; i < eval_.paths.size(); ++i)
-    AIM_CHECK(fs::is_regular_file(eval_.paths[i]), val, ":", i + 1, ": image ", eval_.paths[i],
+  for (size_t i = 0; i < eval_.paths.size(); ++i) {
+    // The error_code form: a path the system refuses to look up (a name over 255 bytes, a loop of
+    // links) is this line's error too, not a std::filesystem_error escaping the reader.
+    std::error_code ec;
+    const bool found = fs::is_regular_file(eval_.paths[i], ec);
+    AIM_CHECK(!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory,
+              val, ":", i + 1, ": image ", eval_.paths[i], " cannot be looked up: ", ec.message());
+    AIM_CHECK(found, val, ":", i + 1, ": image ", eval_.paths[i],
               " does not exist (held-out images are checked before training)");
+  }
 }
 
 std::string MjsynthSource::describe() const {

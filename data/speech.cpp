@@ -178,7 +178,15 @@ std::vector<SpeechItem> read_librispeech(const std::string& root) {
       }
       AIM_CHECK(!it.label.empty(), file, ":", ln, ": utterance '", id, "' has an empty transcript");
       it.wav = (dir / (id + ".wav")).string();
-      AIM_CHECK(fs::is_regular_file(it.wav), file, ":", ln, ": utterance '", id, "': ", it.wav,
+      // The error_code form: an id the system refuses to look up (over 255 bytes) is this line's
+      // error too, not a std::filesystem_error escaping the reader.
+      std::error_code ec;
+      const bool found = fs::is_regular_file(it.wav, ec);
+      AIM_CHECK(
+          !ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory,
+          file, ":", ln, ": utterance '", id, "': ", it.wav,
+          " cannot be looked up: ", ec.message());
+      AIM_CHECK(found, file, ":", ln, ": utterance '", id, "': ", it.wav,
                 " does not exist (FLAC is not read: convert to 16-bit WAV, docs/deepspeech.md)");
       items.push_back(std::move(it));
     }
