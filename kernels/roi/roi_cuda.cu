@@ -19,7 +19,15 @@
 // element sums its dy values in position order, which is cpu.ref's (k, c, bin) order, in double
 // as cpu.ref does: the bits of cpu.ref, on every run. dx is zeroed first. Scratch: int32
 // 3 x dy.numel() + 2 x dx.numel() + min of the two; both below 2^31 - 2. Not the default (five
-// more passes over dy; not timed on a GPU). roi_align_bwd has no deterministic variant yet.
+// more passes over dy; not timed on a GPU).
+// roi_align_bwd cuda.gather (deterministic; --deterministic selects it): one thread per dx
+// element (n, c, h, w) gathers instead of scattering: for every RoI of image n in order, the
+// sample rows and columns that can reach (h, w) (a cheap conservative test on the clamped sample
+// coordinate), each bilinear corner that is (h, w) adding dy / count times its weight, the same
+// products the atomic variant adds, in a fixed order (RoI, bin row, sample row, bin column,
+// sample column, corner) in the data's dtype. Every thread walks every RoI's box: work
+// N*C*H*W*K box tests against cuda.atomic's K*C*PH*PW*samples, so it is much slower on large
+// maps; not timed on a GPU.
 // All: a RoI whose batch index is outside [0, N) gives zeros and no gradient (the CPU variants
 // throw; here that would need a device-to-host read). Index arithmetic in int64. Not yet timed on
 // a GPU.
@@ -143,6 +151,53 @@ __global__ void roi_pool_bwd_kernel(const T* dy, const int32_t* argmax, const T*
     // An index outside the plane (not from this forward) is skipped, never used as an address.
     if (i < 0 || i >= HW || !roi_batch_ok(bi, d.N)) continue;
     atomicAdd(dx + (int64_t(bi) * d.C + c) * HW + i, dy[o]);
+  }
+}
+
+// ---- roi_align_bwd cuda.gather ---------------------------------------------------------------
+
+// Whether a sample at coordinate y (before clamping) can have p among its two corners along an
+// axis of size S: conservative (the exact test is on the corner offsets).
+template <class T>
+__device__ __forceinline__ bool may_touch(T y, int64_t p, int64_t S) {
+  const T c = y <= T(0) ? T(0) : (y >= T(S - 1) ? T(S - 1) : y);
+  return c > T(p) - T(2) && c < T(p) + T(2);
+}
+
+template <class T>
+__global__ void roi_align_bwd_gather_kernel(const T* dy, const T* rois, T* dx, Dims d, T scale,
+                                            int64_t sampling_ratio, bool aligned) {
+  const int64_t total = d.N * d.C * d.H * d.W;
+  for (int64_t e = grid_start(); e < total; e += grid_step()) {
+    const int64_t w = e % d.W, h = (e / d.W) % d.H, c = (e / (d.W * d.H)) % d.C;
+    const int64_t n = e / (d.W * d.H * d.C), target = h * d.W + w;
+    T acc = T(0);
+    for (int64_t k = 0; k < d.K; ++k) {
+      const T* roi = rois + k * 5;
+      if (!roi_batch_ok(roi[0], d.N)) continue;
+      const RoiAlignBox<T> b = roi_align_box(roi, scale, d.PH, d.PW, sampling_ratio, aligned);
+      if (b.n != n) continue;
+      const T* g = dy + (k * d.C + c) * d.PH * d.PW;
+      for (int64_t ph = 0; ph < d.PH; ++ph)
+        for (int64_t iy = 0; iy < b.grid_h; ++iy) {
+          const T sy = roi_align_sample(b.start_h, ph, b.bin_h, iy, b.grid_h);
+          if (!may_touch(sy, h, d.H)) continue;
+          for (int64_t pw = 0; pw < d.PW; ++pw) {
+            const T gk = g[ph * d.PW + pw] / b.count;  // as the atomic variant's g
+            for (int64_t ix = 0; ix < b.grid_w; ++ix) {
+              const T sx = roi_align_sample(b.start_w, pw, b.bin_w, ix, b.grid_w);
+              if (!may_touch(sx, w, d.W)) continue;
+              const RoiBilinear<T> s = roi_bilinear(sy, sx, d.H, d.W);
+              if (!s.valid) continue;
+              if (s.o1 == target) acc += gk * s.w1;
+              if (s.o2 == target) acc += gk * s.w2;
+              if (s.o3 == target) acc += gk * s.w3;
+              if (s.o4 == target) acc += gk * s.w4;
+            }
+          }
+        }
+    }
+    dx[e] = acc;
   }
 }
 
@@ -283,6 +338,21 @@ void roi_align_bwd_cuda_atomic(const RoiAlignBwdArgs& a) {
   });
 }
 
+void roi_align_bwd_cuda_gather(const RoiAlignBwdArgs& a) {
+  check_roi_align_bwd_args(a);
+  const Dims d = dims_of(a.dx, a.rois, a.dy);
+  const int64_t total = a.dx.numel();
+  if (total == 0) return;
+  dispatch_roi(a.dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    AIM_LAUNCH(grid_for(total, kThreads), kThreads, 0, stream_for(a.dy.device()),
+               roi_align_bwd_gather_kernel<T>)
+    (a.dy.data<T>(), a.rois.data<T>(), a.dx.data<T>(), d, T(a.p.spatial_scale), a.p.sampling_ratio,
+     a.p.aligned);
+    AIM_CHECK_LAUNCH();
+  });
+}
+
 void roi_pool_fwd_cuda_direct(const RoiPoolFwdArgs& a) {
   check_roi_pool_fwd_args(a);
   const Dims d = dims_of(a.x, a.rois, a.y);
@@ -371,6 +441,8 @@ void register_roi_cuda(Registry& r) {
       .add({"cuda.direct", AIM_CUDA_BACKEND, Provider::Own, roi_align_fwd_cuda_direct, dt});
   r.op<RoiAlignBwdArgs>("roi_align_bwd")
       .add({"cuda.atomic", AIM_CUDA_BACKEND, Provider::Own, roi_align_bwd_cuda_atomic, dt});
+  r.op<RoiAlignBwdArgs>("roi_align_bwd")
+      .add({"cuda.gather", AIM_CUDA_BACKEND, Provider::Own, roi_align_bwd_cuda_gather, dt});
   r.op<RoiPoolFwdArgs>("roi_pool_fwd")
       .add({"cuda.direct", AIM_CUDA_BACKEND, Provider::Own, roi_pool_fwd_cuda_direct, dt});
   r.op<RoiPoolBwdArgs>("roi_pool_bwd")
@@ -382,9 +454,9 @@ void register_roi_cuda(Registry& r) {
   r.op<RoiAlignBwdArgs>("roi_align_bwd").set_default(AIM_CUDA_BACKEND, "cuda.atomic");
   r.op<RoiPoolFwdArgs>("roi_pool_fwd").set_default(AIM_CUDA_BACKEND, "cuda.direct");
   r.op<RoiPoolBwdArgs>("roi_pool_bwd").set_default(AIM_CUDA_BACKEND, "cuda.atomic");
-  // roi_align_bwd: no deterministic CUDA variant yet, --deterministic warns (docs/determinism.md).
   r.op<RoiAlignBwdArgs>("roi_align_bwd")
-      .set_nondeterministic("cuda.atomic", "", "float atomicAdd: the order of the adds varies");
+      .set_nondeterministic("cuda.atomic", "cuda.gather",
+                            "float atomicAdd: the order of the adds varies");
   r.op<RoiPoolBwdArgs>("roi_pool_bwd")
       .set_nondeterministic("cuda.atomic", "cuda.sorted",
                             "float atomicAdd: the order of the adds varies");

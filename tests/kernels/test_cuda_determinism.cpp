@@ -102,8 +102,9 @@ TEST(CudaDeterminism, AlternativesAreBitwiseReproducible) {
       ++cases;
     }
   }
-  // embedding_bwd, spmm, grad_sq_sum, lamb_stage1, index_add, scatter_add, roi_pool_bwd.
-  EXPECT_EQ(alternatives, 7);
+  // embedding_bwd, spmm, grad_sq_sum, lamb_stage1, index_add, scatter_add, roi_align_bwd,
+  // roi_pool_bwd.
+  EXPECT_EQ(alternatives, 8);
   EXPECT_GT(cases, 30);
 }
 
