@@ -11,10 +11,27 @@
 // writes coalesced, reads x at the indexed rows (coalesced along inner dims for index_select;
 // gathered element by element for gather) -> bandwidth/latency bound.
 //
-// index_add/cuda.atomic, scatter_add/cuda.atomic: one thread per source element, atomicAdd
-// into y (native for f32/f64/f16/bf16 on sm_90). Bound by the atomics where indices repeat.
-// The order of the additions is not fixed: float results can differ in the last bits from run
-// to run (not deterministic); use cpu.omp when bitwise reproducibility matters.
+// index_add/cuda.atomic, scatter_add/cuda.atomic (default): one thread per source element,
+// atomicAdd into y (native for f32/f64/f16/bf16 on sm_90). Bound by the atomics where indices
+// repeat. The order of the additions is not fixed: float results can differ in the last bits from
+// run to run (not deterministic); --deterministic selects cuda.sorted.
+//
+// index_add/cuda.sorted, scatter_add/cuda.sorted (deterministic: bitwise identical run to run,
+// whatever the scheduling): embedding_bwd's cuda.sorted pattern. Each source position p gets a
+// key, its destination (index_add: the row index[k] of y along dim, p = k; scatter_add: y's
+// element offset, p = the position in index), -1 for a bad index (recorded, skipped).
+//   1. count[key] (integer atomics: exact); 2. one block: exclusive scan -> offsets[keys + 1],
+//   and the keys that occur (uniq) in increasing order; 3. bucket the positions (slot order
+//   arbitrary); 4. order each bucket by position: rank = number of smaller positions in the
+//   bucket (O(bucket size^2): fine for spread indices, quadratic in one huge bucket);
+//   5. index_add: one thread per (outer, occurring row, inner) element of y; scatter_add: one
+//   thread per occurring element of y; each starts from y and adds its sources in position
+//   order in the accumulator type (f32; f64 for f64), rounding once to y's dtype. For f32/f64
+//   that is exactly cpu.ref's sequential loop, so the bits equal cpu.ref's too.
+// Scratch (i32, caching allocator): 3 * positions + 2 * keys + min(positions, keys) + 2.
+// Limits: positions and keys (index_add: y.size(dim); scatter_add: y.numel()) < 2^31 - 2.
+// Slower than cuda.atomic where indices rarely repeat (five more passes over the positions and
+// the scan); unmeasured on a GPU so far (no device in this session).
 //
 // one_hot/cuda.grid_stride: one thread per output element, y[i] = (i % C == indices[i / C]);
 // writes y once, no separate zero fill.
@@ -27,6 +44,7 @@
 // record (kernels/error_flag.h) and the element is written as zero (index_select, gather,
 // one_hot) or skipped (index_add, scatter_add); the next check_device_errors throws the CPU's
 // message naming the index. No trap (which would kill the CUDA context), no read-back here.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cuda_common.h"
@@ -140,6 +158,177 @@ __global__ void scatter_add_kernel(const T* src, const I* idx, T* y, int64_t n, 
   }
 }
 
+// ---- index_add / scatter_add: cuda.sorted ---------------------------------------------------
+
+// keys[k] = index[k] (the destination row), or -1 for a bad index (recorded).
+template <class I>
+__global__ void index_add_keys_kernel(const I* idx, int64_t K, int64_t size, int* keys,
+                                      DeviceErrorRecord* err) {
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < K;
+       k += int64_t(gridDim.x) * blockDim.x)
+    keys[k] = int(checked_index(idx, k, size, err, DeviceErrorOp::index_add));
+}
+
+// keys[i] = offset in y of index position i's destination (id.b: strides of y), or -1.
+template <class I>
+__global__ void scatter_add_keys_kernel(const I* idx, int64_t n, Dims id, int dim, int64_t size,
+                                        int* keys, DeviceErrorRecord* err) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = checked_index(idx, i, size, err, DeviceErrorOp::scatter_add);
+    keys[i] = j < 0 ? -1 : int(offset_of(i, id, id.b, dim, j));
+  }
+}
+
+__global__ void count_keys_kernel(const int* keys, int64_t n, int* count) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    if (keys[i] >= 0) atomicAdd(count + keys[i], 1);
+}
+
+constexpr int kScanThreads = 1024;
+
+// One block. offsets[v] = sum of count[u < v], offsets[V] = total; uniq = the v with count > 0
+// in increasing order, meta[0] = their number. count is reset to 0 (reused as bucket cursor).
+__global__ void scan_keys_kernel(int* count, int* offsets, int* uniq, int* meta, int64_t V) {
+  __shared__ int tot_c[kScanThreads];
+  __shared__ int tot_u[kScanThreads];
+  const int64_t per = ceil_div(V, kScanThreads);
+  const int64_t v0 = int64_t(threadIdx.x) * per;
+  const int64_t v1 = v0 + per < V ? v0 + per : V;
+  int sc = 0, su = 0;
+  for (int64_t v = v0; v < v1; ++v) {
+    sc += count[v];
+    su += count[v] > 0;
+  }
+  tot_c[threadIdx.x] = sc;
+  tot_u[threadIdx.x] = su;
+  __syncthreads();
+  if (threadIdx.x == 0) {  // 1024 serial steps: negligible next to the other kernels
+    int ac = 0, au = 0;
+    for (int t = 0; t < kScanThreads; ++t) {
+      const int c = tot_c[t], u = tot_u[t];
+      tot_c[t] = ac;
+      tot_u[t] = au;
+      ac += c;
+      au += u;
+    }
+    offsets[V] = ac;
+    meta[0] = au;
+  }
+  __syncthreads();
+  int oc = tot_c[threadIdx.x], ou = tot_u[threadIdx.x];
+  for (int64_t v = v0; v < v1; ++v) {
+    const int k = count[v];
+    offsets[v] = oc;
+    if (k > 0) uniq[ou++] = int(v);
+    oc += k;
+    count[v] = 0;
+  }
+}
+
+__global__ void place_keys_kernel(const int* keys, int64_t n, const int* offsets, int* cursor,
+                                  int* bucket) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int v = keys[i];
+    if (v >= 0) bucket[offsets[v] + atomicAdd(cursor + v, 1)] = int(i);
+  }
+}
+
+__global__ void rank_keys_kernel(const int* keys, int64_t n, const int* offsets, const int* bucket,
+                                 int* sorted) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int v = keys[i];
+    if (v < 0) continue;
+    const int b = offsets[v], e = offsets[v + 1];
+    int r = 0;
+    for (int j = b; j < e; ++j) r += bucket[j] < int(i);
+    sorted[b + r] = int(i);
+  }
+}
+
+// The counting sort of positions by key, shared by both ops: after it, sorted[offsets[v] ..
+// offsets[v + 1]) are the positions with key v in increasing order, uniq[0 .. meta[0]) the keys
+// that occur.
+struct KeySort {
+  Tensor scratch;
+  int *keys, *count, *offsets, *bucket, *sorted, *uniq, *meta;
+  int64_t n, nkeys, max_uniq;
+  KeySort(int64_t positions, int64_t keys_count, Device dev)
+      : n(positions), nkeys(keys_count), max_uniq(std::min(positions, keys_count)) {
+    scratch = Tensor::empty({3 * n + 2 * nkeys + max_uniq + 2}, DType::i32, dev);
+    keys = scratch.data<int32_t>();
+    count = keys + n;
+    offsets = count + nkeys;
+    bucket = offsets + nkeys + 1;
+    sorted = bucket + n;
+    uniq = sorted + n;
+    meta = uniq + max_uniq;
+    memset_zero(count, size_t(nkeys) * 4, dev);
+  }
+  // After the keys are written.
+  void sort(cudaStream_t stream) const {
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, count_keys_kernel)(keys, n, count);
+    AIM_CHECK_LAUNCH();
+    AIM_LAUNCH(1, kScanThreads, 0, stream, scan_keys_kernel)(count, offsets, uniq, meta, nkeys);
+    AIM_CHECK_LAUNCH();
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, place_keys_kernel)
+    (keys, n, offsets, count, bucket);
+    AIM_CHECK_LAUNCH();
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, rank_keys_kernel)
+    (keys, n, offsets, bucket, sorted);
+    AIM_CHECK_LAUNCH();
+  }
+};
+
+// One thread per (o, u, in), u < max_uniq (those past meta[0] idle): y's row uniq[u] gets its
+// source rows k in increasing order.
+template <class T>
+__global__ void index_add_sorted_kernel(const T* src, T* y, const int* offsets, const int* sorted,
+                                        const int* uniq, const int* meta, int64_t outer,
+                                        int64_t max_uniq, int64_t K, int64_t size, int64_t inner) {
+  using A = typename Acc<T>::type;
+  const int64_t nu = meta[0];
+  const int64_t total = outer * max_uniq * inner;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t in = i % inner, u = i / inner % max_uniq, o = i / (inner * max_uniq);
+    if (u >= nu) continue;
+    const int64_t j = uniq[u];
+    T* yp = y + (o * size + j) * inner + in;
+    A acc = to_acc<A>(*yp);
+    for (int q = offsets[j]; q < offsets[j + 1]; ++q)  // position order: deterministic
+      acc += to_acc<A>(src[(o * K + sorted[q]) * inner + in]);
+    *yp = from_acc<T>(acc);
+  }
+}
+
+// One thread per occurring element of y (offset uniq[u]): its sources in index order (id.a:
+// strides of src).
+template <class T>
+__global__ void scatter_add_sorted_kernel(const T* src, T* y, const int* offsets, const int* sorted,
+                                          const int* uniq, const int* meta, Dims id) {
+  using A = typename Acc<T>::type;
+  const int64_t nu = meta[0];
+  for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < nu;
+       u += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = uniq[u];
+    A acc = to_acc<A>(y[v]);
+    for (int q = offsets[v]; q < offsets[v + 1]; ++q)  // position order: deterministic
+      acc += to_acc<A>(src[offset_of(sorted[q], id, id.a, -1, 0)]);
+    y[v] = from_acc<T>(acc);
+  }
+}
+
+std::string sorted_fits(int64_t positions, int64_t keys) {
+  const int64_t lim = int64_t(0x7fffffff) - 2;
+  if (positions < lim && keys < lim) return "";
+  return str("needs fewer than 2^31 - 2 positions and destinations (int32 scratch), got ",
+             positions, " and ", keys);
+}
+
 template <class T, class I>
 __global__ void one_hot_kernel(const I* idx, T* y, int64_t n, int64_t classes, T zero, T one,
                                DeviceErrorRecord* err) {
@@ -245,6 +434,37 @@ void index_add_cuda(const IndexAddArgs& a) {
   AIM_CHECK_LAUNCH();
 }
 
+void index_add_cuda_sorted(const IndexAddArgs& a) {
+  check_index_add(a);
+  const int dim = wrap_dim(a.dim, a.y.dim());
+  if (a.src.numel() == 0) return;
+  const DimSplit ss = split_at(a.src.sizes(), dim);
+  const int64_t K = ss.size, size = a.y.size(dim);
+  const Device dev = a.y.device();
+  const auto stream = stream_for(dev);
+  const KeySort ks(K, size, dev);
+  AIM_DISPATCH_INDEX_TYPES(a.index.dtype(), I, {
+    AIM_LAUNCH(grid_for(K, kThreads), kThreads, 0, stream, index_add_keys_kernel<I>)
+    (a.index.data<I>(), K, size, ks.keys, device_error_record(dev));
+    AIM_CHECK_LAUNCH();
+  });
+  ks.sort(stream);
+  if (ks.max_uniq == 0) return;
+  const int64_t total = ss.outer * ks.max_uniq * ss.inner;
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.y.dtype(), T, {
+    AIM_LAUNCH(grid_for(total, kThreads), kThreads, 0, stream, index_add_sorted_kernel<T>)
+    (static_cast<const T*>(a.src.raw_data()), static_cast<T*>(a.y.raw_data()), ks.offsets,
+     ks.sorted, ks.uniq, ks.meta, ss.outer, ks.max_uniq, K, size, ss.inner);
+  });
+  AIM_CHECK_LAUNCH();
+}
+
+std::string index_add_sorted_supports(const IndexAddArgs& a) {
+  const int64_t nd = a.y.dim();
+  if (nd < 1 || a.index.dim() != 1 || a.dim < -nd || a.dim >= nd) return "";  // checks name it
+  return sorted_fits(a.index.numel(), a.y.size(wrap_dim(a.dim, nd)));
+}
+
 void gather_cuda(const GatherArgs& a) {
   check_gather(a);
   const int dim = wrap_dim(a.dim, a.x.dim());
@@ -281,6 +501,39 @@ void scatter_add_cuda(const ScatterAddArgs& a) {
     });
   });
   AIM_CHECK_LAUNCH();
+}
+
+void scatter_add_cuda_sorted(const ScatterAddArgs& a) {
+  check_scatter_add(a);
+  const int dim = wrap_dim(a.dim, a.y.dim());
+  const int64_t n = a.index.numel();
+  if (n == 0) return;
+  Dims id = make_dims(a.index.sizes());
+  for (int d = 0; d < id.ndim; ++d) {
+    id.a[d] = a.src.stride(d);
+    id.b[d] = a.y.stride(d);
+  }
+  const Device dev = a.y.device();
+  const auto stream = stream_for(dev);
+  const KeySort ks(n, a.y.numel(), dev);
+  AIM_DISPATCH_INDEX_TYPES(a.index.dtype(), I, {
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, scatter_add_keys_kernel<I>)
+    (a.index.data<I>(), n, id, dim, a.y.size(dim), ks.keys, device_error_record(dev));
+    AIM_CHECK_LAUNCH();
+  });
+  ks.sort(stream);
+  if (ks.max_uniq == 0) return;
+  AIM_DISPATCH_CUDA_FLOAT_TYPES(a.y.dtype(), T, {
+    AIM_LAUNCH(grid_for(ks.max_uniq, kThreads), kThreads, 0, stream, scatter_add_sorted_kernel<T>)
+    (static_cast<const T*>(a.src.raw_data()), static_cast<T*>(a.y.raw_data()), ks.offsets,
+     ks.sorted, ks.uniq, ks.meta, id);
+  });
+  AIM_CHECK_LAUNCH();
+}
+
+std::string scatter_add_sorted_supports(const ScatterAddArgs& a) {
+  if (std::string why = dims_ok(a.y.dim()); !why.empty()) return why;
+  return sorted_fits(a.index.numel(), a.y.numel());
 }
 
 void one_hot_cuda(const OneHotArgs& a) {
@@ -359,8 +612,10 @@ void register_index_cuda(Registry& r) {
   {
     auto& op = r.op<IndexAddArgs>("index_add");
     op.add({"cuda.atomic", B, P, index_add_cuda, float_dtypes()});
+    op.add({"cuda.sorted", B, P, index_add_cuda_sorted, float_dtypes(), index_add_sorted_supports});
     op.set_default(B, "cuda.atomic");
-    op.set_nondeterministic("cuda.atomic", "", "float atomicAdd: the order of the adds varies");
+    op.set_nondeterministic("cuda.atomic", "cuda.sorted",
+                            "float atomicAdd: the order of the adds varies");
   }
   {
     auto& op = r.op<GatherArgs>("gather");
@@ -372,8 +627,11 @@ void register_index_cuda(Registry& r) {
     auto& op = r.op<ScatterAddArgs>("scatter_add");
     op.add({"cuda.atomic", B, P, scatter_add_cuda, float_dtypes(),
             [](const ScatterAddArgs& a) { return dims_ok(a.y.dim()); }});
+    op.add({"cuda.sorted", B, P, scatter_add_cuda_sorted, float_dtypes(),
+            scatter_add_sorted_supports});
     op.set_default(B, "cuda.atomic");
-    op.set_nondeterministic("cuda.atomic", "", "float atomicAdd: the order of the adds varies");
+    op.set_nondeterministic("cuda.atomic", "cuda.sorted",
+                            "float atomicAdd: the order of the adds varies");
   }
   {
     auto& op = r.op<OneHotArgs>("one_hot");

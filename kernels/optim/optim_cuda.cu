@@ -10,9 +10,18 @@
 // ftrl_update / cuda.fused: the same mapping; the element math is ftrl_element (optim.h) in
 // double, shared with cpu.ref (two pow per element: FP64-bound on consumer GPUs, still one
 // pass over 3P + 4S bytes; FTRL serves the small wide parts of the models).
-// grad_sq_sum / cuda.block_atomic: grid-stride, each thread sums squares in double, a block sum,
-// and one atomicAdd(double) per block into acc[0]: one pass over x; the order of the block
-// additions varies (last bits of the norm are not run-to-run identical).
+// grad_sq_sum / cuda.block_atomic (default): grid-stride, each thread sums squares in double, a
+// block sum, and one atomicAdd(double) per block into acc[0]: one pass over x; the order of the
+// block additions varies (last bits of the norm are not run-to-run identical).
+// grad_sq_sum / cuda.two_pass (deterministic; --deterministic selects it): the same first pass,
+// each block storing its sum to partials[block] (a [blocks] f64 scratch tensor from the caching
+// allocator, as every own kernel gets scratch), then one 256-thread block (sum_partials_kernel)
+// adds partial b to thread b % 256's sum in increasing b and combines the 256 sums by block_sum's
+// fixed tree: the same additions in the same order on every run, whatever the block scheduling.
+// The grid is a function of n only (grid_for), so the bits do not depend on the GPU either.
+// Tensors of <= 256 elements (one block) take the one-kernel path: a single atomicAdd into acc is
+// one ordered addition. Not the default: one more launch (a few microseconds) per larger tensor;
+// unmeasured on a GPU so far (no device in this session).
 // grad_clip_scale / cuda.fused: grid-stride; each thread reads the device norm (one broadcast
 // 8-byte load), computes coef, and scales when coef < 1. No host read of the norm.
 // lamb_stage1 / cuda.fused: adam_kernel's mapping and moment math (adam_moments, adam_direction
@@ -20,6 +29,10 @@
 // also sums w^2 and u^2 (u as stored) in double, then a block sum and one atomicAdd(double) per
 // block and norm, as grad_sq_sum (the last bits of the norms vary run to run). Traffic 2P + 5S
 // bytes per element: bandwidth bound.
+// lamb_stage1 / cuda.two_pass (deterministic; --deterministic selects it): the same kernel, each
+// block storing its two sums to a [2, blocks] f64 scratch tensor, then sum_partials_kernel adds
+// each row in a fixed order into norms[0] and norms[1] (as grad_sq_sum / cuda.two_pass). Not the
+// default for the same reason (one more launch per parameter tensor).
 // lamb_stage2 / cuda.fused: grid-stride; each thread reads the two device norms (broadcast
 // loads), computes lr * trust ratio in double (lamb_trust_ratio), and applies w -= that * u in
 // the accumulator type. Traffic 2P + S bytes per element. No host read between the stages.
@@ -107,7 +120,7 @@ struct LambScalars {
 template <class P, class A>
 __global__ void lamb_stage1_kernel(const P* p, const P* g, StateOf<P>* m, StateOf<P>* v,
                                    StateOf<P>* u, int64_t n, LambScalars<A> s, double* norms,
-                                   const double* hyper) {
+                                   double* partials, const double* hyper) {
   __shared__ double scratch[kWarpSize];
   if (hyper) {
     const AdamScalars sc = adam_scalars(1.0, hyper[1], s.beta1, s.beta2, 0.0);
@@ -130,7 +143,11 @@ __global__ void lamb_stage1_kernel(const P* p, const P* g, StateOf<P>* m, StateO
   }
   w_sq = block_sum(w_sq, scratch);
   u_sq = block_sum(u_sq, scratch);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x != 0) return;
+  if (partials) {  // cuda.two_pass: summed in block order by sum_partials_kernel
+    partials[blockIdx.x] = w_sq;
+    partials[gridDim.x + blockIdx.x] = u_sq;
+  } else {
     atomicAdd(norms, w_sq);
     atomicAdd(norms + 1, u_sq);
   }
@@ -206,8 +223,10 @@ void ftrl_cuda(const FtrlUpdateArgs& a) {
   AIM_CHECK_LAUNCH();
 }
 
+// partials null: one atomicAdd per block into acc (cuda.block_atomic); else the block's sum goes
+// to partials[block] (cuda.two_pass).
 template <class P>
-__global__ void sq_sum_kernel(const P* x, int64_t n, double* acc) {
+__global__ void sq_sum_kernel(const P* x, int64_t n, double* acc, double* partials) {
   __shared__ double scratch[kWarpSize];
   double s = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -216,19 +235,54 @@ __global__ void sq_sum_kernel(const P* x, int64_t n, double* acc) {
     s += v * v;
   }
   s = block_sum(s, scratch);
-  if (threadIdx.x == 0) atomicAdd(acc, s);
+  if (threadIdx.x != 0) return;
+  if (partials)
+    partials[blockIdx.x] = s;
+  else
+    atomicAdd(acc, s);
 }
 
-void grad_sq_sum_cuda(const GradSqSumArgs& a) {
+constexpr int kSumThreads = 256;
+
+// One block of kSumThreads: acc[k] += the sum of row k of partials [rows, blocks], k < rows.
+// Thread t adds partials b = t, t + 256, ... in increasing b, then block_sum's fixed tree: the
+// order of the additions depends on `blocks` only (deterministic, cuda.two_pass).
+__global__ void sum_partials_kernel(const double* partials, int64_t blocks, int rows, double* acc) {
+  __shared__ double scratch[kWarpSize];
+  for (int k = 0; k < rows; ++k) {
+    double s = 0;
+    for (int64_t b = threadIdx.x; b < blocks; b += blockDim.x) s += partials[k * blocks + b];
+    s = block_sum(s, scratch);  // starts with a barrier: scratch is free again
+    if (threadIdx.x == 0) acc[k] += s;
+  }
+}
+
+void launch_sum_partials(const Tensor& partials, int64_t blocks, int rows, double* acc,
+                         Device dev) {
+  AIM_LAUNCH(1, kSumThreads, 0, stream_for(dev), sum_partials_kernel)
+  (partials.data<double>(), blocks, rows, acc);
+  AIM_CHECK_LAUNCH();
+}
+
+void grad_sq_sum_launch(const GradSqSumArgs& a, bool two_pass) {
   if (auto why = check_grad_sq_sum(a); !why.empty()) AIM_FAIL(why);
   const int64_t n = a.x.numel();
   if (n == 0) return;
+  const Device dev = a.x.device();
+  const unsigned blocks = grid_for(n, kThreads);
+  double* acc = static_cast<double*>(a.acc.raw_data());
+  two_pass = two_pass && blocks > 1;  // one block: its one atomicAdd is the only addition
+  const Tensor partials = two_pass ? Tensor::empty({int64_t(blocks)}, DType::f64, dev) : Tensor();
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.x.dtype(), P, {
-    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.x.device()), sq_sum_kernel<P>)
-    (static_cast<const P*>(a.x.raw_data()), n, static_cast<double*>(a.acc.raw_data()));
+    AIM_LAUNCH(blocks, kThreads, 0, stream_for(dev), sq_sum_kernel<P>)
+    (static_cast<const P*>(a.x.raw_data()), n, acc, two_pass ? partials.data<double>() : nullptr);
   });
   AIM_CHECK_LAUNCH();
+  if (two_pass) launch_sum_partials(partials, blocks, 1, acc, dev);
 }
+
+void grad_sq_sum_cuda(const GradSqSumArgs& a) { grad_sq_sum_launch(a, false); }
+void grad_sq_sum_cuda_two_pass(const GradSqSumArgs& a) { grad_sq_sum_launch(a, true); }
 
 template <class P, class A>
 __global__ void clip_scale_kernel(P* x, int64_t n, const double* norm, double max_norm) {
@@ -319,26 +373,35 @@ void adagrad_cuda(const AdagradUpdateArgs& a) {
   AIM_CHECK_LAUNCH();
 }
 
-void lamb_stage1_cuda(const LambStage1Args& a) {
+void lamb_stage1_launch(const LambStage1Args& a, bool two_pass) {
   if (auto why = check_lamb_stage1(a); !why.empty()) AIM_FAIL(why);
   const int64_t n = a.param.numel();
   if (n == 0) return;
+  const Device dev = a.param.device();
+  const unsigned blocks = grid_for(n, kThreads);
+  double* norms = static_cast<double*>(a.norms.raw_data());
+  two_pass = two_pass && blocks > 1;  // one block: its atomicAdds are the only additions
+  const Tensor partials =
+      two_pass ? Tensor::empty({2, int64_t(blocks)}, DType::f64, dev) : Tensor();
   const AdamScalars sc = adam_scalars(1.0, double(a.step), a.beta1, a.beta2, 0.0);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.param.dtype(), P, {
     using A = typename Acc<P>::type;
     const LambScalars<A> s{A(1.0 - a.beta1), A(a.beta2),        A(1.0 - a.beta2),
                            A(a.eps),         A(a.weight_decay), A(sc.step_size),
                            A(sc.bc2_sqrt),   a.beta1,           a.beta2};
-    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream_for(a.param.device()),
-               lamb_stage1_kernel<P, A>)
+    AIM_LAUNCH(blocks, kThreads, 0, stream_for(dev), lamb_stage1_kernel<P, A>)
     (static_cast<const P*>(a.param.raw_data()), static_cast<const P*>(a.grad.raw_data()),
      static_cast<StateOf<P>*>(a.exp_avg.raw_data()),
      static_cast<StateOf<P>*>(a.exp_avg_sq.raw_data()),
-     static_cast<StateOf<P>*>(a.update.raw_data()), n, s, static_cast<double*>(a.norms.raw_data()),
-     hyper_ptr(a.hyper));
+     static_cast<StateOf<P>*>(a.update.raw_data()), n, s, norms,
+     two_pass ? partials.data<double>() : nullptr, hyper_ptr(a.hyper));
   });
   AIM_CHECK_LAUNCH();
+  if (two_pass) launch_sum_partials(partials, blocks, 2, norms, dev);
 }
+
+void lamb_stage1_cuda(const LambStage1Args& a) { lamb_stage1_launch(a, false); }
+void lamb_stage1_cuda_two_pass(const LambStage1Args& a) { lamb_stage1_launch(a, true); }
 
 void lamb_stage2_cuda(const LambStage2Args& a) {
   if (auto why = check_lamb_stage2(a); !why.empty()) AIM_FAIL(why);
@@ -382,8 +445,10 @@ void register_optim_cuda(Registry& r) {
   auto& sq = r.op<GradSqSumArgs>("grad_sq_sum");
   sq.add({"cuda.block_atomic", AIM_CUDA_BACKEND, Provider::Own, grad_sq_sum_cuda, float_dtypes(),
           check_grad_sq_sum});
+  sq.add({"cuda.two_pass", AIM_CUDA_BACKEND, Provider::Own, grad_sq_sum_cuda_two_pass,
+          float_dtypes(), check_grad_sq_sum});
   sq.set_default(AIM_CUDA_BACKEND, "cuda.block_atomic");
-  sq.set_nondeterministic("cuda.block_atomic", "",
+  sq.set_nondeterministic("cuda.block_atomic", "cuda.two_pass",
                           "one double atomicAdd per block: the order of the block sums varies");
   auto& cl = r.op<GradClipScaleArgs>("grad_clip_scale");
   cl.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, grad_clip_scale_cuda, float_dtypes(),
@@ -392,9 +457,12 @@ void register_optim_cuda(Registry& r) {
   auto& l1 = r.op<LambStage1Args>("lamb_stage1");
   l1.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, lamb_stage1_cuda, float_dtypes(),
           check_lamb_stage1});
+  l1.add({"cuda.two_pass", AIM_CUDA_BACKEND, Provider::Own, lamb_stage1_cuda_two_pass,
+          float_dtypes(), check_lamb_stage1});
   l1.set_default(AIM_CUDA_BACKEND, "cuda.fused");
   l1.set_nondeterministic(
-      "cuda.fused", "", "per-tensor norms by double atomicAdd: the order of the block sums varies");
+      "cuda.fused", "cuda.two_pass",
+      "per-tensor norms by double atomicAdd: the order of the block sums varies");
   auto& l2 = r.op<LambStage2Args>("lamb_stage2");
   l2.add({"cuda.fused", AIM_CUDA_BACKEND, Provider::Own, lamb_stage2_cuda, float_dtypes(),
           check_lamb_stage2});

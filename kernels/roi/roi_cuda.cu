@@ -11,6 +11,23 @@
 // roi_pool_fwd cuda.direct: one thread per output; the bin rounded as on the CPU, max in
 // row-major order (strict >, first maximum, NaN never taken), argmax written.
 // roi_pool_bwd cuda.atomic: dx zeroed, one thread per dy element adds dy at argmax (atomicAdd).
+// roi_pool_bwd cuda.sorted (deterministic; --deterministic selects it): index_add's cuda.sorted
+// (kernels/index/index_cuda.cu; its key sort repeated here, the kernels are file-local): each dy
+// element's key is the dx element it feeds (-1: empty bin or bad batch index); a counting sort of
+// the dy positions by key (integer atomics, one-block scan, buckets ordered by position: quadratic
+// in one bucket's size, i.e. in how many bins share one argmax); then one thread per fed dx
+// element sums its dy values in position order, which is cpu.ref's (k, c, bin) order, in double
+// as cpu.ref does: the bits of cpu.ref, on every run. dx is zeroed first. Scratch: int32
+// 3 x dy.numel() + 2 x dx.numel() + min of the two; both below 2^31 - 2. Not the default (five
+// more passes over dy; not timed on a GPU).
+// roi_align_bwd cuda.gather (deterministic; --deterministic selects it): one thread per dx
+// element (n, c, h, w) gathers instead of scattering: for every RoI of image n in order, the
+// sample rows and columns that can reach (h, w) (a cheap conservative test on the clamped sample
+// coordinate), each bilinear corner that is (h, w) adding dy / count times its weight, the same
+// products the atomic variant adds, in a fixed order (RoI, bin row, sample row, bin column,
+// sample column, corner) in the data's dtype. Every thread walks every RoI's box: work
+// N*C*H*W*K box tests against cuda.atomic's K*C*PH*PW*samples, so it is much slower on large
+// maps; not timed on a GPU.
 // All: a RoI whose batch index is outside [0, N) gives zeros and no gradient (the CPU variants
 // throw; here that would need a device-to-host read). Index arithmetic in int64. Not yet timed on
 // a GPU.
@@ -137,6 +154,147 @@ __global__ void roi_pool_bwd_kernel(const T* dy, const int32_t* argmax, const T*
   }
 }
 
+// ---- roi_align_bwd cuda.gather ---------------------------------------------------------------
+
+// Whether a sample at coordinate y (before clamping) can have p among its two corners along an
+// axis of size S: conservative (the exact test is on the corner offsets).
+template <class T>
+__device__ __forceinline__ bool may_touch(T y, int64_t p, int64_t S) {
+  const T c = y <= T(0) ? T(0) : (y >= T(S - 1) ? T(S - 1) : y);
+  return c > T(p) - T(2) && c < T(p) + T(2);
+}
+
+template <class T>
+__global__ void roi_align_bwd_gather_kernel(const T* dy, const T* rois, T* dx, Dims d, T scale,
+                                            int64_t sampling_ratio, bool aligned) {
+  const int64_t total = d.N * d.C * d.H * d.W;
+  for (int64_t e = grid_start(); e < total; e += grid_step()) {
+    const int64_t w = e % d.W, h = (e / d.W) % d.H, c = (e / (d.W * d.H)) % d.C;
+    const int64_t n = e / (d.W * d.H * d.C), target = h * d.W + w;
+    T acc = T(0);
+    for (int64_t k = 0; k < d.K; ++k) {
+      const T* roi = rois + k * 5;
+      if (!roi_batch_ok(roi[0], d.N)) continue;
+      const RoiAlignBox<T> b = roi_align_box(roi, scale, d.PH, d.PW, sampling_ratio, aligned);
+      if (b.n != n) continue;
+      const T* g = dy + (k * d.C + c) * d.PH * d.PW;
+      for (int64_t ph = 0; ph < d.PH; ++ph)
+        for (int64_t iy = 0; iy < b.grid_h; ++iy) {
+          const T sy = roi_align_sample(b.start_h, ph, b.bin_h, iy, b.grid_h);
+          if (!may_touch(sy, h, d.H)) continue;
+          for (int64_t pw = 0; pw < d.PW; ++pw) {
+            const T gk = g[ph * d.PW + pw] / b.count;  // as the atomic variant's g
+            for (int64_t ix = 0; ix < b.grid_w; ++ix) {
+              const T sx = roi_align_sample(b.start_w, pw, b.bin_w, ix, b.grid_w);
+              if (!may_touch(sx, w, d.W)) continue;
+              const RoiBilinear<T> s = roi_bilinear(sy, sx, d.H, d.W);
+              if (!s.valid) continue;
+              if (s.o1 == target) acc += gk * s.w1;
+              if (s.o2 == target) acc += gk * s.w2;
+              if (s.o3 == target) acc += gk * s.w3;
+              if (s.o4 == target) acc += gk * s.w4;
+            }
+          }
+        }
+    }
+    dx[e] = acc;
+  }
+}
+
+// ---- roi_pool_bwd cuda.sorted: the key sort of kernels/index/index_cuda.cu ------------------
+
+// keys[o] = the dx offset dy[o] feeds, or -1.
+template <class T>
+__global__ void roi_pool_keys_kernel(const int32_t* argmax, const T* rois, int* keys, Dims d) {
+  const int64_t total = d.K * d.C * d.PH * d.PW, HW = d.H * d.W;
+  for (int64_t o = grid_start(); o < total; o += grid_step()) {
+    const int64_t i = argmax[o];
+    const int64_t c = (o / (d.PW * d.PH)) % d.C, k = o / (d.PW * d.PH * d.C);
+    const T bi = rois[k * 5];
+    keys[o] =
+        i < 0 || i >= HW || !roi_batch_ok(bi, d.N) ? -1 : int((int64_t(bi) * d.C + c) * HW + i);
+  }
+}
+
+__global__ void count_keys_kernel(const int* keys, int64_t n, int* count) {
+  for (int64_t i = grid_start(); i < n; i += grid_step())
+    if (keys[i] >= 0) atomicAdd(count + keys[i], 1);
+}
+
+constexpr int kScanThreads = 1024;
+
+// One block. offsets[v] = sum of count[u < v], offsets[V] = total; uniq = the v with count > 0
+// in increasing order, meta[0] = their number. count is reset to 0 (reused as bucket cursor).
+__global__ void scan_keys_kernel(int* count, int* offsets, int* uniq, int* meta, int64_t V) {
+  __shared__ int tot_c[kScanThreads];
+  __shared__ int tot_u[kScanThreads];
+  const int64_t per = ceil_div(V, kScanThreads);
+  const int64_t v0 = int64_t(threadIdx.x) * per;
+  const int64_t v1 = v0 + per < V ? v0 + per : V;
+  int sc = 0, su = 0;
+  for (int64_t v = v0; v < v1; ++v) {
+    sc += count[v];
+    su += count[v] > 0;
+  }
+  tot_c[threadIdx.x] = sc;
+  tot_u[threadIdx.x] = su;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int ac = 0, au = 0;
+    for (int t = 0; t < kScanThreads; ++t) {
+      const int c = tot_c[t], u = tot_u[t];
+      tot_c[t] = ac;
+      tot_u[t] = au;
+      ac += c;
+      au += u;
+    }
+    offsets[V] = ac;
+    meta[0] = au;
+  }
+  __syncthreads();
+  int oc = tot_c[threadIdx.x], ou = tot_u[threadIdx.x];
+  for (int64_t v = v0; v < v1; ++v) {
+    const int k = count[v];
+    offsets[v] = oc;
+    if (k > 0) uniq[ou++] = int(v);
+    oc += k;
+    count[v] = 0;
+  }
+}
+
+__global__ void place_keys_kernel(const int* keys, int64_t n, const int* offsets, int* cursor,
+                                  int* bucket) {
+  for (int64_t i = grid_start(); i < n; i += grid_step()) {
+    const int v = keys[i];
+    if (v >= 0) bucket[offsets[v] + atomicAdd(cursor + v, 1)] = int(i);
+  }
+}
+
+__global__ void rank_keys_kernel(const int* keys, int64_t n, const int* offsets, const int* bucket,
+                                 int* sorted) {
+  for (int64_t i = grid_start(); i < n; i += grid_step()) {
+    const int v = keys[i];
+    if (v < 0) continue;
+    const int b = offsets[v], e = offsets[v + 1];
+    int r = 0;
+    for (int j = b; j < e; ++j) r += bucket[j] < int(i);
+    sorted[b + r] = int(i);
+  }
+}
+
+// One thread per fed dx element: its dy values in position order, in double (as cpu.ref).
+template <class T>
+__global__ void roi_pool_bwd_sorted_kernel(const T* dy, T* dx, const int* offsets,
+                                           const int* sorted, const int* uniq, const int* meta) {
+  const int64_t nu = meta[0];
+  for (int64_t u = grid_start(); u < nu; u += grid_step()) {
+    const int64_t v = uniq[u];
+    double acc = 0;
+    for (int q = offsets[v]; q < offsets[v + 1]; ++q) acc += double(dy[sorted[q]]);
+    dx[v] = T(acc);
+  }
+}
+
 Dims dims_of(const Tensor& x, const Tensor& rois, const Tensor& y) {
   return Dims{x.size(0), x.size(1), x.size(2), x.size(3), rois.size(0), y.size(2), y.size(3)};
 }
@@ -180,6 +338,21 @@ void roi_align_bwd_cuda_atomic(const RoiAlignBwdArgs& a) {
   });
 }
 
+void roi_align_bwd_cuda_gather(const RoiAlignBwdArgs& a) {
+  check_roi_align_bwd_args(a);
+  const Dims d = dims_of(a.dx, a.rois, a.dy);
+  const int64_t total = a.dx.numel();
+  if (total == 0) return;
+  dispatch_roi(a.dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    AIM_LAUNCH(grid_for(total, kThreads), kThreads, 0, stream_for(a.dy.device()),
+               roi_align_bwd_gather_kernel<T>)
+    (a.dy.data<T>(), a.rois.data<T>(), a.dx.data<T>(), d, T(a.p.spatial_scale), a.p.sampling_ratio,
+     a.p.aligned);
+    AIM_CHECK_LAUNCH();
+  });
+}
+
 void roi_pool_fwd_cuda_direct(const RoiPoolFwdArgs& a) {
   check_roi_pool_fwd_args(a);
   const Dims d = dims_of(a.x, a.rois, a.y);
@@ -210,6 +383,56 @@ void roi_pool_bwd_cuda_atomic(const RoiPoolBwdArgs& a) {
   });
 }
 
+void roi_pool_bwd_cuda_sorted(const RoiPoolBwdArgs& a) {
+  check_roi_pool_bwd_args(a);
+  const Dims d = dims_of(a.dx, a.rois, a.dy);
+  const Device dev = a.dx.device();
+  const auto stream = stream_for(dev);
+  memset_zero(a.dx.raw_data(), size_t(a.dx.nbytes()), dev);
+  const int64_t n = a.dy.numel(), V = a.dx.numel();
+  if (n == 0 || V == 0) return;
+  const int64_t max_uniq = n < V ? n : V;
+  // keys [n], count/cursor [V], offsets [V+1], bucket [n], sorted [n], uniq [max_uniq], meta [1]
+  Tensor scratch = Tensor::empty({3 * n + 2 * V + max_uniq + 2}, DType::i32, dev);
+  int* keys = scratch.data<int32_t>();
+  int* count = keys + n;
+  int* offsets = count + V;
+  int* bucket = offsets + V + 1;
+  int* sorted = bucket + n;
+  int* uniq = sorted + n;
+  int* meta = uniq + max_uniq;
+  memset_zero(count, size_t(V) * 4, dev);
+  dispatch_roi(a.dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, roi_pool_keys_kernel<T>)
+    (a.argmax.data<int32_t>(), a.rois.data<T>(), keys, d);
+    AIM_CHECK_LAUNCH();
+  });
+  AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, count_keys_kernel)(keys, n, count);
+  AIM_CHECK_LAUNCH();
+  AIM_LAUNCH(1, kScanThreads, 0, stream, scan_keys_kernel)(count, offsets, uniq, meta, V);
+  AIM_CHECK_LAUNCH();
+  AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, place_keys_kernel)
+  (keys, n, offsets, count, bucket);
+  AIM_CHECK_LAUNCH();
+  AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, rank_keys_kernel)
+  (keys, n, offsets, bucket, sorted);
+  AIM_CHECK_LAUNCH();
+  dispatch_roi(a.dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    AIM_LAUNCH(grid_for(max_uniq, kThreads), kThreads, 0, stream, roi_pool_bwd_sorted_kernel<T>)
+    (a.dy.data<T>(), a.dx.data<T>(), offsets, sorted, uniq, meta);
+    AIM_CHECK_LAUNCH();
+  });
+}
+
+std::string roi_pool_sorted_supports(const RoiPoolBwdArgs& a) {
+  const int64_t lim = int64_t(0x7fffffff) - 2;
+  if (a.dy.numel() < lim && a.dx.numel() < lim) return "";
+  return str("needs dy and dx below 2^31 - 2 elements (int32 scratch), got ", a.dy.numel(), " and ",
+             a.dx.numel());
+}
+
 }  // namespace
 
 void register_roi_cuda(Registry& r) {
@@ -218,19 +441,25 @@ void register_roi_cuda(Registry& r) {
       .add({"cuda.direct", AIM_CUDA_BACKEND, Provider::Own, roi_align_fwd_cuda_direct, dt});
   r.op<RoiAlignBwdArgs>("roi_align_bwd")
       .add({"cuda.atomic", AIM_CUDA_BACKEND, Provider::Own, roi_align_bwd_cuda_atomic, dt});
+  r.op<RoiAlignBwdArgs>("roi_align_bwd")
+      .add({"cuda.gather", AIM_CUDA_BACKEND, Provider::Own, roi_align_bwd_cuda_gather, dt});
   r.op<RoiPoolFwdArgs>("roi_pool_fwd")
       .add({"cuda.direct", AIM_CUDA_BACKEND, Provider::Own, roi_pool_fwd_cuda_direct, dt});
   r.op<RoiPoolBwdArgs>("roi_pool_bwd")
       .add({"cuda.atomic", AIM_CUDA_BACKEND, Provider::Own, roi_pool_bwd_cuda_atomic, dt});
+  r.op<RoiPoolBwdArgs>("roi_pool_bwd")
+      .add({"cuda.sorted", AIM_CUDA_BACKEND, Provider::Own, roi_pool_bwd_cuda_sorted, dt,
+            roi_pool_sorted_supports});
   r.op<RoiAlignFwdArgs>("roi_align_fwd").set_default(AIM_CUDA_BACKEND, "cuda.direct");
   r.op<RoiAlignBwdArgs>("roi_align_bwd").set_default(AIM_CUDA_BACKEND, "cuda.atomic");
   r.op<RoiPoolFwdArgs>("roi_pool_fwd").set_default(AIM_CUDA_BACKEND, "cuda.direct");
   r.op<RoiPoolBwdArgs>("roi_pool_bwd").set_default(AIM_CUDA_BACKEND, "cuda.atomic");
-  // No deterministic CUDA variant yet: --deterministic warns (docs/determinism.md).
   r.op<RoiAlignBwdArgs>("roi_align_bwd")
-      .set_nondeterministic("cuda.atomic", "", "float atomicAdd: the order of the adds varies");
+      .set_nondeterministic("cuda.atomic", "cuda.gather",
+                            "float atomicAdd: the order of the adds varies");
   r.op<RoiPoolBwdArgs>("roi_pool_bwd")
-      .set_nondeterministic("cuda.atomic", "", "float atomicAdd: the order of the adds varies");
+      .set_nondeterministic("cuda.atomic", "cuda.sorted",
+                            "float atomicAdd: the order of the adds varies");
 }
 
 }  // namespace aim::kernels::AIM_CUDA_NS

@@ -185,6 +185,30 @@ TEST(ThreadInvariance, NondeterministicVariantsNameTheirAlternative) {
   EXPECT_EQ(cpu, 3);  // conv2d_bwd_filter cpu.im2col, cpu.widen, cpu.winograd
 }
 
+// The own CUDA variants registered as not deterministic, with their alternatives (docs/
+// determinism.md lists the same): each has a deterministic alternative. A new one without
+// (alternative "") would make --deterministic warn; it belongs in that table too. Registered as
+// CUDA (nvcc, emulated device) or SIMT variants.
+TEST(ThreadInvariance, CudaVariantsAndTheirAlternatives) {
+  std::vector<std::string> got;
+  for (const NondeterministicVariant& n : nondeterministic_variants()) {
+    OpBase* op = registry().find(n.op);
+    ASSERT_TRUE(op);
+    bool cpu = false;
+    for (const VariantInfo& i : op->variant_infos())
+      if (i.name == n.variant) cpu = i.backend == Backend::CPU;
+    if (!cpu) got.push_back(n.op + " " + n.variant + " -> " + n.alternative);
+  }
+  if (got.empty()) GTEST_SKIP() << "no CUDA or SIMT variants in this build";
+  std::sort(got.begin(), got.end());
+  const std::vector<std::string> want = {
+      "embedding_bwd cuda.atomic -> cuda.sorted", "grad_sq_sum cuda.block_atomic -> cuda.two_pass",
+      "index_add cuda.atomic -> cuda.sorted",     "lamb_stage1 cuda.fused -> cuda.two_pass",
+      "roi_align_bwd cuda.atomic -> cuda.gather", "roi_pool_bwd cuda.atomic -> cuda.sorted",
+      "scatter_add cuda.atomic -> cuda.sorted",   "spmm cuda.merge -> cuda.warp_row"};
+  EXPECT_EQ(got, want);
+}
+
 // Under --deterministic the selection runs the alternative, and an explicit --kernels choice of a
 // non-deterministic variant is an error naming the alternative.
 TEST(ThreadInvariance, DeterministicModeSelectsTheOrderedVariant) {
