@@ -5,15 +5,13 @@
 // row serialise, and the summation order (hence the last bits) changes from run to run.
 // f32/f64 only: 16-bit atomics would round after every add.
 // cuda.sorted (backward, default): deterministic, bitwise-identical run to run, own kernels only.
-//   1. count[v] of each index (integer atomics: exact), skipping padding_idx;
-//   2. one block: exclusive scan of count -> offsets[V+1], and a compacted list of the indices
-//      that occur (uniq), in increasing order;
-//   3. bucket the positions (slot order is arbitrary), 4. order each bucket by position: each
-//      position's rank = number of smaller positions in its bucket (O(sum of bucket sizes^2):
-//      fine for realistic token distributions, quadratic in the size of one huge bucket);
+//   1-4. the key buckets of kernels/key_buckets.cuh: the positions sorted by index (padding_idx
+//      and bad indices skipped), position order within an index, and the list of the indices
+//      that occur (uniq), in increasing order (O(sum of bucket sizes^2): fine for realistic
+//      token distributions, quadratic in the size of one huge bucket);
 //   5. one warp per (unique index, 128-column chunk) sums its rows in position order in f32
 //      (f64 for f64) and adds once into dweight (16-bit: one rounding per element).
-//   Scratch: 2 * V + 2 * N + 1 int32. Limits: N and V < 2^31.
+//   Scratch: 2 * V + 2 * N + min(N, V) + 2 int32. Limits: N and V < 2^31 - 2.
 // Out-of-range indices: the kernels never read or write out of bounds (a bad index's row is
 // written as zeros in the forward, and gets no gradient in the backward); they record it in the
 // device's error record (kernels/error_flag.h) and nothing is read back here: the error
@@ -24,6 +22,7 @@
 #include "kernels/cuda_common.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/error_flag.cuh"
+#include "kernels/key_buckets.cuh"
 
 namespace aim::kernels::AIM_CUDA_NS {
 namespace {
@@ -75,20 +74,22 @@ void embedding_fwd_cuda_gather(const EmbeddingFwdArgs& a) {
 
 // ---- shared by both backward variants -------------------------------------------------------
 
-// Validates the indices; count (optional) gets the number of non-padding occurrences of each.
+// The key of position n for the key buckets: its index, or -1 for padding_idx and for a bad
+// index (recorded once, in the count stage).
 template <class I>
-__global__ void count_kernel(const I* idx, int64_t N, int64_t V, int64_t padding_idx, int* count,
-                             DeviceErrorRecord* err) {
-  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N;
-       n += int64_t(gridDim.x) * blockDim.x) {
+struct EmbeddingKey {
+  const I* idx;
+  int64_t V, padding_idx;
+  DeviceErrorRecord* err;
+  __device__ __forceinline__ int operator()(int64_t n, bool check) const {
     const int64_t v = int64_t(idx[n]);
     if (v < 0 || v >= V) {
-      flag_bad(err, DeviceErrorOp::embedding_bwd, n, v, V);
-    } else if (count && v != padding_idx) {
-      atomicAdd(count + v, 1);
+      if (check) flag_bad(err, DeviceErrorOp::embedding_bwd, n, v, V);
+      return -1;
     }
+    return v == padding_idx ? -1 : int(v);
   }
-}
+};
 
 // ---- backward: cuda.atomic ------------------------------------------------------------------
 
@@ -98,7 +99,7 @@ __global__ void scatter_atomic_kernel(const T* dout, const I* idx, T* dw, int64_
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N * C;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i - n * C;
-    const int64_t v = int64_t(idx[n]);  // a bad one was flagged by count_kernel: skipped
+    const int64_t v = int64_t(idx[n]);  // a bad one was flagged by the count pass: skipped
     if (v != padding_idx && v >= 0 && v < V) atomicAdd(dw + v * C + c, dout[i]);
   }
 }
@@ -110,8 +111,10 @@ void embedding_bwd_cuda_atomic(const EmbeddingBwdArgs& a) {
   const Device dev = a.dweight.device();
   DeviceErrorRecord* err = device_error_record(dev);
   AIM_DISPATCH_INDEX_TYPES(a.indices.dtype(), I, {
-    AIM_LAUNCH(grid_for(N, kThreads), kThreads, 0, stream_for(dev), count_kernel<I>)
-    (a.indices.data<I>(), N, V, a.padding_idx, nullptr, err);
+    // Validation only (no counts).
+    AIM_LAUNCH(grid_for(N, kThreads), kThreads, 0, stream_for(dev),
+               key_buckets_count_kernel<EmbeddingKey<I>>)
+    (EmbeddingKey<I>{a.indices.data<I>(), V, a.padding_idx, err}, N, nullptr);
     AIM_CHECK_LAUNCH();
     if (C == 0) return;
     switch (a.dweight.dtype()) {
@@ -135,72 +138,6 @@ void embedding_bwd_cuda_atomic(const EmbeddingBwdArgs& a) {
 }
 
 // ---- backward: cuda.sorted ------------------------------------------------------------------
-
-constexpr int kScanThreads = 1024;
-
-// One block. offsets[v] = sum of count[u < v], offsets[V] = total; uniq = the v with count > 0
-// in increasing order, meta[0] = their number. count is reset to 0 (reused as bucket cursor).
-__global__ void scan_kernel(int* count, int* offsets, int* uniq, int* meta, int64_t V) {
-  __shared__ int tot_c[kScanThreads];
-  __shared__ int tot_u[kScanThreads];
-  const int64_t per = ceil_div(V, kScanThreads);
-  const int64_t v0 = int64_t(threadIdx.x) * per;
-  const int64_t v1 = v0 + per < V ? v0 + per : V;
-  int sc = 0, su = 0;
-  for (int64_t v = v0; v < v1; ++v) {
-    sc += count[v];
-    su += count[v] > 0;
-  }
-  tot_c[threadIdx.x] = sc;
-  tot_u[threadIdx.x] = su;
-  __syncthreads();
-  if (threadIdx.x == 0) {  // 1024 serial steps: negligible next to the other kernels
-    int ac = 0, au = 0;
-    for (int t = 0; t < kScanThreads; ++t) {
-      const int c = tot_c[t], u = tot_u[t];
-      tot_c[t] = ac;
-      tot_u[t] = au;
-      ac += c;
-      au += u;
-    }
-    offsets[V] = ac;
-    meta[0] = au;
-  }
-  __syncthreads();
-  int oc = tot_c[threadIdx.x], ou = tot_u[threadIdx.x];
-  for (int64_t v = v0; v < v1; ++v) {
-    const int k = count[v];
-    offsets[v] = oc;
-    if (k > 0) uniq[ou++] = int(v);
-    oc += k;
-    count[v] = 0;
-  }
-}
-
-template <class I>
-__global__ void place_kernel(const I* idx, int64_t N, int64_t V, int64_t padding_idx,
-                             const int* offsets, int* cursor, int* bucket) {
-  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N;
-       n += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t v = int64_t(idx[n]);
-    if (v == padding_idx || v < 0 || v >= V) continue;  // bad: flagged by count_kernel
-    bucket[offsets[v] + atomicAdd(cursor + v, 1)] = int(n);
-  }
-}
-
-template <class I>
-__global__ void rank_kernel(const I* idx, int64_t N, int64_t V, int64_t padding_idx,
-                            const int* offsets, const int* bucket, int* sorted) {
-  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N;
-       n += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t v = int64_t(idx[n]);
-    if (v == padding_idx || v < 0 || v >= V) continue;  // bad: flagged by count_kernel
-    const int b = offsets[v], e = offsets[v + 1];
-    int r = 0;
-    for (int j = b; j < e; ++j) r += bucket[j] < int(n);
-    sorted[b + r] = int(n);
-  }
-}
 
 constexpr int kColsPerLane = 4, kColsPerWarp = kColsPerLane * kWarpSize;
 
@@ -235,42 +172,22 @@ void embedding_bwd_cuda_sorted(const EmbeddingBwdArgs& a) {
   const Device dev = a.dweight.device();
   const auto stream = stream_for(dev);
   DeviceErrorRecord* err = device_error_record(dev);
-  // count/cursor [V], offsets [V+1], bucket [N], sorted [N], uniq [N], meta [1]
-  Tensor scratch = Tensor::empty({2 * V + 3 * N + 2}, DType::i32, dev);
-  int* count = scratch.data<int32_t>();
-  int* offsets = count + V;
-  int* bucket = offsets + V + 1;
-  int* sorted = bucket + N;
-  int* uniq = sorted + N;
-  int* meta = uniq + N;
-  memset_zero(count, size_t(V) * 4, dev);
+  const KeyBuckets kb(N, V, dev, /*stored_keys=*/false);
   AIM_DISPATCH_INDEX_TYPES(a.indices.dtype(), I, {
-    const I* idx = a.indices.data<I>();
-    AIM_LAUNCH(grid_for(N, kThreads), kThreads, 0, stream, count_kernel<I>)
-    (idx, N, V, a.padding_idx, count, err);
-    AIM_CHECK_LAUNCH();
-    AIM_LAUNCH(1, kScanThreads, 0, stream, scan_kernel)(count, offsets, uniq, meta, V);
-    AIM_CHECK_LAUNCH();
-    AIM_LAUNCH(grid_for(N, kThreads), kThreads, 0, stream, place_kernel<I>)
-    (idx, N, V, a.padding_idx, offsets, count, bucket);
-    AIM_CHECK_LAUNCH();
-    AIM_LAUNCH(grid_for(N, kThreads), kThreads, 0, stream, rank_kernel<I>)
-    (idx, N, V, a.padding_idx, offsets, bucket, sorted);
-    AIM_CHECK_LAUNCH();
+    kb.sort(EmbeddingKey<I>{a.indices.data<I>(), V, a.padding_idx, err}, stream);
   });
   if (C == 0) return;
   const dim3 grid(unsigned(ceil_div(N, kWarpsPerBlock)), unsigned(ceil_div(C, kColsPerWarp)));
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.dweight.dtype(), T, {
     AIM_LAUNCH(grid, kWarpsPerBlock * kWarpSize, 0, stream, accumulate_kernel<T>)
-    (static_cast<const T*>(a.dout.raw_data()), offsets, sorted, uniq, meta,
+    (static_cast<const T*>(a.dout.raw_data()), kb.offsets, kb.sorted, kb.uniq, kb.meta,
      static_cast<T*>(a.dweight.raw_data()), C);
   });
   AIM_CHECK_LAUNCH();
 }
 
 std::string sorted_supports(const EmbeddingBwdArgs& a) {
-  const int64_t lim = int64_t(0x7fffffff) - 2;
-  if (a.indices.numel() >= lim || a.dweight.size(0) >= lim)
+  if (a.indices.numel() >= kKeyBucketsLimit || a.dweight.size(0) >= kKeyBucketsLimit)
     return str("needs N and V < 2^31 - 2 (int32 scratch), got N = ", a.indices.numel(),
                ", V = ", a.dweight.size(0));
   if (ceil_div(a.dweight.size(1), kColsPerWarp) > 65535)

@@ -20,10 +20,9 @@
 // whatever the scheduling): embedding_bwd's cuda.sorted pattern. Each source position p gets a
 // key, its destination (index_add: the row index[k] of y along dim, p = k; scatter_add: y's
 // element offset, p = the position in index), -1 for a bad index (recorded, skipped).
-//   1. count[key] (integer atomics: exact); 2. one block: exclusive scan -> offsets[keys + 1],
-//   and the keys that occur (uniq) in increasing order; 3. bucket the positions (slot order
-//   arbitrary); 4. order each bucket by position: rank = number of smaller positions in the
-//   bucket (O(bucket size^2): fine for spread indices, quadratic in one huge bucket);
+//   1-4. the key buckets of kernels/key_buckets.cuh: the positions sorted by key, in position
+//   order within a key, and the keys that occur (uniq) in increasing order (O(bucket size^2):
+//   fine for spread indices, quadratic in one huge bucket);
 //   5. index_add: one thread per (outer, occurring row, inner) element of y; scatter_add: one
 //   thread per occurring element of y; each starts from y and adds its sources in position
 //   order in the accumulator type (f32; f64 for f64), rounding once to y's dtype. For f32/f64
@@ -50,6 +49,7 @@
 #include "kernels/cuda_common.h"
 #include "kernels/error_flag.cuh"
 #include "kernels/index/index.h"
+#include "kernels/key_buckets.cuh"
 
 namespace aim::kernels::AIM_CUDA_NS {
 namespace {
@@ -180,109 +180,6 @@ __global__ void scatter_add_keys_kernel(const I* idx, int64_t n, Dims id, int di
   }
 }
 
-__global__ void count_keys_kernel(const int* keys, int64_t n, int* count) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    if (keys[i] >= 0) atomicAdd(count + keys[i], 1);
-}
-
-constexpr int kScanThreads = 1024;
-
-// One block. offsets[v] = sum of count[u < v], offsets[V] = total; uniq = the v with count > 0
-// in increasing order, meta[0] = their number. count is reset to 0 (reused as bucket cursor).
-__global__ void scan_keys_kernel(int* count, int* offsets, int* uniq, int* meta, int64_t V) {
-  __shared__ int tot_c[kScanThreads];
-  __shared__ int tot_u[kScanThreads];
-  const int64_t per = ceil_div(V, kScanThreads);
-  const int64_t v0 = int64_t(threadIdx.x) * per;
-  const int64_t v1 = v0 + per < V ? v0 + per : V;
-  int sc = 0, su = 0;
-  for (int64_t v = v0; v < v1; ++v) {
-    sc += count[v];
-    su += count[v] > 0;
-  }
-  tot_c[threadIdx.x] = sc;
-  tot_u[threadIdx.x] = su;
-  __syncthreads();
-  if (threadIdx.x == 0) {  // 1024 serial steps: negligible next to the other kernels
-    int ac = 0, au = 0;
-    for (int t = 0; t < kScanThreads; ++t) {
-      const int c = tot_c[t], u = tot_u[t];
-      tot_c[t] = ac;
-      tot_u[t] = au;
-      ac += c;
-      au += u;
-    }
-    offsets[V] = ac;
-    meta[0] = au;
-  }
-  __syncthreads();
-  int oc = tot_c[threadIdx.x], ou = tot_u[threadIdx.x];
-  for (int64_t v = v0; v < v1; ++v) {
-    const int k = count[v];
-    offsets[v] = oc;
-    if (k > 0) uniq[ou++] = int(v);
-    oc += k;
-    count[v] = 0;
-  }
-}
-
-__global__ void place_keys_kernel(const int* keys, int64_t n, const int* offsets, int* cursor,
-                                  int* bucket) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int v = keys[i];
-    if (v >= 0) bucket[offsets[v] + atomicAdd(cursor + v, 1)] = int(i);
-  }
-}
-
-__global__ void rank_keys_kernel(const int* keys, int64_t n, const int* offsets, const int* bucket,
-                                 int* sorted) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int v = keys[i];
-    if (v < 0) continue;
-    const int b = offsets[v], e = offsets[v + 1];
-    int r = 0;
-    for (int j = b; j < e; ++j) r += bucket[j] < int(i);
-    sorted[b + r] = int(i);
-  }
-}
-
-// The counting sort of positions by key, shared by both ops: after it, sorted[offsets[v] ..
-// offsets[v + 1]) are the positions with key v in increasing order, uniq[0 .. meta[0]) the keys
-// that occur.
-struct KeySort {
-  Tensor scratch;
-  int *keys, *count, *offsets, *bucket, *sorted, *uniq, *meta;
-  int64_t n, nkeys, max_uniq;
-  KeySort(int64_t positions, int64_t keys_count, Device dev)
-      : n(positions), nkeys(keys_count), max_uniq(std::min(positions, keys_count)) {
-    scratch = Tensor::empty({3 * n + 2 * nkeys + max_uniq + 2}, DType::i32, dev);
-    keys = scratch.data<int32_t>();
-    count = keys + n;
-    offsets = count + nkeys;
-    bucket = offsets + nkeys + 1;
-    sorted = bucket + n;
-    uniq = sorted + n;
-    meta = uniq + max_uniq;
-    memset_zero(count, size_t(nkeys) * 4, dev);
-  }
-  // After the keys are written.
-  void sort(cudaStream_t stream) const {
-    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, count_keys_kernel)(keys, n, count);
-    AIM_CHECK_LAUNCH();
-    AIM_LAUNCH(1, kScanThreads, 0, stream, scan_keys_kernel)(count, offsets, uniq, meta, nkeys);
-    AIM_CHECK_LAUNCH();
-    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, place_keys_kernel)
-    (keys, n, offsets, count, bucket);
-    AIM_CHECK_LAUNCH();
-    AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, rank_keys_kernel)
-    (keys, n, offsets, bucket, sorted);
-    AIM_CHECK_LAUNCH();
-  }
-};
-
 // One thread per (o, u, in), u < max_uniq (those past meta[0] idle): y's row uniq[u] gets its
 // source rows k in increasing order.
 template <class T>
@@ -323,8 +220,7 @@ __global__ void scatter_add_sorted_kernel(const T* src, T* y, const int* offsets
 }
 
 std::string sorted_fits(int64_t positions, int64_t keys) {
-  const int64_t lim = int64_t(0x7fffffff) - 2;
-  if (positions < lim && keys < lim) return "";
+  if (positions < kKeyBucketsLimit && keys < kKeyBucketsLimit) return "";
   return str("needs fewer than 2^31 - 2 positions and destinations (int32 scratch), got ",
              positions, " and ", keys);
 }
@@ -442,13 +338,13 @@ void index_add_cuda_sorted(const IndexAddArgs& a) {
   const int64_t K = ss.size, size = a.y.size(dim);
   const Device dev = a.y.device();
   const auto stream = stream_for(dev);
-  const KeySort ks(K, size, dev);
+  const KeyBuckets ks(K, size, dev, /*stored_keys=*/true);
   AIM_DISPATCH_INDEX_TYPES(a.index.dtype(), I, {
     AIM_LAUNCH(grid_for(K, kThreads), kThreads, 0, stream, index_add_keys_kernel<I>)
     (a.index.data<I>(), K, size, ks.keys, device_error_record(dev));
     AIM_CHECK_LAUNCH();
   });
-  ks.sort(stream);
+  ks.sort(StoredKeys{ks.keys}, stream);
   if (ks.max_uniq == 0) return;
   const int64_t total = ss.outer * ks.max_uniq * ss.inner;
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.y.dtype(), T, {
@@ -515,13 +411,13 @@ void scatter_add_cuda_sorted(const ScatterAddArgs& a) {
   }
   const Device dev = a.y.device();
   const auto stream = stream_for(dev);
-  const KeySort ks(n, a.y.numel(), dev);
+  const KeyBuckets ks(n, a.y.numel(), dev, /*stored_keys=*/true);
   AIM_DISPATCH_INDEX_TYPES(a.index.dtype(), I, {
     AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, scatter_add_keys_kernel<I>)
     (a.index.data<I>(), n, id, dim, a.y.size(dim), ks.keys, device_error_record(dev));
     AIM_CHECK_LAUNCH();
   });
-  ks.sort(stream);
+  ks.sort(StoredKeys{ks.keys}, stream);
   if (ks.max_uniq == 0) return;
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.y.dtype(), T, {
     AIM_LAUNCH(grid_for(ks.max_uniq, kThreads), kThreads, 0, stream, scatter_add_sorted_kernel<T>)

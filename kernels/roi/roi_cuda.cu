@@ -12,14 +12,14 @@
 // row-major order (strict >, first maximum, NaN never taken), argmax written.
 // roi_pool_bwd cuda.atomic: dx zeroed, one thread per dy element adds dy at argmax (atomicAdd).
 // roi_pool_bwd cuda.sorted (deterministic; --deterministic selects it): index_add's cuda.sorted
-// (kernels/index/index_cuda.cu; its key sort repeated here, the kernels are file-local): each dy
-// element's key is the dx element it feeds (-1: empty bin or bad batch index); a counting sort of
-// the dy positions by key (integer atomics, one-block scan, buckets ordered by position: quadratic
-// in one bucket's size, i.e. in how many bins share one argmax); then one thread per fed dx
-// element sums its dy values in position order, which is cpu.ref's (k, c, bin) order, in double
-// as cpu.ref does: the bits of cpu.ref, on every run. dx is zeroed first. Scratch: int32
-// 3 x dy.numel() + 2 x dx.numel() + min of the two; both below 2^31 - 2. Not the default (five
-// more passes over dy; not timed on a GPU).
+// (kernels/index/index_cuda.cu): each dy element's key is the dx element it feeds (-1: empty bin
+// or bad batch index); the key buckets of kernels/key_buckets.cuh sort the dy positions by key
+// (integer atomics, one-block scan, buckets ordered by position: quadratic in one bucket's size,
+// i.e. in how many bins share one argmax); then one thread per fed dx element sums its dy values
+// in position order, which is cpu.ref's (k, c, bin) order, in double as cpu.ref does: the bits of
+// cpu.ref, on every run. dx is zeroed first. Scratch: int32 3 x dy.numel() + 2 x dx.numel() + min
+// of the two; both below 2^31 - 2. Not the default (five more passes over dy; not timed on a
+// GPU).
 // roi_align_bwd cuda.gather (deterministic; --deterministic selects it): one thread per dx
 // element (n, c, h, w) gathers instead of scattering: for every RoI of image n in order, the
 // sample rows and columns that can reach (h, w) (a cheap conservative test on the clamped sample
@@ -35,6 +35,7 @@
 // (cuda_common.h first, as every *_cuda.cu)
 #include <cfloat>
 
+#include "kernels/key_buckets.cuh"
 #include "kernels/roi/roi.h"
 
 #if !defined(__CUDACC__)
@@ -201,7 +202,7 @@ __global__ void roi_align_bwd_gather_kernel(const T* dy, const T* rois, T* dx, D
   }
 }
 
-// ---- roi_pool_bwd cuda.sorted: the key sort of kernels/index/index_cuda.cu ------------------
+// ---- roi_pool_bwd cuda.sorted: key buckets (kernels/key_buckets.cuh) -------------------------
 
 // keys[o] = the dx offset dy[o] feeds, or -1.
 template <class T>
@@ -213,72 +214,6 @@ __global__ void roi_pool_keys_kernel(const int32_t* argmax, const T* rois, int* 
     const T bi = rois[k * 5];
     keys[o] =
         i < 0 || i >= HW || !roi_batch_ok(bi, d.N) ? -1 : int((int64_t(bi) * d.C + c) * HW + i);
-  }
-}
-
-__global__ void count_keys_kernel(const int* keys, int64_t n, int* count) {
-  for (int64_t i = grid_start(); i < n; i += grid_step())
-    if (keys[i] >= 0) atomicAdd(count + keys[i], 1);
-}
-
-constexpr int kScanThreads = 1024;
-
-// One block. offsets[v] = sum of count[u < v], offsets[V] = total; uniq = the v with count > 0
-// in increasing order, meta[0] = their number. count is reset to 0 (reused as bucket cursor).
-__global__ void scan_keys_kernel(int* count, int* offsets, int* uniq, int* meta, int64_t V) {
-  __shared__ int tot_c[kScanThreads];
-  __shared__ int tot_u[kScanThreads];
-  const int64_t per = ceil_div(V, kScanThreads);
-  const int64_t v0 = int64_t(threadIdx.x) * per;
-  const int64_t v1 = v0 + per < V ? v0 + per : V;
-  int sc = 0, su = 0;
-  for (int64_t v = v0; v < v1; ++v) {
-    sc += count[v];
-    su += count[v] > 0;
-  }
-  tot_c[threadIdx.x] = sc;
-  tot_u[threadIdx.x] = su;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int ac = 0, au = 0;
-    for (int t = 0; t < kScanThreads; ++t) {
-      const int c = tot_c[t], u = tot_u[t];
-      tot_c[t] = ac;
-      tot_u[t] = au;
-      ac += c;
-      au += u;
-    }
-    offsets[V] = ac;
-    meta[0] = au;
-  }
-  __syncthreads();
-  int oc = tot_c[threadIdx.x], ou = tot_u[threadIdx.x];
-  for (int64_t v = v0; v < v1; ++v) {
-    const int k = count[v];
-    offsets[v] = oc;
-    if (k > 0) uniq[ou++] = int(v);
-    oc += k;
-    count[v] = 0;
-  }
-}
-
-__global__ void place_keys_kernel(const int* keys, int64_t n, const int* offsets, int* cursor,
-                                  int* bucket) {
-  for (int64_t i = grid_start(); i < n; i += grid_step()) {
-    const int v = keys[i];
-    if (v >= 0) bucket[offsets[v] + atomicAdd(cursor + v, 1)] = int(i);
-  }
-}
-
-__global__ void rank_keys_kernel(const int* keys, int64_t n, const int* offsets, const int* bucket,
-                                 int* sorted) {
-  for (int64_t i = grid_start(); i < n; i += grid_step()) {
-    const int v = keys[i];
-    if (v < 0) continue;
-    const int b = offsets[v], e = offsets[v + 1];
-    int r = 0;
-    for (int j = b; j < e; ++j) r += bucket[j] < int(i);
-    sorted[b + r] = int(i);
   }
 }
 
@@ -391,44 +326,24 @@ void roi_pool_bwd_cuda_sorted(const RoiPoolBwdArgs& a) {
   memset_zero(a.dx.raw_data(), size_t(a.dx.nbytes()), dev);
   const int64_t n = a.dy.numel(), V = a.dx.numel();
   if (n == 0 || V == 0) return;
-  const int64_t max_uniq = n < V ? n : V;
-  // keys [n], count/cursor [V], offsets [V+1], bucket [n], sorted [n], uniq [max_uniq], meta [1]
-  Tensor scratch = Tensor::empty({3 * n + 2 * V + max_uniq + 2}, DType::i32, dev);
-  int* keys = scratch.data<int32_t>();
-  int* count = keys + n;
-  int* offsets = count + V;
-  int* bucket = offsets + V + 1;
-  int* sorted = bucket + n;
-  int* uniq = sorted + n;
-  int* meta = uniq + max_uniq;
-  memset_zero(count, size_t(V) * 4, dev);
+  const KeyBuckets kb(n, V, dev, /*stored_keys=*/true);
   dispatch_roi(a.dy.dtype(), [&](auto tag) {
     using T = decltype(tag);
     AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, roi_pool_keys_kernel<T>)
-    (a.argmax.data<int32_t>(), a.rois.data<T>(), keys, d);
+    (a.argmax.data<int32_t>(), a.rois.data<T>(), kb.keys, d);
     AIM_CHECK_LAUNCH();
   });
-  AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, count_keys_kernel)(keys, n, count);
-  AIM_CHECK_LAUNCH();
-  AIM_LAUNCH(1, kScanThreads, 0, stream, scan_keys_kernel)(count, offsets, uniq, meta, V);
-  AIM_CHECK_LAUNCH();
-  AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, place_keys_kernel)
-  (keys, n, offsets, count, bucket);
-  AIM_CHECK_LAUNCH();
-  AIM_LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, rank_keys_kernel)
-  (keys, n, offsets, bucket, sorted);
-  AIM_CHECK_LAUNCH();
+  kb.sort(StoredKeys{kb.keys}, stream);
   dispatch_roi(a.dy.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    AIM_LAUNCH(grid_for(max_uniq, kThreads), kThreads, 0, stream, roi_pool_bwd_sorted_kernel<T>)
-    (a.dy.data<T>(), a.dx.data<T>(), offsets, sorted, uniq, meta);
+    AIM_LAUNCH(grid_for(kb.max_uniq, kThreads), kThreads, 0, stream, roi_pool_bwd_sorted_kernel<T>)
+    (a.dy.data<T>(), a.dx.data<T>(), kb.offsets, kb.sorted, kb.uniq, kb.meta);
     AIM_CHECK_LAUNCH();
   });
 }
 
 std::string roi_pool_sorted_supports(const RoiPoolBwdArgs& a) {
-  const int64_t lim = int64_t(0x7fffffff) - 2;
-  if (a.dy.numel() < lim && a.dx.numel() < lim) return "";
+  if (a.dy.numel() < kKeyBucketsLimit && a.dx.numel() < kKeyBucketsLimit) return "";
   return str("needs dy and dx below 2^31 - 2 elements (int32 scratch), got ", a.dy.numel(), " and ",
              a.dx.numel());
 }
