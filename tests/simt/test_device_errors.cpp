@@ -83,7 +83,10 @@ TEST(Simt_DeviceErrors, EmbeddingBackwardBothVariants) {
     EXPECT_NO_THROW(embedding_bwd(a));
     EXPECT_EQ(a.dweight.to_vector<float>(), (std::vector<float>{0, 0, 2, 2, 0, 0, 0, 0}))
         << "the good rows still get their gradient, the bad one none";
-    expect_flagged("[embedding_bwd] index -3 at position 1 is out of range for V = 4");
+    // Once: only the first stage of the key buckets records (kernels/key_buckets.cuh).
+    expect_flagged(
+        "[embedding_bwd] index -3 at position 1 is out of range for V = 4 (flagged on cpu; 1 "
+        "flag");
   }
 }
 
