@@ -177,6 +177,11 @@ std::vector<SpeechItem> read_librispeech(const std::string& root) {
         it.text[k] = kSpeechAlphabet[c];
       }
       AIM_CHECK(!it.label.empty(), file, ":", ln, ": utterance '", id, "' has an empty transcript");
+      // An id names a file beside its transcript: a path in it would read any file ending in
+      // .wav, anywhere.
+      AIM_CHECK(id.find('/') == std::string::npos && id.find('\\') == std::string::npos, file,
+                ":", ln, ": utterance id '", id,
+                "' contains a path separator: ids name <id>.wav beside this transcript");
       it.wav = (dir / (id + ".wav")).string();
       // The error_code form: an id the system refuses to look up (over 255 bytes) is this line's
       // error too, not a std::filesystem_error escaping the reader.

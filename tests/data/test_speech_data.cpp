@@ -161,6 +161,14 @@ TEST(SpeechData, LibriSpeechLayoutAndErrors) {
   }
   AIM_EXPECT_ERROR(read_librispeech(root), "19-198.trans.txt:3: utterance '19-198-0002'");
   AIM_EXPECT_ERROR(read_librispeech(root), "does not exist");
+  // An id that is a path would read a .wav outside the chapter's directory.
+  write_wav(root + "/19/elsewhere.wav", std::vector<float>(800, 0.1f), 16000);
+  {
+    std::ofstream f(ch + "/19-198.trans.txt");
+    f << "19-198-0000 HELLO\n../elsewhere OUTSIDE\n";
+  }
+  AIM_EXPECT_ERROR(read_librispeech(root),
+                   "19-198.trans.txt:2: utterance id '../elsewhere' contains a path separator");
   {
     std::ofstream f(ch + "/19-198.trans.txt");
     f << "NOTEXT\n";
