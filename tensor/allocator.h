@@ -1,9 +1,12 @@
-// Caching allocators. Freed blocks go back to a per-size-class cache and are reused; memory is
-// returned to the system only by empty_cache(). On this machine first touch of fresh memory
-// costs ~12 us per 4 KiB page (MACHINE.md), so the hot path must never hit the OS.
+// Caching allocators. Freed blocks go back to a cache and are reused (the CPU's: a per-size-class
+// cache up to 1 MiB, above, blocks split from and merged back into 1 GiB segments, chosen to touch
+// the fewest new pages; the GPUs': per size class); memory is returned to the system only by
+// empty_cache(). On this machine first touch of fresh memory costs ~12 us per 4 KiB page
+// (MACHINE.md), so the hot path must never hit the OS.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "tensor/device.h"
@@ -34,6 +37,9 @@ class Allocator {
 size_t allocator_round_size(size_t nbytes);
 
 Allocator& cpu_allocator();
+// A separate instance of cpu_allocator()'s kind, for tests of its policy (it frees its cached
+// blocks when destroyed; live ones must be freed first).
+std::unique_ptr<Allocator> new_cpu_caching_allocator();
 Allocator& cuda_allocator(int device);  // throws when built without CUDA
 // Page-locked host memory (cudaHostAlloc) for host tensors copied to a GPU (Tensor::pin_memory):
 // copies from it are asynchronous, so a freed block may still be read by a queued copy; it is
