@@ -53,6 +53,9 @@ std::vector<TestShape> pool2d_window_test_shapes() {
       {2, 3, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1},      // ResNet stem pool on a small plane
       {1, 5, 13, 13, 2, 2, 2, 2, 0, 0, 0, 0, 0, 1},    // 2x2/2, odd plane: last row dropped
       {2, 3, 31, 33, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},    // 3x3/1 SAME (GoogLeNet inception branch)
+      {1, 2, 9, 10, 3, 3, 1, 1, 0, 0, 0, 0, 0, 1},     // 3x3/1 unpadded
+      {2, 2, 5, 6, 3, 3, 1, 1, 0, 1, 1, 0, 1, 1},      // 3x3/1 one-sided padding, ceil
+      {1, 3, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1},      // 3x3/1 SAME on a 2x2 plane: 2-row windows
       {2, 3, 14, 32, 3, 3, 2, 2, 0, 1, 0, 1, 0, 0},    // TF SAME 3x3/2: pad 0 before, 1 after
       {2, 4, 14, 16, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1},    // Caffe ceil_mode: last windows hang over
       {1, 3, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},      // ceil_mode dropping a padding-only window

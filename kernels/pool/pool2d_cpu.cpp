@@ -414,6 +414,183 @@ void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
   }
 }
 
+// 3x3 windows at stride 1 (GoogLeNet's inception pooling branches, SAME padding), one plane at a
+// time and separably: each input row's 3-wide maxima (value and column) first, then each output
+// the maximum of three of those rows. 6 comparisons per output instead of 9, and every loop runs
+// the whole plane's rows contiguously instead of one short output row per window row. Exactly
+// cpu.ref's result: the row-major window scan's winner is the first row holding the window's
+// maximum and the first column of it in that row (a NaN replaces the current winner in both
+// orders, so the last NaN wins in both), and a window of -inf keeps its first element.
+// hm/hc: H x Q scratch (row maxima and their columns).
+template <class T>
+void max_plane_3x3s1(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int64_t P, int64_t Q,
+                     const Interior& in, AccOf<T>* hm, int32_t* hc, T* y, int32_t* ind) {
+  using A = AccOf<T>;
+  const int64_t pl = pp.pad_left;
+  for (int64_t h = 0; h < H; ++h) {
+    const T* xr = x + h * W;
+    A* m = hm + h * Q;
+    int32_t* c = hc + h * Q;
+    for (const auto& [q0, q1] : {std::pair{int64_t(0), in.lo}, std::pair{in.hi, Q}})
+      for (int64_t q = q0; q < q1; ++q) {  // clipped windows, scalar
+        const Span ws = window(q, 3, 1, pl, pp.pad_right, W);
+        A best = -std::numeric_limits<A>::infinity();
+        int32_t at = int32_t(ws.start);
+        for (int64_t w = ws.start; w < ws.end; ++w) {
+          const A v = A(xr[w]);
+          if (v > best || v != v) best = v, at = int32_t(w);
+        }
+        m[q] = best;
+        c[q] = at;
+      }
+    for (int64_t q = in.lo; q < in.hi; ++q) {  // whole windows: vectorises over q
+      const int64_t w0 = q - pl;
+      const A v0 = A(xr[w0]), v1 = A(xr[w0 + 1]), v2 = A(xr[w0 + 2]);
+      // The first column taken as is: v0 > -inf or NaN, else -inf with its own column.
+      const bool t1 = v1 > v0 || v1 != v1;
+      const A b1 = t1 ? v1 : v0;
+      const bool t2 = v2 > b1 || v2 != v2;
+      m[q] = t2 ? v2 : b1;
+      c[q] = int32_t(w0) + (t2 ? 2 : t1 ? 1 : 0);
+    }
+  }
+  for (int64_t p = 0; p < P; ++p) {
+    const Span hs = window(p, 3, 1, pp.pad_top, pp.pad_bottom, H);
+    const A* m0 = hm + hs.start * Q;
+    const int32_t* c0 = hc + hs.start * Q;
+    T* yr = y + p * Q;
+    int32_t* ir = ind ? ind + p * Q : nullptr;
+    const int32_t base = int32_t(hs.start * W);
+    const int64_t rows = hs.end - hs.start;
+    if (rows == 3) {
+      const A* m1 = m0 + Q;
+      const A* m2 = m1 + Q;
+      for (int64_t q = 0; q < Q; ++q) {
+        const bool t1 = m1[q] > m0[q] || m1[q] != m1[q];
+        const A b1 = t1 ? m1[q] : m0[q];
+        const bool t2 = m2[q] > b1 || m2[q] != m2[q];
+        yr[q] = T(t2 ? m2[q] : b1);
+      }
+      if (ir)
+        for (int64_t q = 0; q < Q; ++q) {
+          const bool t1 = m0[Q + q] > m0[q] || m0[Q + q] != m0[Q + q];
+          const A b1 = t1 ? m0[Q + q] : m0[q];
+          const bool t2 = m0[2 * Q + q] > b1 || m0[2 * Q + q] != m0[2 * Q + q];
+          ir[q] = t2   ? base + int32_t(2 * W) + c0[2 * Q + q]
+                  : t1 ? base + int32_t(W) + c0[Q + q]
+                       : base + c0[q];
+        }
+      continue;
+    }
+    for (int64_t q = 0; q < Q; ++q) {  // edge rows: 1 or 2 rows in the window
+      A best = m0[q];
+      int32_t at = base + c0[q];
+      for (int64_t r = 1; r < rows; ++r) {
+        const A v = m0[r * Q + q];
+        if (v > best || v != v) best = v, at = base + int32_t(r * W) + c0[r * Q + q];
+      }
+      yr[q] = T(best);
+      if (ir) ir[q] = at;
+    }
+  }
+}
+
+// The SAME case (padding 1 on every side, H, W >= 3) over `planes` consecutive planes: their
+// rows are contiguous, so each pass is one loop over all of them (a 7x7 or 14x14 map's rows are
+// far too short for vector loops of their own): the row maxima over every element (then the
+// two edge columns of every row, whose flat neighbours belong to the next or previous row), then
+// the column maxima over every element (then each plane's first and last rows, whose windows
+// have two rows: the flat loop read the neighbouring plane's). Indices are flat over the planes
+// until a last pass makes them relative to each plane.
+template <class T>
+void max_planes_3x3s1_same(const T* x, int64_t planes, int64_t H, int64_t W, AccOf<T>* hm,
+                           int32_t* hc, T* y, int32_t* ind) {
+  using A = AccOf<T>;
+  const int64_t HW = H * W, n = planes * HW;
+  for (int64_t i = 1; i < n - 1; ++i) {
+    const A v0 = A(x[i - 1]), v1 = A(x[i]), v2 = A(x[i + 1]);
+    const bool t1 = v1 > v0 || v1 != v1;
+    const A b1 = t1 ? v1 : v0;
+    const bool t2 = v2 > b1 || v2 != v2;
+    hm[i] = t2 ? v2 : b1;
+    hc[i] = int32_t(i) + (t2 ? 1 : t1 ? 0 : -1);
+  }
+  for (int64_t r = 0; r < n; r += W) {  // columns 0 and W-1: two-column windows
+    for (const int64_t i : {r, r + W - 1}) {
+      const int64_t w0 = i == r ? r : i - 1;
+      const A v0 = A(x[w0]), v1 = A(x[w0 + 1]);
+      const bool t1 = v1 > v0 || v1 != v1;
+      hm[i] = t1 ? v1 : v0;
+      hc[i] = int32_t(w0) + (t1 ? 1 : 0);
+    }
+  }
+  if (ind)
+    for (int64_t i = W; i < n - W; ++i) {
+      const bool t1 = hm[i] > hm[i - W] || hm[i] != hm[i];
+      const A b1 = t1 ? hm[i] : hm[i - W];
+      const bool t2 = hm[i + W] > b1 || hm[i + W] != hm[i + W];
+      y[i] = T(t2 ? hm[i + W] : b1);
+      ind[i] = t2 ? hc[i + W] : t1 ? hc[i] : hc[i - W];
+    }
+  else
+    for (int64_t i = W; i < n - W; ++i) {
+      const bool t1 = hm[i] > hm[i - W] || hm[i] != hm[i];
+      const A b1 = t1 ? hm[i] : hm[i - W];
+      const bool t2 = hm[i + W] > b1 || hm[i + W] != hm[i + W];
+      y[i] = T(t2 ? hm[i + W] : b1);
+    }
+  for (int64_t base = 0; base < n; base += HW) {
+    // First row: rows 0 and 1 of the plane; last row: rows H-2 and H-1.
+    for (const int64_t j0 : {base, base + HW - 2 * W}) {
+      const int64_t out = j0 == base ? base : base + HW - W;
+      for (int64_t q = 0; q < W; ++q) {
+        const int64_t j = j0 + q;
+        const bool t1 = hm[j + W] > hm[j] || hm[j + W] != hm[j + W];
+        y[out + q] = T(t1 ? hm[j + W] : hm[j]);
+        if (ind) ind[out + q] = t1 ? hc[j + W] : hc[j];
+      }
+    }
+    if (ind && base > 0)
+      for (int64_t i = base; i < base + HW; ++i) ind[i] -= int32_t(base);
+  }
+}
+
+template <class T>
+void maxpool_fwd_omp_3x3s1(const MaxPool2dFwdArgs& a) {
+  using A = AccOf<T>;
+  const Pool2dParams& pp = a.p;
+  const int64_t NC = a.x.size(0) * a.x.size(1), H = a.x.size(2), W = a.x.size(3);
+  const int64_t P = a.y.size(2), Q = a.y.size(3);
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  int32_t* ind = a.indices.defined() ? a.indices.data<int32_t>() : nullptr;
+  const Interior in = interior(Q, 3, 1, pp.pad_left, W);
+  const bool same = pp.pad_top == 1 && pp.pad_bottom == 1 && pp.pad_left == 1 &&
+                    pp.pad_right == 1 && P == H && Q == W && H >= 3 && W >= 3;
+  const int64_t work = NC * P * Q * 9;
+#pragma omp parallel if (work > kOmpMinWork)
+  {
+    std::vector<A> hm(static_cast<size_t>(H * Q));
+    std::vector<int32_t> hc(static_cast<size_t>(H * Q));
+    if (same) {  // groups of planes of about 4096 elements (the scratch stays in L1/L2)
+      const int64_t g = std::max<int64_t>(1, 4096 / (H * W)), groups = (NC + g - 1) / g;
+      if (int64_t(hm.size()) < g * H * W)
+        hm.resize(size_t(g * H * W)), hc.resize(size_t(g * H * W));
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < groups; ++k) {
+        const int64_t nc = k * g, o = nc * H * W;
+        max_planes_3x3s1_same<T>(x + o, std::min(g, NC - nc), H, W, hm.data(), hc.data(), y + o,
+                                 ind ? ind + o : nullptr);
+      }
+    } else {
+#pragma omp for schedule(static)
+      for (int64_t nc = 0; nc < NC; ++nc)
+        max_plane_3x3s1<T>(x + nc * H * W, H, W, pp, P, Q, in, hm.data(), hc.data(), y + nc * P * Q,
+                           ind ? ind + nc * P * Q : nullptr);
+    }
+  }
+}
+
 // 3x3/2 as a compile-time instance: 1.3x faster than the runtime loop (8x64x112x112 f32, one
 // thread: 5.5 vs 7.0 ms); a 2x2/2 instance was slower than the runtime loop (3.1 vs 2.3 ms).
 // 3x3/1 (GoogLeNet's inception pooling branches): with the stride known the interior run is
@@ -422,6 +599,8 @@ template <class T>
 void maxpool_fwd_omp(const MaxPool2dFwdArgs& a) {
   if (a.p.kernel_w == 3 && a.p.stride_w == 2)
     maxpool_fwd_omp_impl<T, 3, 2>(a);
+  else if (a.p.kernel_w == 3 && a.p.stride_w == 1 && a.p.kernel_h == 3 && a.p.stride_h == 1)
+    maxpool_fwd_omp_3x3s1<T>(a);
   else if (a.p.kernel_w == 3 && a.p.stride_w == 1)
     maxpool_fwd_omp_impl<T, 3, 1>(a);
   else
