@@ -387,33 +387,6 @@ void max_row(const T* x, int64_t W, int64_t h0, int64_t h1, const Pool2dParams& 
     for (int64_t q = 0; q < Q; ++q) ind[q] = at[q];
 }
 
-template <class T, int KW, int SW>
-void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
-  using A = AccOf<T>;
-  const Pool2dParams& pp = a.p;
-  const int64_t NC = a.x.size(0) * a.x.size(1), H = a.x.size(2), W = a.x.size(3);
-  const int64_t P = a.y.size(2), Q = a.y.size(3);
-  const T* x = a.x.data<T>();
-  T* y = a.y.data<T>();
-  int32_t* ind = a.indices.defined() ? a.indices.data<int32_t>() : nullptr;
-  const Interior in = interior(Q, pp.kernel_w, pp.stride_w, pp.pad_left, W);
-  const int64_t work = NC * P * Q * pp.kernel_h * pp.kernel_w;
-#pragma omp parallel if (work > kOmpMinWork)
-  {
-    std::vector<A> m(static_cast<size_t>(Q));
-    std::vector<int32_t> at(static_cast<size_t>(Q));
-#pragma omp for schedule(static)
-    for (int64_t nc = 0; nc < NC; ++nc) {
-      for (int64_t p = 0; p < P; ++p) {
-        const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
-        const int64_t o = (nc * P + p) * Q;
-        max_row<T, KW, SW>(x + nc * H * W, W, hs.start, hs.end, pp, Q, in, m.data(), at.data(),
-                           y + o, ind ? ind + o : nullptr);
-      }
-    }
-  }
-}
-
 // 3x3 windows at stride 1 (GoogLeNet's inception pooling branches, SAME padding), one plane at a
 // time and separably: each input row's 3-wide maxima (value and column) first, then each output
 // the maximum of three of those rows. 6 comparisons per output instead of 9, and every loop runs
@@ -555,8 +528,8 @@ void max_planes_3x3s1_same(const T* x, int64_t planes, int64_t H, int64_t W, Acc
   }
 }
 
-template <class T>
-void maxpool_fwd_omp_3x3s1(const MaxPool2dFwdArgs& a) {
+template <class T, int KW, int SW>
+void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
   using A = AccOf<T>;
   const Pool2dParams& pp = a.p;
   const int64_t NC = a.x.size(0) * a.x.size(1), H = a.x.size(2), W = a.x.size(3);
@@ -564,29 +537,43 @@ void maxpool_fwd_omp_3x3s1(const MaxPool2dFwdArgs& a) {
   const T* x = a.x.data<T>();
   T* y = a.y.data<T>();
   int32_t* ind = a.indices.defined() ? a.indices.data<int32_t>() : nullptr;
-  const Interior in = interior(Q, 3, 1, pp.pad_left, W);
-  const bool same = pp.pad_top == 1 && pp.pad_bottom == 1 && pp.pad_left == 1 &&
+  const Interior in = interior(Q, pp.kernel_w, pp.stride_w, pp.pad_left, W);
+  const int64_t work = NC * P * Q * pp.kernel_h * pp.kernel_w;
+  // 3x3/1 separably (max_plane_3x3s1), SAME padding a group of planes at a time.
+  const bool separable = KW == 3 && SW == 1 && pp.kernel_h == 3 && pp.stride_h == 1;
+  const bool same = separable && pp.pad_top == 1 && pp.pad_bottom == 1 && pp.pad_left == 1 &&
                     pp.pad_right == 1 && P == H && Q == W && H >= 3 && W >= 3;
-  const int64_t work = NC * P * Q * 9;
+  // Groups of planes of about 4096 elements (the scratch stays in L1/L2).
+  const int64_t group = same ? std::max<int64_t>(1, 4096 / (H * W)) : 1;
 #pragma omp parallel if (work > kOmpMinWork)
   {
-    std::vector<A> hm(static_cast<size_t>(H * Q));
-    std::vector<int32_t> hc(static_cast<size_t>(H * Q));
-    if (same) {  // groups of planes of about 4096 elements (the scratch stays in L1/L2)
-      const int64_t g = std::max<int64_t>(1, 4096 / (H * W)), groups = (NC + g - 1) / g;
-      if (int64_t(hm.size()) < g * H * W)
-        hm.resize(size_t(g * H * W)), hc.resize(size_t(g * H * W));
+    // Scratch: one output row's running maxima and their indices, or (separable) the row maxima
+    // of a plane or a group of planes and their columns.
+    const size_t n = size_t(separable ? std::max(H * Q, group * H * W) : Q);
+    std::vector<A> m(n);
+    std::vector<int32_t> at(n);
+    if (same) {
 #pragma omp for schedule(static)
-      for (int64_t k = 0; k < groups; ++k) {
-        const int64_t nc = k * g, o = nc * H * W;
-        max_planes_3x3s1_same<T>(x + o, std::min(g, NC - nc), H, W, hm.data(), hc.data(), y + o,
+      for (int64_t k = 0; k < (NC + group - 1) / group; ++k) {
+        const int64_t nc = k * group, o = nc * H * W;
+        max_planes_3x3s1_same<T>(x + o, std::min(group, NC - nc), H, W, m.data(), at.data(), y + o,
                                  ind ? ind + o : nullptr);
       }
-    } else {
+    } else if (separable) {
 #pragma omp for schedule(static)
       for (int64_t nc = 0; nc < NC; ++nc)
-        max_plane_3x3s1<T>(x + nc * H * W, H, W, pp, P, Q, in, hm.data(), hc.data(), y + nc * P * Q,
+        max_plane_3x3s1<T>(x + nc * H * W, H, W, pp, P, Q, in, m.data(), at.data(), y + nc * P * Q,
                            ind ? ind + nc * P * Q : nullptr);
+    } else {
+#pragma omp for schedule(static)
+      for (int64_t nc = 0; nc < NC; ++nc) {
+        for (int64_t p = 0; p < P; ++p) {
+          const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+          const int64_t o = (nc * P + p) * Q;
+          max_row<T, KW, SW>(x + nc * H * W, W, hs.start, hs.end, pp, Q, in, m.data(), at.data(),
+                             y + o, ind ? ind + o : nullptr);
+        }
+      }
     }
   }
 }
@@ -599,9 +586,7 @@ template <class T>
 void maxpool_fwd_omp(const MaxPool2dFwdArgs& a) {
   if (a.p.kernel_w == 3 && a.p.stride_w == 2)
     maxpool_fwd_omp_impl<T, 3, 2>(a);
-  else if (a.p.kernel_w == 3 && a.p.stride_w == 1 && a.p.kernel_h == 3 && a.p.stride_h == 1)
-    maxpool_fwd_omp_3x3s1<T>(a);
-  else if (a.p.kernel_w == 3 && a.p.stride_w == 1)
+  else if (a.p.kernel_w == 3 && a.p.stride_w == 1)  // and 3x3/1 separably
     maxpool_fwd_omp_impl<T, 3, 1>(a);
   else
     maxpool_fwd_omp_impl<T, 0, 0>(a);
