@@ -16,7 +16,8 @@ namespace aim {
 struct AllocatorStats {
   int64_t current_bytes = 0;   // bytes in live blocks (rounded sizes)
   int64_t peak_bytes = 0;      // high-water mark of current_bytes since reset_peak()
-  int64_t reserved_bytes = 0;  // live + cached bytes obtained from the system
+  int64_t reserved_bytes = 0;  // live + cached bytes obtained from the system (the CPU's: whole
+                               // segments, address space of which only touched pages are resident)
   int64_t alloc_count = 0;     // allocate() calls
   int64_t cache_hits = 0;      // served from the cache
   int64_t system_allocs = 0;   // served by malloc / cudaMalloc

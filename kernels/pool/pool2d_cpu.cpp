@@ -580,8 +580,8 @@ void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
 
 // 3x3/2 as a compile-time instance: 1.3x faster than the runtime loop (8x64x112x112 f32, one
 // thread: 5.5 vs 7.0 ms); a 2x2/2 instance was slower than the runtime loop (3.1 vs 2.3 ms).
-// 3x3/1 (GoogLeNet's inception pooling branches): with the stride known the interior run is
-// contiguous loads, not the runtime stride's gathers.
+// 3x3/1 (GoogLeNet's inception pooling branches): square windows separably (max_plane_3x3s1),
+// 3-wide ones of another height with contiguous interior loads, not the runtime stride's gathers.
 template <class T>
 void maxpool_fwd_omp(const MaxPool2dFwdArgs& a) {
   if (a.p.kernel_w == 3 && a.p.stride_w == 2)
