@@ -191,6 +191,25 @@ TEST_F(GemmAvx512, CrossesBlockBoundaries) {
   run_case({4100, 1, 130, false, false, 1.0f, 0.0f, 0, false});
 }
 
+// A thread's rows in one MC block (M <= 448 per thread): B packed 8 panels (256 columns) at a
+// time, row by row, right before its micro-tiles. Groups of panels and a partial last group with a
+// partial last panel (N = 549), K past one KC block, rows ending in an 8-row or shorter edge panel
+// (36 = 2 x 14 + 8, 64 = 4 x 14 + 8, 61, 19), every transpose, one and two threads (pn = 2: the
+// columns split between the threads, each its own groups).
+TEST_F(GemmAvx512, OneRowBlockPacksPanelGroups) {
+  const int saved = omp_get_max_threads();
+  for (int nt : {1, 2}) {
+    omp_set_num_threads(nt);
+    SCOPED_TRACE("threads=" + std::to_string(nt));
+    for (int64_t m : {36, 64, 61, 19, 448})
+      for (int t = 0; t < 4; ++t) {
+        run_case({m, 549, 600, (t & 1) != 0, (t & 2) != 0, 1.0f, 0.0f, 0, true});
+        run_case({m, 300, 1100, (t & 1) != 0, (t & 2) != 0, 0.5f, 1.0f, 3, false});
+      }
+  }
+  omp_set_num_threads(saved);
+}
+
 // The skinny-M paths (4 < M <= 32): op(B) = B through the row-copied L2 blocks (N past one
 // 2048-column block, K past one 128-row block, partial 48-column panels, row groups of 8 and
 // their remainders), op(B) = B^T through the dot tiles (K >= 1024; K > 8192 is cut in blocks;
