@@ -195,7 +195,10 @@ bool BatchNorm2d::uses_batch_stats() const {
   return running_mean_ == nullptr || (is_training() && !frozen_);
 }
 
-Variable BatchNorm2d::forward(const Variable& x) {
+Variable BatchNorm2d::forward(const Variable& x) { return forward_impl(x, false); }
+Variable BatchNorm2d::forward_relu(const Variable& x) { return forward_impl(x, true); }
+
+Variable BatchNorm2d::forward_impl(const Variable& x, bool relu) {
   AIM_CHECK(x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
             num_features_, ", H, W], got ", to_string(x.sizes()));
   if (FoldTrace* t = FoldTrace::active()) t->batchnorm_input(this, x.data());
@@ -203,7 +206,7 @@ Variable BatchNorm2d::forward(const Variable& x) {
     AIM_CHECK(!uses_batch_stats(),
               "BatchNorm2d: folded into its convolution (aim-infer) and used "
               "with batch statistics; folding is for evaluation only");
-    return x;
+    return relu ? autograd::relu(x) : x;
   }
   const bool batch_stats = uses_batch_stats();
   std::optional<RunningUpdate> u;
@@ -214,21 +217,23 @@ Variable BatchNorm2d::forward(const Variable& x) {
   const double factor = u ? u->factor : 0.0;
   const autograd::BatchStatsSync* sync = batch_stats ? sync_batch_stats() : nullptr;
   if (!sync) {
-    Variable y = autograd::batch_norm(x, weight, bias, rm, rv, batch_stats, factor, eps_);
+    Variable y = autograd::batch_norm(x, weight, bias, rm, rv, batch_stats, factor, eps_, relu);
     if (u) u->finish();
     return y;
   }
   // SyncBatchNorm: the statistics of all ranks, then the affine transform per channel.
   Variable y = autograd::sync_batch_norm(x, 1, rm, rv, factor, eps_, *sync);
   if (u) u->finish();
-  if (!weight.defined()) return y;
-  // f32 parameters with 16-bit activations (mixed precision): the affine step in f32, as the
-  // fused kernels do.
-  const DType t = x.dtype();
-  if (t != weight.dtype()) y = autograd::cast(y, weight.dtype());
-  const Shape s{num_features_, 1, 1};
-  y = autograd::add(autograd::mul(y, autograd::reshape(weight, s)), autograd::reshape(bias, s));
-  return t != y.dtype() ? autograd::cast(y, t) : y;
+  if (weight.defined()) {
+    // f32 parameters with 16-bit activations (mixed precision): the affine step in f32, as the
+    // fused kernels do.
+    const DType t = x.dtype();
+    if (t != weight.dtype()) y = autograd::cast(y, weight.dtype());
+    const Shape s{num_features_, 1, 1};
+    y = autograd::add(autograd::mul(y, autograd::reshape(weight, s)), autograd::reshape(bias, s));
+    if (t != y.dtype()) y = autograd::cast(y, t);
+  }
+  return relu ? autograd::relu(y) : y;
 }
 
 Shape BatchNorm2d::count_flops(const Shape& in, double& flops) const {

@@ -80,6 +80,9 @@ class BatchNorm2d : public Module {
                        std::optional<double> momentum = 0.1, bool affine = true,
                        bool track_running_stats = true);
   Variable forward(const Variable& x) override;
+  // relu(forward(x)); at inference (eval, no gradient) one fused kernel pass (a pre-activation
+  // network's BN -> ReLU, DenseNet's).
+  Variable forward_relu(const Variable& x);
   Shape count_flops(const Shape& in, double& flops) const override;
   std::string type_name() const override { return "BatchNorm2d"; }
   int64_t num_features() const { return num_features_; }
@@ -101,6 +104,7 @@ class BatchNorm2d : public Module {
 
  private:
   bool uses_batch_stats() const;
+  Variable forward_impl(const Variable& x, bool relu);
   bool folded_ = false;
   int64_t num_features_;
   double eps_;

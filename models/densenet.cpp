@@ -39,7 +39,9 @@ Shape NamedChain::count_flops(const Shape& in, double& flops) const {
 
 namespace {
 
-Variable bn_relu(BatchNorm2d& bn, const Variable& x) { return ag::relu(bn.forward(x)); }
+// One kernel pass at inference (BatchNorm2d::forward_relu): DenseNet's batch norms follow a
+// concatenation, not a convolution, so they cannot fold; their ReLU fuses instead.
+Variable bn_relu(BatchNorm2d& bn, const Variable& x) { return bn.forward_relu(x); }
 
 Shape bn_relu_flops(const BatchNorm2d& bn, const Shape& in, double& flops) {
   const Shape s = bn.count_flops(in, flops);

@@ -2,6 +2,7 @@
 #include "autograd/functions/batch_norm.h"
 
 #include "autograd/amp.h"
+#include "autograd/functions/elementwise.h"
 #include "autograd/node.h"
 #include "kernels/norm/batchnorm.h"
 
@@ -36,13 +37,17 @@ constexpr amp::Declaration kBatchNormAmp{
     "16-bit activations with f32 statistics and affine parameters"};
 Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
                     const Tensor& running_mean, const Tensor& running_var, bool training,
-                    double momentum, double eps) {
+                    double momentum, double eps, bool relu) {
   AIM_CHECK(x.defined() && x.dim() >= 2, "batch_norm: x must be [N, C, ...], got ",
             x.defined() ? to_string(x.sizes()) : std::string("undefined"));
   AIM_CHECK(weight.defined() == bias.defined(),
             "batch_norm: weight and bias must both be given or both be undefined");
   AIM_CHECK(training || (running_mean.defined() && running_var.defined()),
             "batch_norm: evaluation needs running_mean and running_var");
+  // The fused relu is for inference: a backward would need batch norm's own output.
+  if (relu && (training || needs_grad({&x, &weight, &bias})))
+    return autograd::relu(
+        batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
   const Tensor xc = x.data().contiguous();
   const int64_t C = xc.size(1);
   const DType s = kernels::batchnorm_stat_dtype(xc.dtype());
@@ -56,6 +61,7 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
   a.running_var = running_var;
   a.y = Tensor::empty(xc.sizes(), xc.dtype(), xc.device());
   const bool grad = needs_grad({&x, &weight, &bias});
+  a.relu = relu;
   if (training || grad) {
     a.save_mean = Tensor::empty({C}, s, xc.device());
     a.save_rstd = Tensor::empty({C}, s, xc.device());

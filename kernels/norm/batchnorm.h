@@ -6,7 +6,9 @@
 // when running_mean/running_var are given, they are updated in place with the unbiased variance:
 //   running = (1 - momentum) * running + momentum * batch_stat
 // Eval: the running statistics normalise; save_mean/save_rstd, when given, receive running_mean
-// and 1/sqrt(running_var + eps) so the same backward serves frozen BN.
+// and 1/sqrt(running_var + eps) so the same backward serves frozen BN. `relu` (eval only, for
+// inference: no backward reads y) writes max(y, 0) (NaN stays NaN, as relu): the BN -> ReLU pair
+// of a pre-activation network (DenseNet) in one pass over x instead of two.
 // gamma, beta, running_*, save_*: [C] in the statistics dtype (f32; f64 when x is f64): 16-bit
 // activations keep fp32 parameters and statistics, as cuDNN does.
 // Math and gradient: kernels/norm/README.md
@@ -28,6 +30,7 @@ struct BatchNormFwdArgs {
   bool training = true;
   double momentum = 0.1;  // weight of the batch statistic in the running update
   double eps = 1e-5;
+  bool relu = false;  // eval only: y = relu(batch_norm(x))
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
   // The running statistics are declared as outputs: training updates them in place, so a test
@@ -38,6 +41,7 @@ struct BatchNormFwdArgs {
     f.out_opt("running_mean", s.running_mean), f.out_opt("running_var", s.running_var);
     f.out("y", s.y), f.out_opt("save_mean", s.save_mean), f.out_opt("save_rstd", s.save_rstd);
     f.param("training", s.training), f.param("momentum", s.momentum), f.param("eps", s.eps);
+    f.param("relu", s.relu);
   }
 };
 
@@ -64,7 +68,7 @@ inline Cost batchnorm_fwd_cost(const BatchNormFwdArgs& a) {
                e = double(dtype_size(a.x.dtype())),
                s = double(dtype_size(batchnorm_stat_dtype(a.x.dtype())));
   // Training reads x twice in a two-pass kernel, but compulsory traffic counts it once.
-  const double flops = a.training ? 7 * n : 2 * n;
+  const double flops = (a.training ? 7 * n : 2 * n) + (a.relu ? n : 0);
   const double params = (a.gamma.defined() ? 2 * C : 0) + 2 * C;
   return Cost{flops, n * e + params * s, n * e + 2 * C * s * (a.training ? 2 : 0)};
 }

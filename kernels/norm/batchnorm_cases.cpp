@@ -13,7 +13,8 @@ namespace aim::kernels::batchnorm_cpu {
 
 // Shapes {N, C, H, W, mode}: x is [N, C] when H = 0, [N, C, H] when W = 0, else [N, C, H, W].
 // Forward modes: 0 training, affine, running statistics updated; 1 training, no affine, no
-// running statistics; 2 eval, affine, save_mean/save_rstd written; 3 eval, no affine, no save.
+// running statistics; 2 eval, affine, save_mean/save_rstd written; 3 eval, no affine, no save;
+// 4 eval, affine, relu fused (x in [-2, 3): about half of y below zero).
 // Backward modes: 0 training, affine, dx dgamma dbeta; 1 training, no affine, dx only; 2 frozen
 // (training = false), affine, dx dgamma dbeta; 3 training, affine, dgamma only; 4 frozen, no
 // affine, dx only.
@@ -75,7 +76,7 @@ std::vector<TestShape> test_shapes(int modes, Keep keep) {
 
 std::vector<TestShape> batchnorm_fwd_test_shapes() {
   // Training with running statistics needs N*S > 1 (unbiased variance).
-  return test_shapes(4, [](int64_t per_channel, int64_t m) { return per_channel > 1 || m != 0; });
+  return test_shapes(5, [](int64_t per_channel, int64_t m) { return per_channel > 1 || m != 0; });
 }
 
 std::vector<TestShape> batchnorm_bwd_test_shapes() {
@@ -86,7 +87,7 @@ TestCase make_batchnorm_fwd_case(const TestShape& s, DType t, uint64_t seed) {
   const Shape xs = case_x_shape(s);
   const int64_t C = s[1], mode = s[4];
   const DType st = batchnorm_stat_dtype(t);
-  const bool affine = mode == 0 || mode == 2;
+  const bool affine = mode == 0 || mode == 2 || mode == 4;
   BatchNormFwdArgs a;
   a.x = random_tensor(xs, t, seed, -2.0, 3.0);
   if (affine) {
@@ -98,11 +99,12 @@ TestCase make_batchnorm_fwd_case(const TestShape& s, DType t, uint64_t seed) {
     a.running_var = random_tensor({C}, st, seed + 4, 0.5, 2.0);
   }
   a.y = poison_tensor(xs, t);
-  if (mode != 3) {
+  if (mode < 3) {
     a.save_mean = poison_tensor({C}, st);
     a.save_rstd = poison_tensor({C}, st);
   }
   a.training = mode < 2;
+  a.relu = mode == 4;
   a.momentum = 0.1;
   a.eps = 1e-5;
   return to_case(a);

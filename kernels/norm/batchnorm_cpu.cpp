@@ -89,6 +89,9 @@ void check_batchnorm_fwd_args(const BatchNormFwdArgs& a) {
   if (a.save_rstd.defined()) check_channel(op, "save_rstd", a.save_rstd, a.x);
   AIM_CHECK(std::isfinite(a.eps) && a.eps >= 0, "[batchnorm_fwd] eps must be finite and >= 0, got ",
             a.eps);
+  AIM_CHECK(!(a.training && a.relu),
+            "[batchnorm_fwd] relu is fused for eval (inference) only: in training the backward "
+            "needs batch norm's own output; run relu after it");
   if (a.training) {
     AIM_CHECK(a.save_mean.defined() && a.save_rstd.defined(),
               "[batchnorm_fwd] training needs save_mean and save_rstd (written for backward)");
@@ -171,6 +174,7 @@ void fwd_ref(const BatchNormFwdArgs& a) {
         const int64_t i = (n * C + c) * S + s;
         double v = (double(x[i]) - m) * r;
         if (g) v = v * double(g[c]) + double(b[c]);
+        if (a.relu && v < 0.0) v = 0.0;  // NaN stays NaN
         y[i] = T(v);
       }
   }
@@ -316,7 +320,14 @@ void fwd_omp(const BatchNormFwdArgs& a) {
     const A sh = b ? b[c] : A(0);
     const T* xp = x + p * S;
     T* yp = y + p * S;
-    for (int64_t s = 0; s < S; ++s) yp[s] = T((A(xp[s]) - m) * k + sh);
+    if (a.relu) {
+      for (int64_t s = 0; s < S; ++s) {
+        const A v = (A(xp[s]) - m) * k + sh;
+        yp[s] = T(v < A(0) ? A(0) : v);  // NaN stays NaN
+      }
+    } else {
+      for (int64_t s = 0; s < S; ++s) yp[s] = T((A(xp[s]) - m) * k + sh);
+    }
   }
 }
 

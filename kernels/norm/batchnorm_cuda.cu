@@ -156,11 +156,12 @@ __global__ void fwd_apply_kernel(const T* x, T* y, const typename Acc<T>::type* 
                                  const typename Acc<T>::type* beta,
                                  const typename Acc<T>::type* mean,
                                  const typename Acc<T>::type* rstd, int64_t total, int64_t C,
-                                 int64_t S) {
+                                 int64_t S, bool relu) {
   using A = typename Acc<T>::type;
   for (Walk w(C, S); w.i < total; w.next(C, S)) {
     A v = (to_acc<A>(x[w.i]) - mean[w.c]) * rstd[w.c];
     if (gamma) v = v * gamma[w.c] + beta[w.c];
+    if (relu && v < A(0)) v = A(0);  // eval's fused relu; NaN stays NaN
     y[w.i] = from_acc<T>(v);
   }
 }
@@ -230,7 +231,7 @@ void batchnorm_fwd_cuda_channel(const BatchNormFwdArgs& a) {
       AIM_LAUNCH(grid_for(ceil_div(total, kItemsPerThread), kApplyThreads), kApplyThreads, 0,
                  stream_for(dev), fwd_apply_kernel<T>)
       (static_cast<const T*>(a.x.raw_data()), static_cast<T*>(a.y.raw_data()), opt<A>(a.gamma),
-       opt<A>(a.beta), mean.data<A>(), rstd.data<A>(), total, f.C, f.S);
+       opt<A>(a.beta), mean.data<A>(), rstd.data<A>(), total, f.C, f.S, a.relu);
       AIM_CHECK_LAUNCH();
     }
   });

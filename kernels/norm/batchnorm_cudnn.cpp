@@ -70,6 +70,7 @@ std::string describe(BnDescs& d, const Tensor& x) {
 std::string fwd_reason(const BatchNormFwdArgs& a) {
   if (a.eps < CUDNN_BN_MIN_EPSILON)
     return str("cuDNN needs eps >= CUDNN_BN_MIN_EPSILON = ", CUDNN_BN_MIN_EPSILON, ", got ", a.eps);
+  if (a.relu) return "cuDNN's inference call has no fused activation; cuda.channel fuses relu";
   if (!a.training && (a.save_mean.defined() || a.save_rstd.defined()))
     return "cuDNN's inference call does not write save_mean/save_rstd; use cuda.channel when a "
            "frozen-BN backward follows";

@@ -396,6 +396,12 @@ TEST(BatchNorm, ArgumentErrors) {
     EXPECT_NO_THROW(batchnorm_fwd(fwd()));
     {
       BatchNormFwdArgs a = fwd();
+      a.relu = true;  // training
+      expect_error([&] { batchnorm_fwd(a); },
+                   "[batchnorm_fwd] relu is fused for eval (inference) only");
+    }
+    {
+      BatchNormFwdArgs a = fwd();
       a.x = Tensor::zeros({4});
       expect_error([&] { batchnorm_fwd(a); }, "[batchnorm_fwd] x must be [N, C, ...], got [4] f32");
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/functions/elementwise.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/gradcheck.h"
 #include "kernels/testing.h"
@@ -290,6 +291,42 @@ TEST(LayersBatchNorm, TrainEvalAndRunningStats) {
   expect_near(y, want, 1e-10);
   expect_near(entry(bn.state_dict(), "running_mean").to_vector<double>(), rm);  // eval: no update
   EXPECT_EQ(entry(bn.state_dict(), "num_batches_tracked").item(), 2.0);
+}
+
+// forward_relu = relu(forward): at inference (eval, no gradient) through the fused kernel pass,
+// the same bits as batch norm then relu (one rounding of the same f32 expression, relu exact);
+// in eval with a gradient wanted and in training, batch norm then relu with its gradient.
+TEST(LayersBatchNorm, ForwardReluEqualsReluOfForward) {
+  BatchNorm2d bn(5);
+  bn.weight.mutable_data().copy_(kernels::random_tensor({5}, DType::f32, 1, 0.5, 1.5));
+  bn.bias.mutable_data().copy_(kernels::random_tensor({5}, DType::f32, 2, -0.5, 0.5));
+  const Tensor xt = kernels::random_tensor({3, 5, 6, 7}, DType::f32, 3, -2, 3);
+  bn.forward(Variable(xt));  // running statistics away from 0 / 1
+  bn.eval();
+  {
+    autograd::NoGradGuard no_grad;
+    const auto fused = bn.forward_relu(Variable(xt)).data().to_vector<float>();
+    const auto two = autograd::relu(bn.forward(Variable(xt))).data().to_vector<float>();
+    ASSERT_EQ(fused.size(), two.size());
+    int zeros = 0;
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_EQ(fused[i], two[i]) << i;
+      zeros += fused[i] == 0.0f;
+    }
+    EXPECT_GT(zeros, int(fused.size()) / 5);  // the relu was exercised
+  }
+  for (bool train : {false, true}) {
+    SCOPED_TRACE(train ? "training" : "eval with gradient");
+    if (train) bn.train();
+    const Variable x(xt, true, "x");
+    Variable y = bn.forward_relu(x);
+    autograd::sum(y).backward();
+    const auto g1 = x.grad().to_vector<double>();
+    const Variable x2(xt, true, "x2");
+    autograd::sum(autograd::relu(bn.forward(x2))).backward();
+    const auto g2 = x2.grad().to_vector<double>();
+    expect_near(g1, g2, 1e-6);
+  }
 }
 
 // momentum unset: the cumulative average (factor 1 / num_batches_tracked), computed without a
