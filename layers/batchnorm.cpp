@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <optional>
+#include <typeinfo>
 #include <utility>
 
 #include "autograd/functions/batch_norm.h"
@@ -196,7 +197,11 @@ bool BatchNorm2d::uses_batch_stats() const {
 }
 
 Variable BatchNorm2d::forward(const Variable& x) { return forward_impl(x, false); }
-Variable BatchNorm2d::forward_relu(const Variable& x) { return forward_impl(x, true); }
+Variable BatchNorm2d::forward_relu(const Variable& x) {
+  // A subclass with its own forward (ssd_resnet's CaffeBatchNorm2d) keeps it.
+  if (typeid(*this) != typeid(BatchNorm2d)) return autograd::relu(forward(x));
+  return forward_impl(x, true);
+}
 
 Variable BatchNorm2d::forward_impl(const Variable& x, bool relu) {
   AIM_CHECK(x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",

@@ -80,8 +80,8 @@ class BatchNorm2d : public Module {
                        std::optional<double> momentum = 0.1, bool affine = true,
                        bool track_running_stats = true);
   Variable forward(const Variable& x) override;
-  // relu(forward(x)); at inference (eval, no gradient) one fused kernel pass (a pre-activation
-  // network's BN -> ReLU, DenseNet's).
+  // relu(forward(x)) in one kernel pass forward and one backward (BatchNormFwdArgs::relu):
+  // conv -> BN -> ReLU in training, a pre-activation network's BN -> ReLU (DenseNet's) always.
   Variable forward_relu(const Variable& x);
   Shape count_flops(const Shape& in, double& flops) const override;
   std::string type_name() const override { return "BatchNorm2d"; }

@@ -96,8 +96,8 @@ CpnBottleneck::CpnBottleneck(int64_t in, int64_t out, int64_t mid, uint64_t seed
 }
 
 Variable CpnBottleneck::forward(const Variable& x) {
-  Variable y = ag::relu(bn1_->forward(conv1_->forward(x)));
-  y = ag::relu(bn2_->forward(conv2_->forward(y)));
+  Variable y = bn1_->forward_relu(conv1_->forward(x));
+  y = bn2_->forward_relu(conv2_->forward(y));
   y = bn3_->forward(conv3_->forward(y));
   return ag::relu(ag::add(y, downsample_ ? downsample_->forward(x) : x));
 }
@@ -205,7 +205,7 @@ CpnOutputs Cpn::forward_all(const Variable& images) {
   std::array<Variable, 4> c;
   {
     profiler::Scope stem("stem", profiler::ScopeKind::Layer);
-    x = maxpool_->forward(ag::relu(bn1_->forward(conv1_->forward(x))));
+    x = maxpool_->forward(bn1_->forward_relu(conv1_->forward(x)));
   }
   for (size_t i = 0; i < 4; ++i)
     x = c[i] = forward_in_layer("layer" + std::to_string(i + 1), *stages_[i], x);

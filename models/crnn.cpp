@@ -130,7 +130,7 @@ Variable Crnn::forward(const Variable& x) {
   }
   for (int i = 0; i < 7; ++i) {
     Scope s("conv" + std::to_string(i + 1), ScopeKind::Layer);
-    y = ag::relu(bn[size_t(i)]->forward(conv[size_t(i)]->forward(y)));
+    y = bn[size_t(i)]->forward_relu(conv[size_t(i)]->forward(y));
     if (pool_after(i)) y = ag::max_pool2d(y, pool_params(i));
   }
   AIM_CHECK(y.size(2) == 1, "Crnn: the conv stack left height ", y.size(2), ", expected 1");

@@ -33,8 +33,8 @@ Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, bool v1
 }
 
 Variable Bottleneck::forward(const Variable& x) {
-  Variable y = ag::relu(bn1_->forward(conv1_->forward(x)));
-  y = ag::relu(bn2_->forward(conv2_->forward(y)));
+  Variable y = bn1_->forward_relu(conv1_->forward(x));
+  y = bn2_->forward_relu(conv2_->forward(y));
   y = bn3_->forward(conv3_->forward(y));
   const Variable shortcut = downsample_ ? downsample_->forward(x) : x;
   return ag::relu(ag::add(y, shortcut));
@@ -81,7 +81,7 @@ Variable ResNet::forward(const Variable& x) {
   Variable y;
   {
     profiler::Scope stem("stem", profiler::ScopeKind::Layer);
-    y = maxpool_->forward(ag::relu(bn1_->forward(conv1_->forward(x))));
+    y = maxpool_->forward(bn1_->forward_relu(conv1_->forward(x)));
   }
   for (size_t i = 0; i < stages_.size(); ++i)
     y = forward_in_layer("layer" + std::to_string(i + 1), *stages_[i], y);

@@ -29,7 +29,7 @@ BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, uint64_
 }
 
 Variable BasicBlock::forward(const Variable& x) {
-  Variable y = ag::relu(bn1_->forward(conv1_->forward(x)));
+  Variable y = bn1_->forward_relu(conv1_->forward(x));
   y = bn2_->forward(conv2_->forward(y));
   return ag::relu(ag::add(y, downsample_ ? downsample_->forward(x) : x));
 }

@@ -284,7 +284,7 @@ std::vector<Variable> SsdResnet18::features(const Variable& images) {
   Variable x = normalize(images);
   x = autograd::index_select(x, 1,
                              Tensor::from_vector(std::vector<int64_t>{2, 1, 0}, {3}, x.device()));
-  x = maxpool_->forward(autograd::relu(bn1_->forward(conv1_->forward(x))));
+  x = maxpool_->forward(bn1_->forward_relu(conv1_->forward(x)));
   std::vector<Variable> out;
   for (size_t i = 0; i < layers_.size(); ++i) {
     x = layers_[i]->forward(x);

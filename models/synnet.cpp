@@ -18,9 +18,7 @@ TfConvBnRelu::TfConvBnRelu(int64_t in, int64_t out, int64_t kernel, const ConvOp
   bn_ = child("bn", std::make_shared<layers::BatchNorm2d>(out, bn_eps, 0.1));
 }
 
-Variable TfConvBnRelu::forward(const Variable& x) {
-  return ag::relu(bn_->forward(conv_->forward(x)));
-}
+Variable TfConvBnRelu::forward(const Variable& x) { return bn_->forward_relu(conv_->forward(x)); }
 
 Shape TfConvBnRelu::count_flops(const Shape& in, double& flops) const {
   const Shape s = bn_->count_flops(conv_->count_flops(in, flops), flops);

@@ -2,7 +2,6 @@
 #include "autograd/functions/batch_norm.h"
 
 #include "autograd/amp.h"
-#include "autograd/functions/elementwise.h"
 #include "autograd/node.h"
 #include "kernels/norm/batchnorm.h"
 
@@ -11,6 +10,7 @@ namespace {
 
 struct BatchNormNode final : Node {
   Tensor x, gamma, save_mean, save_rstd;
+  Tensor y_relu;  // the output, when the forward fused relu: its backward masks dy with it
   bool training = true, affine = false;
   const char* name() const override { return "BatchNorm"; }
   void backward(Grads& g) override {
@@ -20,6 +20,7 @@ struct BatchNormNode final : Node {
     a.gamma = gamma;
     a.save_mean = save_mean;
     a.save_rstd = save_rstd;
+    a.y_relu = y_relu;
     a.training = training;
     if (g.needs(0)) a.dx = g.out(0);
     if (affine && g.needs(1)) a.dgamma = g.accum(1);
@@ -27,7 +28,7 @@ struct BatchNormNode final : Node {
     if (!a.dx.defined() && !a.dgamma.defined() && !a.dbeta.defined()) return;
     kernels::batchnorm_bwd(a);
   }
-  void release() override { x = gamma = save_mean = save_rstd = Tensor(); }
+  void release() override { x = gamma = save_mean = save_rstd = y_relu = Tensor(); }
 };
 
 }  // namespace
@@ -44,10 +45,6 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
             "batch_norm: weight and bias must both be given or both be undefined");
   AIM_CHECK(training || (running_mean.defined() && running_var.defined()),
             "batch_norm: evaluation needs running_mean and running_var");
-  // The fused relu is for inference: a backward would need batch norm's own output.
-  if (relu && (training || needs_grad({&x, &weight, &bias})))
-    return autograd::relu(
-        batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
   const Tensor xc = x.data().contiguous();
   const int64_t C = xc.size(1);
   const DType s = kernels::batchnorm_stat_dtype(xc.dtype());
@@ -78,6 +75,7 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
   n->save_rstd = a.save_rstd;
   n->training = training;
   n->affine = weight.defined();
+  if (relu) n->y_relu = a.y;
   return attach1(n, {x, weight, bias}, a.y);
 }
 

@@ -6,9 +6,10 @@
 // when running_mean/running_var are given, they are updated in place with the unbiased variance:
 //   running = (1 - momentum) * running + momentum * batch_stat
 // Eval: the running statistics normalise; save_mean/save_rstd, when given, receive running_mean
-// and 1/sqrt(running_var + eps) so the same backward serves frozen BN. `relu` (eval only, for
-// inference: no backward reads y) writes max(y, 0) (NaN stays NaN, as relu): the BN -> ReLU pair
-// of a pre-activation network (DenseNet) in one pass over x instead of two.
+// and 1/sqrt(running_var + eps) so the same backward serves frozen BN. `relu` writes max(y, 0)
+// (NaN stays NaN, as relu): BN -> ReLU in one pass over x instead of two; its backward takes that
+// output as `y_relu` and masks dy with it (dy where y_relu > 0, else 0: relu's backward, which
+// also reads its output) before the batch-norm gradient, in the same passes.
 // gamma, beta, running_*, save_*: [C] in the statistics dtype (f32; f64 when x is f64): 16-bit
 // activations keep fp32 parameters and statistics, as cuDNN does.
 // Math and gradient: kernels/norm/README.md
@@ -30,7 +31,7 @@ struct BatchNormFwdArgs {
   bool training = true;
   double momentum = 0.1;  // weight of the batch statistic in the running update
   double eps = 1e-5;
-  bool relu = false;  // eval only: y = relu(batch_norm(x))
+  bool relu = false;  // y = relu(batch_norm(x))
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
   // The running statistics are declared as outputs: training updates them in place, so a test
@@ -51,13 +52,15 @@ struct BatchNormBwdArgs {
   Tensor save_mean, save_rstd;  // [C] from the forward
   Tensor dx;                    // like x: written (=), or undefined (not wanted)
   Tensor dgamma, dbeta;         // [C]: accumulated (+=); either may be undefined
-  bool training = true;         // false: statistics were constants (frozen BN): dx = dy*gamma*rstd
+  Tensor
+      y_relu;  // like x, or undefined: the forward fused relu and wrote this; dy counts where > 0
+  bool training = true;  // false: statistics were constants (frozen BN): dx = dy*gamma*rstd
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
   template <class S, class F>
   static void fields(S& s, F& f) {
     f.in("dy", s.dy), f.in("x", s.x), f.in_opt("gamma", s.gamma);
-    f.in("save_mean", s.save_mean), f.in("save_rstd", s.save_rstd);
+    f.in("save_mean", s.save_mean), f.in("save_rstd", s.save_rstd), f.in_opt("y_relu", s.y_relu);
     f.out_opt("dx", s.dx), f.out_opt("dgamma", s.dgamma), f.out_opt("dbeta", s.dbeta);
     f.param("training", s.training);
   }
@@ -77,7 +80,8 @@ inline Cost batchnorm_bwd_cost(const BatchNormBwdArgs& a) {
                e = double(dtype_size(a.x.dtype())),
                s = double(dtype_size(batchnorm_stat_dtype(a.x.dtype())));
   const double acc = (a.dgamma.defined() ? C : 0) + (a.dbeta.defined() ? C : 0);
-  return Cost{a.training ? 9 * n : 3 * n, 2 * n * e + (3 * C + acc) * s,
+  return Cost{(a.training ? 9 * n : 3 * n) + (a.y_relu.defined() ? n : 0),
+              (a.y_relu.defined() ? 3 : 2) * n * e + (3 * C + acc) * s,
               (a.dx.defined() ? n * e : 0) + acc * s};
 }
 

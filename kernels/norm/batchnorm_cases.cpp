@@ -14,10 +14,12 @@ namespace aim::kernels::batchnorm_cpu {
 // Shapes {N, C, H, W, mode}: x is [N, C] when H = 0, [N, C, H] when W = 0, else [N, C, H, W].
 // Forward modes: 0 training, affine, running statistics updated; 1 training, no affine, no
 // running statistics; 2 eval, affine, save_mean/save_rstd written; 3 eval, no affine, no save;
-// 4 eval, affine, relu fused (x in [-2, 3): about half of y below zero).
+// 4 eval, affine, relu fused (x in [-2, 3): about half of y below zero); 5 training, affine,
+// running statistics, relu fused.
 // Backward modes: 0 training, affine, dx dgamma dbeta; 1 training, no affine, dx only; 2 frozen
 // (training = false), affine, dx dgamma dbeta; 3 training, affine, dgamma only; 4 frozen, no
-// affine, dx only.
+// affine, dx only; 5 training, affine, dx dgamma dbeta after a fused relu (y_relu: about half
+// zeros); 6 frozen, affine, dx only, after a fused relu.
 std::vector<std::string> batchnorm_shape_fields() { return {"N", "C", "H", "W", "mode"}; }
 
 namespace {
@@ -76,18 +78,19 @@ std::vector<TestShape> test_shapes(int modes, Keep keep) {
 
 std::vector<TestShape> batchnorm_fwd_test_shapes() {
   // Training with running statistics needs N*S > 1 (unbiased variance).
-  return test_shapes(5, [](int64_t per_channel, int64_t m) { return per_channel > 1 || m != 0; });
+  return test_shapes(
+      6, [](int64_t per_channel, int64_t m) { return per_channel > 1 || (m != 0 && m != 5); });
 }
 
 std::vector<TestShape> batchnorm_bwd_test_shapes() {
-  return test_shapes(5, [](int64_t, int64_t) { return true; });
+  return test_shapes(7, [](int64_t, int64_t) { return true; });
 }
 
 TestCase make_batchnorm_fwd_case(const TestShape& s, DType t, uint64_t seed) {
   const Shape xs = case_x_shape(s);
   const int64_t C = s[1], mode = s[4];
   const DType st = batchnorm_stat_dtype(t);
-  const bool affine = mode == 0 || mode == 2 || mode == 4;
+  const bool affine = mode == 0 || mode == 2 || mode >= 4;
   BatchNormFwdArgs a;
   a.x = random_tensor(xs, t, seed, -2.0, 3.0);
   if (affine) {
@@ -99,12 +102,12 @@ TestCase make_batchnorm_fwd_case(const TestShape& s, DType t, uint64_t seed) {
     a.running_var = random_tensor({C}, st, seed + 4, 0.5, 2.0);
   }
   a.y = poison_tensor(xs, t);
-  if (mode < 3) {
+  if (mode < 3 || mode == 5) {
     a.save_mean = poison_tensor({C}, st);
     a.save_rstd = poison_tensor({C}, st);
   }
-  a.training = mode < 2;
-  a.relu = mode == 4;
+  a.training = mode < 2 || mode == 5;
+  a.relu = mode >= 4;
   a.momentum = 0.1;
   a.eps = 1e-5;
   return to_case(a);
@@ -114,8 +117,8 @@ TestCase make_batchnorm_bwd_case(const TestShape& s, DType t, uint64_t seed) {
   const Shape xs = case_x_shape(s);
   const int64_t C = s[1], mode = s[4];
   const DType st = batchnorm_stat_dtype(t);
-  const bool training = mode != 2 && mode != 4;
-  const bool affine = mode == 0 || mode == 2 || mode == 3;
+  const bool training = mode != 2 && mode != 4 && mode != 6;
+  const bool affine = mode == 0 || mode == 2 || mode == 3 || mode >= 5;
   BatchNormBwdArgs a;
   a.x = random_tensor(xs, t, seed, -2.0, 3.0);
   a.dy = random_tensor(xs, t, seed + 5, -1.0, 1.0);
@@ -126,7 +129,12 @@ TestCase make_batchnorm_bwd_case(const TestShape& s, DType t, uint64_t seed) {
     a.save_mean = random_tensor({C}, st, seed + 3, -0.5, 0.5);
     a.save_rstd = random_tensor({C}, st, seed + 4, 0.5, 2.0);
   }
-  const bool want_dx = mode != 3, want_db = mode == 0 || mode == 2;
+  if (mode >= 5) {  // a fused relu's output: relu of a random tensor, about half zeros
+    std::vector<double> v = random_tensor(xs, DType::f64, seed + 8, -1.0, 1.0).to_vector<double>();
+    for (double& e : v) e = std::max(e, 0.0);
+    a.y_relu = Tensor::from_vector(v, xs).to(t);
+  }
+  const bool want_dx = mode != 3, want_db = mode == 0 || mode == 2 || mode == 5;
   if (want_dx) a.dx = poison_tensor(xs, t);
   if (affine) a.dgamma = random_tensor({C}, st, seed + 6, -1.0, 1.0);
   if (want_db) a.dbeta = random_tensor({C}, st, seed + 7, -1.0, 1.0);

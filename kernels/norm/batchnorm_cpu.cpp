@@ -89,9 +89,6 @@ void check_batchnorm_fwd_args(const BatchNormFwdArgs& a) {
   if (a.save_rstd.defined()) check_channel(op, "save_rstd", a.save_rstd, a.x);
   AIM_CHECK(std::isfinite(a.eps) && a.eps >= 0, "[batchnorm_fwd] eps must be finite and >= 0, got ",
             a.eps);
-  AIM_CHECK(!(a.training && a.relu),
-            "[batchnorm_fwd] relu is fused for eval (inference) only: in training the backward "
-            "needs batch norm's own output; run relu after it");
   if (a.training) {
     AIM_CHECK(a.save_mean.defined() && a.save_rstd.defined(),
               "[batchnorm_fwd] training needs save_mean and save_rstd (written for backward)");
@@ -118,6 +115,7 @@ void check_batchnorm_bwd_args(const BatchNormBwdArgs& a) {
   check_x(op, a.x);
   check_like_x(op, "dy", a.dy, a.x);
   if (a.dx.defined()) check_like_x(op, "dx", a.dx, a.x);
+  if (a.y_relu.defined()) check_like_x(op, "y_relu", a.y_relu, a.x);
   if (a.gamma.defined()) check_channel(op, "gamma", a.gamma, a.x);
   AIM_CHECK(a.save_mean.defined() && a.save_rstd.defined(),
             "[batchnorm_bwd] save_mean and save_rstd (from the forward) are required, got ",
@@ -189,6 +187,9 @@ void bwd_ref(const BatchNormBwdArgs& a) {
   const A* g = a.gamma.defined() ? a.gamma.data<A>() : nullptr;
   const A* mean = a.save_mean.data<A>();
   const A* rstd = a.save_rstd.data<A>();
+  const T* yr = a.y_relu.defined() ? a.y_relu.data<T>() : nullptr;
+  // dy masked by the fused relu's output (relu's backward: dy where y > 0).
+  auto dyv = [&](int64_t i) { return yr && !(double(yr[i]) > 0.0) ? 0.0 : double(dy[i]); };
   const double M = double(N * S);
   for (int64_t c = 0; c < C; ++c) {
     const double m = double(mean[c]), r = double(rstd[c]);
@@ -196,8 +197,8 @@ void bwd_ref(const BatchNormBwdArgs& a) {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t s = 0; s < S; ++s) {
         const int64_t i = (n * C + c) * S + s;
-        sdy += double(dy[i]);
-        sdyx += double(dy[i]) * (double(x[i]) - m) * r;
+        sdy += dyv(i);
+        sdyx += dyv(i) * (double(x[i]) - m) * r;
       }
     if (a.dx.defined()) {
       T* dx = a.dx.data<T>();
@@ -207,9 +208,9 @@ void bwd_ref(const BatchNormBwdArgs& a) {
           const int64_t i = (n * C + c) * S + s;
           if (a.training) {
             const double xh = (double(x[i]) - m) * r;
-            dx[i] = T(gr * (double(dy[i]) - sdy / M - xh * sdyx / M));
+            dx[i] = T(gr * (dyv(i) - sdy / M - xh * sdyx / M));
           } else {
-            dx[i] = T(gr * double(dy[i]));  // frozen: mean and rstd are constants
+            dx[i] = T(gr * dyv(i));  // frozen: mean and rstd are constants
           }
         }
     }
@@ -345,6 +346,7 @@ void bwd_omp(const BatchNormBwdArgs& a) {
   const A* rstd = a.save_rstd.data<A>();
   const bool par = a.x.numel() > kParallelMin;
   const bool need_sums = a.dgamma.defined() || a.dbeta.defined() || (a.training && a.dx.defined());
+  const T* yr = a.y_relu.defined() ? a.y_relu.data<T>() : nullptr;
   std::vector<A> sdy(size_t(C), A(0)), sdyx(size_t(C), A(0));
   if (need_sums) {
     std::vector<A> ps(static_cast<size_t>(P)), psx(static_cast<size_t>(P));
@@ -355,11 +357,21 @@ void bwd_omp(const BatchNormBwdArgs& a) {
       const T* xp = x + p * S;
       const T* dyp = dy + p * S;
       A s1 = 0, s2 = 0;
+      if (yr) {  // dy masked by the fused relu's output (relu's backward)
+        const T* yp = yr + p * S;
 #pragma omp simd reduction(+ : s1, s2)
-      for (int64_t s = 0; s < S; ++s) {
-        const A d = A(dyp[s]);
-        s1 += d;
-        s2 += d * (A(xp[s]) - m);
+        for (int64_t s = 0; s < S; ++s) {
+          const A d = A(yp[s]) > A(0) ? A(dyp[s]) : A(0);
+          s1 += d;
+          s2 += d * (A(xp[s]) - m);
+        }
+      } else {
+#pragma omp simd reduction(+ : s1, s2)
+        for (int64_t s = 0; s < S; ++s) {
+          const A d = A(dyp[s]);
+          s1 += d;
+          s2 += d * (A(xp[s]) - m);
+        }
       }
       ps[size_t(p)] = s1;
       psx[size_t(p)] = s2 * r;
@@ -386,10 +398,19 @@ void bwd_omp(const BatchNormBwdArgs& a) {
     const A k = g ? g[c] * r : r;  // dx = k * (dy - m1 - (x - mean) * q)
     const T* dyp = dy + p * S;
     T* dxp = dx + p * S;
+    const T* yp = yr ? yr + p * S : nullptr;
     if (a.training) {
       const A m = mean[c], m1 = sdy[size_t(c)] * inv_m, q = r * sdyx[size_t(c)] * inv_m;
       const T* xp = x + p * S;
-      for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * (A(dyp[s]) - m1 - (A(xp[s]) - m) * q));
+      if (yp)
+        for (int64_t s = 0; s < S; ++s) {
+          const A d = A(yp[s]) > A(0) ? A(dyp[s]) : A(0);
+          dxp[s] = T(k * (d - m1 - (A(xp[s]) - m) * q));
+        }
+      else
+        for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * (A(dyp[s]) - m1 - (A(xp[s]) - m) * q));
+    } else if (yp) {
+      for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * (A(yp[s]) > A(0) ? A(dyp[s]) : A(0)));
     } else {
       for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * A(dyp[s]));
     }

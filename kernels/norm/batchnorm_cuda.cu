@@ -93,8 +93,10 @@ __global__ void eval_stats_kernel(const A* running_mean, const A* running_var, A
 }
 
 // sums (optional) [2, C]: sum(dy), sum(dy * xhat) per channel; dgamma/dbeta (optional) += them.
+// y_relu (optional): the forward's fused relu output; dy counts where it is > 0.
 template <class T>
-__global__ void bwd_sums_kernel(const T* dy, const T* x, const typename Acc<T>::type* mean,
+__global__ void bwd_sums_kernel(const T* dy, const T* x, const T* y_relu,
+                                const typename Acc<T>::type* mean,
                                 const typename Acc<T>::type* rstd, typename Acc<T>::type* sums,
                                 typename Acc<T>::type* dgamma, typename Acc<T>::type* dbeta,
                                 int64_t N, int64_t C, int64_t S) {
@@ -103,12 +105,13 @@ __global__ void bwd_sums_kernel(const T* dy, const T* x, const typename Acc<T>::
   const int64_t c = blockIdx.x;
   const T* xc = x + c * S;
   const T* dyc = dy + c * S;
+  const T* yc = y_relu ? y_relu + c * S : nullptr;
   const int64_t CS = C * S;
   const A m = mean[c];
   A s1 = 0, s2 = 0;
   for (ChannelWalk w(S); w.n < N; w.next(S)) {
     const int64_t i = w.n * CS + w.s;
-    const A d = to_acc<A>(dyc[i]);
+    const A d = yc && !(to_acc<A>(yc[i]) > A(0)) ? A(0) : to_acc<A>(dyc[i]);
     s1 += d;
     s2 += d * (to_acc<A>(xc[i]) - m);
   }
@@ -168,7 +171,8 @@ __global__ void fwd_apply_kernel(const T* x, T* y, const typename Acc<T>::type* 
 
 // dx = gamma * rstd * (dy - sum(dy)/M - xhat * sum(dy*xhat)/M); frozen (sums null): gamma*rstd*dy.
 template <class T>
-__global__ void bwd_apply_kernel(const T* dy, const T* x, const typename Acc<T>::type* gamma,
+__global__ void bwd_apply_kernel(const T* dy, const T* x, const T* y_relu,
+                                 const typename Acc<T>::type* gamma,
                                  const typename Acc<T>::type* mean,
                                  const typename Acc<T>::type* rstd,
                                  const typename Acc<T>::type* sums, T* dx, int64_t total, int64_t C,
@@ -178,7 +182,7 @@ __global__ void bwd_apply_kernel(const T* dy, const T* x, const typename Acc<T>:
   for (Walk w(C, S); w.i < total; w.next(C, S)) {
     const A r = rstd[w.c];
     const A k = gamma ? gamma[w.c] * r : r;
-    const A d = to_acc<A>(dy[w.i]);
+    const A d = y_relu && !(to_acc<A>(y_relu[w.i]) > A(0)) ? A(0) : to_acc<A>(dy[w.i]);
     if (sums) {
       const A xh = (to_acc<A>(x[w.i]) - mean[w.c]) * r;
       dx[w.i] = from_acc<T>(k * (d - sums[w.c] * im - xh * (sums[C + w.c] * im)));
@@ -249,17 +253,18 @@ void batchnorm_bwd_cuda_channel(const BatchNormBwdArgs& a) {
     using A = typename Acc<T>::type;
     const T* dy = static_cast<const T*>(a.dy.raw_data());
     const T* x = static_cast<const T*>(a.x.raw_data());
+    const T* yr = a.y_relu.defined() ? static_cast<const T*>(a.y_relu.raw_data()) : nullptr;
     const Tensor sums = dx_sums ? Tensor::empty({2, f.C}, dtype_of<A>(), dev) : Tensor();
     if (need_sums) {
       AIM_LAUNCH(unsigned(f.C), kStatThreads, 0, stream_for(dev), bwd_sums_kernel<T>)
-      (dy, x, a.save_mean.data<A>(), a.save_rstd.data<A>(), opt<A>(sums), opt<A>(a.dgamma),
+      (dy, x, yr, a.save_mean.data<A>(), a.save_rstd.data<A>(), opt<A>(sums), opt<A>(a.dgamma),
        opt<A>(a.dbeta), f.N, f.C, f.S);
       AIM_CHECK_LAUNCH();
     }
     if (a.dx.defined()) {
       AIM_LAUNCH(grid_for(ceil_div(total, kItemsPerThread), kApplyThreads), kApplyThreads, 0,
                  stream_for(dev), bwd_apply_kernel<T>)
-      (dy, x, opt<A>(a.gamma), a.save_mean.data<A>(), a.save_rstd.data<A>(), opt<A>(sums),
+      (dy, x, yr, opt<A>(a.gamma), a.save_mean.data<A>(), a.save_rstd.data<A>(), opt<A>(sums),
        static_cast<T*>(a.dx.raw_data()), total, f.C, f.S, 1.0 / double(f.N * f.S));
       AIM_CHECK_LAUNCH();
     }

@@ -70,7 +70,8 @@ std::string describe(BnDescs& d, const Tensor& x) {
 std::string fwd_reason(const BatchNormFwdArgs& a) {
   if (a.eps < CUDNN_BN_MIN_EPSILON)
     return str("cuDNN needs eps >= CUDNN_BN_MIN_EPSILON = ", CUDNN_BN_MIN_EPSILON, ", got ", a.eps);
-  if (a.relu) return "cuDNN's inference call has no fused activation; cuda.channel fuses relu";
+  if (a.relu)
+    return "cuDNN's batch-norm calls here have no fused activation; cuda.channel fuses relu";
   if (!a.training && (a.save_mean.defined() || a.save_rstd.defined()))
     return "cuDNN's inference call does not write save_mean/save_rstd; use cuda.channel when a "
            "frozen-BN backward follows";
@@ -98,6 +99,7 @@ std::string supports_fwd(const BatchNormFwdArgs& a) {
 
 std::string bwd_reason(const BatchNormBwdArgs& a) {
   if (!a.training) return "frozen-BN backward is not a cuDNN call; use cuda.channel";
+  if (a.y_relu.defined()) return "a fused relu's mask is not a cuDNN call; use cuda.channel";
   if (!a.gamma.defined())
     return "cuDNN's backward needs gamma (bnScale); without affine use cuda.channel";
   return "";

@@ -395,10 +395,14 @@ TEST(BatchNorm, ArgumentErrors) {
     ScopedVariant sb("batchnorm_bwd", v);
     EXPECT_NO_THROW(batchnorm_fwd(fwd()));
     {
-      BatchNormFwdArgs a = fwd();
-      a.relu = true;  // training
-      expect_error([&] { batchnorm_fwd(a); },
-                   "[batchnorm_fwd] relu is fused for eval (inference) only");
+      BatchNormBwdArgs b;
+      b.x = Tensor::zeros({4, 3, 2});
+      b.dy = Tensor::zeros({4, 3, 2});
+      b.save_mean = Tensor::zeros({3});
+      b.save_rstd = Tensor::ones({3});
+      b.dx = Tensor::empty({4, 3, 2});
+      b.y_relu = Tensor::zeros({4, 3, 3});
+      expect_error([&] { batchnorm_bwd(b); }, "[batchnorm_bwd] y_relu");
     }
     {
       BatchNormFwdArgs a = fwd();
