@@ -206,12 +206,15 @@ Variable BatchNorm2d::forward_relu(const Variable& x) {
 Variable BatchNorm2d::forward_impl(const Variable& x, bool relu) {
   AIM_CHECK(x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
             num_features_, ", H, W], got ", to_string(x.sizes()));
-  if (FoldTrace* t = FoldTrace::active()) t->batchnorm_input(this, x.data());
+  if (FoldTrace* t = FoldTrace::active()) t->batchnorm_input(this, x.data(), relu);
   if (folded_) {
     AIM_CHECK(!uses_batch_stats(),
               "BatchNorm2d: folded into its convolution (aim-infer) and used "
               "with batch statistics; folding is for evaluation only");
-    return relu ? autograd::relu(x) : x;
+    AIM_CHECK(relu || !relu_in_conv_,
+              "BatchNorm2d: folded with its relu into the convolution before it (aim-infer), "
+              "then called without relu; run aim-infer with --no-fold");
+    return relu && !relu_in_conv_ ? autograd::relu(x) : x;
   }
   const bool batch_stats = uses_batch_stats();
   std::optional<RunningUpdate> u;

@@ -95,9 +95,13 @@ class BatchNorm2d : public Module {
 
   // Eval-mode affine form y = scale * x + shift per channel (false: not foldable: batch statistics
   // or no running statistics). set_folded(): a conv before it took the transform (layers/fold.h);
-  // forward then returns its input (eval mode only).
+  // forward then returns its input (eval mode only); relu_in_conv: that conv also applies the
+  // relu of forward_relu (which then returns its input too; forward is then an error).
   bool eval_scale_shift(std::vector<double>& scale, std::vector<double>& shift) const;
-  void set_folded() { folded_ = true; }
+  void set_folded(bool relu_in_conv = false) {
+    folded_ = true;
+    relu_in_conv_ = relu_in_conv;
+  }
   bool folded() const { return folded_; }
 
   Parameter weight, bias;  // [C], undefined when affine = false
@@ -106,6 +110,7 @@ class BatchNorm2d : public Module {
   bool uses_batch_stats() const;
   Variable forward_impl(const Variable& x, bool relu);
   bool folded_ = false;
+  bool relu_in_conv_ = false;
   int64_t num_features_;
   double eps_;
   std::optional<double> momentum_;

@@ -67,7 +67,7 @@ Shape Conv2d::output_shape(const Shape& in) const {
 Variable Conv2d::forward(const Variable& x) {
   const Shape out = output_shape(x.sizes());
   (void)out;
-  Variable y = autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)));
+  Variable y = autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)), fused_relu_);
   if (FoldTrace* t = FoldTrace::active()) t->conv_output(this, y.data());
   return y;
 }

@@ -50,6 +50,10 @@ class Conv2d : public Module {
   // w[k] *= scale[k], bias[k] = bias[k] * scale[k] + shift[k] (a bias is created when absent): a
   // following batch norm folded in (layers/fold.h; inference only).
   void fold_scale_shift(const std::vector<double>& scale, const std::vector<double>& shift);
+  // forward returns relu(conv(x)), the relu in the kernel's epilogue at inference: the folded
+  // batch norm after it was called through forward_relu (layers/fold.h; inference only).
+  void set_fused_relu(bool on) { fused_relu_ = on; }
+  bool fused_relu() const { return fused_relu_; }
 
   Parameter weight;  // [out, in/groups, kh, kw]
   Parameter bias;    // [out], undefined when !bias
@@ -57,6 +61,7 @@ class Conv2d : public Module {
  private:
   int64_t in_, out_, kh_, kw_;
   ConvOptions o_;
+  bool fused_relu_ = false;
 };
 
 class ConvTranspose2d : public Module {

@@ -37,18 +37,18 @@ void FoldTrace::conv_output(const Conv2d* conv, const Tensor& y) {
   convs_.push_back({conv, y.raw_data(), y.sizes(), content_hash(y)});
 }
 
-void FoldTrace::batchnorm_input(const BatchNorm2d* bn, const Tensor& x) {
+void FoldTrace::batchnorm_input(const BatchNorm2d* bn, const Tensor& x, bool relu) {
   // The latest conv call that produced exactly this tensor (same data, same shape).
   const void* d = x.raw_data();
   for (auto it = convs_.rbegin(); it != convs_.rend(); ++it) {
     if (it->data == d && it->sizes == x.sizes()) {
       if (it->hash != content_hash(x)) break;  // the buffer was overwritten since
       ++it->consumers;
-      bns_.push_back({bn, it->conv});
+      bns_.push_back({bn, it->conv, relu});
       return;
     }
   }
-  bns_.push_back({bn, nullptr});
+  bns_.push_back({bn, nullptr, relu});
 }
 
 std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()>& run) {
@@ -62,9 +62,12 @@ std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()
   std::map<const BatchNorm2d*, std::set<const Conv2d*>> sources;
   std::map<const Conv2d*, std::set<const BatchNorm2d*>> sinks;
   std::map<const Conv2d*, int> conv_calls, conv_fed;
+  std::map<const BatchNorm2d*, bool> always_relu;
   for (const FoldTrace::Use& u : trace.bns_) {
     sources[u.bn].insert(u.conv);
     if (u.conv) sinks[u.conv].insert(u.bn);
+    auto [it, fresh] = always_relu.emplace(u.bn, u.relu);
+    if (!fresh) it->second = it->second && u.relu;
   }
   for (const FoldTrace::Call& c : trace.convs_) {
     ++conv_calls[c.conv];
@@ -99,7 +102,9 @@ std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()
     std::vector<double> scale, shift;
     if (!b->eval_scale_shift(scale, shift)) continue;
     c->fold_scale_shift(scale, shift);
-    b->set_folded();
+    const bool relu = always_relu[bn];
+    c->set_fused_relu(relu);
+    b->set_folded(relu);
     folded.push_back(bi->second.first);
   }
   return folded;

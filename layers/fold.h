@@ -28,7 +28,7 @@ class FoldTrace {
  public:
   static FoldTrace* active();
   void conv_output(const Conv2d* conv, const Tensor& y);
-  void batchnorm_input(const BatchNorm2d* bn, const Tensor& x);
+  void batchnorm_input(const BatchNorm2d* bn, const Tensor& x, bool relu);
 
  private:
   friend struct FoldTraceScope;
@@ -44,12 +44,15 @@ class FoldTrace {
   struct Use {
     const BatchNorm2d* bn;
     const Conv2d* conv;  // null: the input did not come from a traced conv output
+    bool relu;           // called through forward_relu
   };
   std::vector<Use> bns_;
 };
 
 // Runs `run` (one eval forward) with the trace on, folds every pair found, and returns the folded
-// batch-norm layers' names. The module must be in eval mode.
+// batch-norm layers' names. The module must be in eval mode. A folded batch norm whose every call
+// was forward_relu moves its relu into the conv's epilogue too (Conv2d::set_fused_relu): one
+// kernel writes relu(conv(x) + b') and no relu pass follows.
 std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()>& run);
 
 }  // namespace aim::layers

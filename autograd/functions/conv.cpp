@@ -86,10 +86,13 @@ constexpr char kWhyGemm[] = "implicit GEMM, fp32 accumulation";
 
 constexpr amp::Declaration kConv2dAmp{"conv2d", amp::OpClass::lowp, kWhyGemm};
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
-                const Conv2dParams& p) {
-  if (auto y = int8::conv2d(x, weight, bias, p)) return *y;
+                const Conv2dParams& p, bool relu) {
+  if (auto y = int8::conv2d(x, weight, bias, p)) return relu ? autograd::relu(*y) : *y;
   if (auto c = amp::autocast(kConv2dAmp, {&x, &weight, &bias}))
-    return conv2d((*c)[0], (*c)[1], (*c)[2], p);
+    return conv2d((*c)[0], (*c)[1], (*c)[2], p, relu);
+  // The epilogue is for inference: relu's backward reads relu's output, which a training step
+  // keeps as its own tensor.
+  if (relu && needs_grad({&x, &weight, &bias})) return autograd::relu(conv2d(x, weight, bias, p));
   check_conv_inputs("conv2d", x, weight, bias);
   const Tensor xc = x.data().contiguous(), wc = weight.data().contiguous();
   const int64_t N = xc.size(0), H = xc.size(2), W = xc.size(3);
@@ -104,6 +107,7 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   if (bias.defined()) a.bias = bias.data().contiguous();
   a.y = Tensor::empty({N, K, P, Q}, xc.dtype(), xc.device());
   a.p = p;
+  a.relu = relu;
   kernels::conv2d_fwd(a);
   if (!needs_grad({&x, &weight, &bias})) return Variable(a.y);
   auto n = std::make_shared<Conv2dNode>();

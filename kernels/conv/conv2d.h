@@ -47,12 +47,16 @@ struct Conv2dFwdArgs {
   Tensor bias;  // [K] or undefined (no bias)
   Tensor y;     // [N, K, P, Q]: written (=)
   Conv2dParams p;
+  // y = relu(conv + bias) (NaN stays NaN): an inference epilogue (a folded conv -> BN -> ReLU,
+  // or conv -> ReLU), applied where each output is stored instead of in a pass of its own.
+  bool relu = false;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
   template <class S, class F>
   static void fields(S& s, F& f) {
     f.in("x", s.x), f.in("w", s.w), f.in_opt("bias", s.bias), f.out("y", s.y);
     f.group(s.p);
+    f.param("relu", s.relu);
   }
 };
 
@@ -92,7 +96,8 @@ inline double conv2d_macs(const Tensor& w, const Tensor& y) {
 }
 inline Cost conv2d_fwd_cost(const Conv2dFwdArgs& a) {
   const double e = double(dtype_size(a.x.dtype()));
-  const double b = a.bias.defined() ? double(a.y.numel()) : 0.0;
+  const double b =
+      (a.bias.defined() ? double(a.y.numel()) : 0.0) + (a.relu ? double(a.y.numel()) : 0.0);
   return Cost{/*flops=*/2 * conv2d_macs(a.w, a.y) + b,
               /*bytes_read=*/
               (double(a.x.numel()) + double(a.w.numel()) +

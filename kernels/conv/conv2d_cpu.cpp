@@ -245,6 +245,7 @@ void fwd_ref(const Conv2dFwdArgs& a, const Dims& d) {
                 acc += double(x[((n * d.C + g * d.Cg + c) * d.H + ih) * d.W + iw]) *
                        double(w[((k * d.Cg + c) * d.R + r) * d.S + s]);
               }
+          if (a.relu && acc < 0.0) acc = 0.0;  // NaN stays NaN
           y[((n * d.K + k) * d.P + op) * d.Q + oq] = T(acc);
         }
     }
@@ -523,15 +524,20 @@ void gather_rows(const float* t, int64_t img_stride, int64_t row_stride, int64_t
       std::memcpy(m + k * ld + i * cols, t + i * img_stride + k * row_stride,
                   size_t(cols) * sizeof(float));
 }
+// y = v + b, then relu when asked (x < 0 ? 0 : x: NaN stays NaN); the forward's epilogue.
+inline float bias_relu(float v, float b, bool relu) {
+  v += b;
+  return relu && v < 0.0f ? 0.0f : v;
+}
 void scatter_rows(const float* m, int64_t images, int64_t rows, int64_t cols, const float* bias,
-                  float* t, int64_t img_stride, int64_t row_stride) {
+                  bool relu, float* t, int64_t img_stride, int64_t row_stride) {
   const int64_t ld = images * cols;
   for (int64_t k = 0; k < rows; ++k) {
     const float b = bias ? bias[k] : 0.0f;
     for (int64_t i = 0; i < images; ++i) {
       const float* src = m + k * ld + i * cols;
       float* dst = t + i * img_stride + k * row_stride;
-      for (int64_t j = 0; j < cols; ++j) dst[j] = src[j] + b;
+      for (int64_t j = 0; j < cols; ++j) dst[j] = bias_relu(src[j], b, relu);
     }
   }
 }
@@ -562,15 +568,17 @@ void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
         const float* B = pl.direct ? xg : col;
         if (nb > 1) {
           gemm(false, false, d.Kg, ld, CRS, w + g * d.Kg * CRS, CRS, B, ld, 0.0f, out, ld);
-          scatter_rows(out, nb, d.Kg, cols, bg, yg + p0 * d.Q, d.K * PQ, PQ);
+          scatter_rows(out, nb, d.Kg, cols, bg, a.relu, yg + p0 * d.Q, d.K * PQ, PQ);
           continue;
         }
         gemm(false, false, d.Kg, cols, CRS, w + g * d.Kg * CRS, CRS, B, pl.direct ? PQ : cols, 0.0f,
              yg + p0 * d.Q, PQ);
-        if (bg)
+        // Bias and relu on the chunk just computed (while it is in cache).
+        if (bg || a.relu)
           for (int64_t k = 0; k < d.Kg; ++k) {
             float* row = yg + k * PQ + p0 * d.Q;
-            for (int64_t i = 0; i < cols; ++i) row[i] += bg[k];
+            const float b = bg ? bg[k] : 0.0f;
+            for (int64_t i = 0; i < cols; ++i) row[i] = bias_relu(row[i], b, a.relu);
           }
       }
     }

@@ -207,9 +207,16 @@ void input_transform(const float* x, const Geo& g, const Chunk& ch, float* V, bo
     }
 }
 
-// y (=) A^T M A + bias for every tile, M [16][K][T]; outputs beyond P, Q are not written.
-void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias, float* y,
-                      bool team) {
+// x < 0 ? 0 : x per lane (NaN stays NaN: the ordered compare is false for it), as relu.
+inline __m512 relu_ps(__m512 v) {
+  const __m512 z = _mm512_setzero_ps();
+  return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, z, _CMP_LT_OQ), z);
+}
+
+// y (=) A^T M A + bias for every tile, M [16][K][T], then relu when asked (the conv2d_fwd
+// epilogue); outputs beyond P, Q are not written.
+void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias, bool relu,
+                      float* y, bool team) {
   const int64_t T = ch.tiles(g), xi_stride = g.K * T;
 #pragma omp parallel for schedule(static) if (team)
   for (int64_t k = 0; k < g.K; ++k) {
@@ -230,10 +237,15 @@ void output_transform(const float* M, const Geo& g, const Chunk& ch, const float
             t[1][b] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
           }
           for (int r = 0; r < 2 && 2 * i + r < g.P; ++r) {
-            const __m512 y0 = _mm512_add_ps(_mm512_add_ps(t[r][0], t[r][1]), t[r][2]);
-            const __m512 y1 = _mm512_sub_ps(_mm512_sub_ps(t[r][1], t[r][2]), t[r][3]);
-            put_pairs(yp + (2 * i + r) * g.Q, g.Q, 2 * j0, _mm512_add_ps(y0, vb),
-                      _mm512_add_ps(y1, vb), false);
+            __m512 y0 = _mm512_add_ps(_mm512_add_ps(t[r][0], t[r][1]), t[r][2]);
+            __m512 y1 = _mm512_sub_ps(_mm512_sub_ps(t[r][1], t[r][2]), t[r][3]);
+            y0 = _mm512_add_ps(y0, vb);
+            y1 = _mm512_add_ps(y1, vb);
+            if (relu) {
+              y0 = relu_ps(y0);
+              y1 = relu_ps(y1);
+            }
+            put_pairs(yp + (2 * i + r) * g.Q, g.Q, 2 * j0, y0, y1, false);
           }
         }
       }
@@ -405,7 +417,7 @@ void conv2d_fwd_cpu_winograd(const Conv2dFwdArgs& a) {
     for (int64_t xi = 0; xi < 16; ++xi)  // M[xi] [K, T] = U[xi] [K, C] . V[xi] [C, T]
       sgemm_avx512(false, false, g.K, T, g.C, 1.0f, U + xi * g.K * g.C, g.C, V + xi * g.C * T, T,
                    0.0f, M + xi * g.K * T, T);
-    output_transform(M, g, ch, bias, y, team);
+    output_transform(M, g, ch, bias, a.relu, y, team);
   });
 }
 
