@@ -74,6 +74,33 @@ TEST(FoldBatchNorm, FoldedOutputsEqualUnfolded) {
   EXPECT_THROW(net.seq->forward(x), Error);
 }
 
+// conv -> bn.forward_relu (ResNet's conv -> BN -> ReLU): the relu moves into the conv's epilogue
+// (Conv2d::fused_relu) and the batch norm returns its input; the same outputs, and the batch norm
+// called without relu afterwards is an error rather than a silently missing relu.
+TEST(FoldBatchNorm, ForwardReluMovesIntoTheConv) {
+  auto conv = std::make_shared<Conv2d>(3, 8, 3, ConvOptions().padding(1), 1);
+  auto bn = std::make_shared<BatchNorm2d>(8);
+  randomize(*bn, 40);
+  Sequential root;
+  root.push_back(conv);
+  root.push_back(bn);
+  root.eval();
+  autograd::NoGradGuard ng;
+  const Variable x(kernels::random_tensor({2, 3, 9, 11}, DType::f32, 8), false);
+  auto run = [&] { return bn->forward_relu(conv->forward(x)).data(); };
+  const Tensor before = run();
+  const std::vector<std::string> folded = fold_batchnorm(root, [&] { run(); });
+  EXPECT_EQ(folded, (std::vector<std::string>{"1"}));
+  EXPECT_TRUE(conv->fused_relu());
+  const Tensor after = run();
+  EXPECT_LT(max_diff(before, after), 2e-5);
+  const std::vector<float> v = after.to_vector<float>();
+  int zeros = 0;
+  for (float e : v) zeros += e == 0.0f;
+  EXPECT_GT(zeros, int(v.size()) / 10);  // the relu did something
+  EXPECT_THROW(bn->forward(conv->forward(x)), Error);
+}
+
 TEST(FoldBatchNorm, TrainingModeIsNotFolded) {
   Net net;
   net.seq->train();
