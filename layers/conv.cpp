@@ -72,6 +72,12 @@ Variable Conv2d::forward(const Variable& x) {
   return y;
 }
 
+Variable Conv2d::forward_residual_relu(const Variable& x, const Variable& residual) {
+  AIM_CHECK(!fused_relu_, "Conv2d(", in_, " -> ", out_,
+            "): forward_residual_relu on a conv whose relu was fused before the residual");
+  return autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)), true, residual);
+}
+
 void Conv2d::fold_scale_shift(const std::vector<double>& scale, const std::vector<double>& shift) {
   AIM_CHECK(int64_t(scale.size()) == out_ && int64_t(shift.size()) == out_, "Conv2d(", in_, " -> ",
             out_, "): folding needs ", out_, " scales and shifts, got ", scale.size());

@@ -39,6 +39,9 @@ class Conv2d : public Module {
          uint64_t seed = 0)
       : Conv2d(in_channels, out_channels, kernel, kernel, o, seed) {}
   Variable forward(const Variable& x) override;
+  // relu(conv(x) + residual) (residual like the output): at inference one kernel, the sum and the
+  // relu in its epilogue (a ResNet block's last conv after its batch norm was folded in).
+  Variable forward_residual_relu(const Variable& x, const Variable& residual);
   Shape count_flops(const Shape& in, double& flops) const override;
   std::string type_name() const override { return "Conv2d"; }
   // The kernel parameters for an input of H x W (TF SAME pads depend on it).

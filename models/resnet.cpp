@@ -35,8 +35,10 @@ Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, bool v1
 Variable Bottleneck::forward(const Variable& x) {
   Variable y = bn1_->forward_relu(conv1_->forward(x));
   y = bn2_->forward_relu(conv2_->forward(y));
-  y = bn3_->forward(conv3_->forward(y));
   const Variable shortcut = downsample_ ? downsample_->forward(x) : x;
+  // bn3 folded into conv3 (aim-infer): the shortcut and the relu go into conv3's epilogue.
+  if (bn3_->folded()) return bn3_->forward(conv3_->forward_residual_relu(y, shortcut));
+  y = bn3_->forward(conv3_->forward(y));
   return ag::relu(ag::add(y, shortcut));
 }
 

@@ -30,8 +30,11 @@ BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, uint64_
 
 Variable BasicBlock::forward(const Variable& x) {
   Variable y = bn1_->forward_relu(conv1_->forward(x));
+  const Variable shortcut = downsample_ ? downsample_->forward(x) : x;
+  // bn2 folded into conv2 (aim-infer): the shortcut and the relu go into conv2's epilogue.
+  if (bn2_->folded()) return bn2_->forward(conv2_->forward_residual_relu(y, shortcut));
   y = bn2_->forward(conv2_->forward(y));
-  return ag::relu(ag::add(y, downsample_ ? downsample_->forward(x) : x));
+  return ag::relu(ag::add(y, shortcut));
 }
 
 Shape BasicBlock::count_flops(const Shape& in, double& flops) const {

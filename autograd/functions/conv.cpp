@@ -86,13 +86,18 @@ constexpr char kWhyGemm[] = "implicit GEMM, fp32 accumulation";
 
 constexpr amp::Declaration kConv2dAmp{"conv2d", amp::OpClass::lowp, kWhyGemm};
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
-                const Conv2dParams& p, bool relu) {
-  if (auto y = int8::conv2d(x, weight, bias, p)) return relu ? autograd::relu(*y) : *y;
-  if (auto c = amp::autocast(kConv2dAmp, {&x, &weight, &bias}))
-    return conv2d((*c)[0], (*c)[1], (*c)[2], p, relu);
-  // The epilogue is for inference: relu's backward reads relu's output, which a training step
-  // keeps as its own tensor.
-  if (relu && needs_grad({&x, &weight, &bias})) return autograd::relu(conv2d(x, weight, bias, p));
+                const Conv2dParams& p, bool relu, const Variable& residual) {
+  // The epilogue in separate ops: int8 convolutions, and training (relu's backward reads relu's
+  // output, which a training step keeps as its own tensor).
+  auto unfused = [&](Variable y) {
+    if (residual.defined()) y = autograd::add(y, residual);
+    return relu ? autograd::relu(y) : y;
+  };
+  if (auto y = int8::conv2d(x, weight, bias, p)) return unfused(*y);
+  if (auto c = amp::autocast(kConv2dAmp, {&x, &weight, &bias, &residual}))
+    return conv2d((*c)[0], (*c)[1], (*c)[2], p, relu, (*c)[3]);
+  if ((relu || residual.defined()) && needs_grad({&x, &weight, &bias, &residual}))
+    return unfused(conv2d(x, weight, bias, p));
   check_conv_inputs("conv2d", x, weight, bias);
   const Tensor xc = x.data().contiguous(), wc = weight.data().contiguous();
   const int64_t N = xc.size(0), H = xc.size(2), W = xc.size(3);
@@ -108,6 +113,13 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   a.y = Tensor::empty({N, K, P, Q}, xc.dtype(), xc.device());
   a.p = p;
   a.relu = relu;
+  if (residual.defined()) {
+    a.residual = residual.data().contiguous();
+    AIM_CHECK(a.residual.sizes() == a.y.sizes() && a.residual.dtype() == a.y.dtype(),
+              "conv2d: the residual must be ", to_string(a.y.sizes()), " ", dtype_name(a.y.dtype()),
+              " like the output, got ", to_string(a.residual.sizes()), " ",
+              dtype_name(a.residual.dtype()));
+  }
   kernels::conv2d_fwd(a);
   if (!needs_grad({&x, &weight, &bias})) return Variable(a.y);
   auto n = std::make_shared<Conv2dNode>();

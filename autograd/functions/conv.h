@@ -8,10 +8,12 @@
 namespace aim::autograd {
 
 // x [N, C, H, W]; weight [K, C/G, R, S]; bias [K] or undefined -> [N, K, P, Q].
-// relu: relu(conv2d(...)); without a gradient to compute (inference) the kernel's epilogue
-// (Conv2dFwdArgs::relu), otherwise conv2d then autograd::relu.
+// relu, residual (like the output, or undefined): relu(conv2d(...) + residual); without a gradient
+// to compute (inference) the kernel's epilogue (Conv2dFwdArgs::relu, residual), otherwise
+// conv2d, autograd::add and autograd::relu.
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
-                const kernels::Conv2dParams& p, bool relu = false);
+                const kernels::Conv2dParams& p, bool relu = false,
+                const Variable& residual = Variable());
 
 // x [N, Cin, H, W]; weight [Cin, Cout/G, R, S] (PyTorch's layout); bias [Cout] or undefined ->
 // [N, Cout, Ho, Wo], Ho = (H-1)*stride_h - pad_top - pad_bottom + dil_h*(R-1) + out_pad_h + 1.

@@ -47,14 +47,17 @@ struct Conv2dFwdArgs {
   Tensor bias;  // [K] or undefined (no bias)
   Tensor y;     // [N, K, P, Q]: written (=)
   Conv2dParams p;
-  // y = relu(conv + bias) (NaN stays NaN): an inference epilogue (a folded conv -> BN -> ReLU,
-  // or conv -> ReLU), applied where each output is stored instead of in a pass of its own.
+  // y = relu(conv + bias + residual) (NaN stays NaN): an inference epilogue (a folded conv -> BN
+  // -> ReLU; a ResNet block's last conv -> BN, + shortcut, -> ReLU), applied where each output is
+  // stored instead of in passes of their own. residual: like y, or undefined (none).
+  Tensor residual;
   bool relu = false;
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
   template <class S, class F>
   static void fields(S& s, F& f) {
-    f.in("x", s.x), f.in("w", s.w), f.in_opt("bias", s.bias), f.out("y", s.y);
+    f.in("x", s.x), f.in("w", s.w), f.in_opt("bias", s.bias), f.in_opt("residual", s.residual);
+    f.out("y", s.y);
     f.group(s.p);
     f.param("relu", s.relu);
   }
@@ -96,12 +99,12 @@ inline double conv2d_macs(const Tensor& w, const Tensor& y) {
 }
 inline Cost conv2d_fwd_cost(const Conv2dFwdArgs& a) {
   const double e = double(dtype_size(a.x.dtype()));
-  const double b =
-      (a.bias.defined() ? double(a.y.numel()) : 0.0) + (a.relu ? double(a.y.numel()) : 0.0);
+  const double n = double(a.y.numel()), r = a.residual.defined() ? n : 0.0;
+  const double b = (a.bias.defined() ? n : 0.0) + (a.relu ? n : 0.0) + r;
   return Cost{/*flops=*/2 * conv2d_macs(a.w, a.y) + b,
               /*bytes_read=*/
               (double(a.x.numel()) + double(a.w.numel()) +
-               (a.bias.defined() ? double(a.bias.numel()) : 0.0)) *
+               (a.bias.defined() ? double(a.bias.numel()) : 0.0) + r) *
                   e,
               /*bytes_written=*/double(a.y.numel()) * e};
 }

@@ -10,7 +10,9 @@ namespace aim::kernels::conv_cpu {
 
 // TestShape: {N, C, H, W, K, R, S, stride, pad, dil, groups, bias}. pad >= 0: the same on every
 // side; pad == -1: TensorFlow SAME (asymmetric when the total is odd). bias: 1 fwd adds a bias,
-// bwd_filter accumulates dbias; 2 as 1 with the forward's relu epilogue; 3 relu without a bias.
+// bwd_filter accumulates dbias; 2 as 1 with the forward's relu epilogue; 3 relu without a bias;
+// 4 as 2 with a residual added before the relu (ResNet's last conv of a block); 5 a residual
+// without bias or relu.
 std::vector<std::string> conv2d_shape_fields() {
   return {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "dil", "groups", "bias"};
 }
@@ -25,7 +27,7 @@ std::vector<TestShape> conv2d_test_shapes() {
       {2, 13, 8, 7, 3, 5, 5, 1, 2, 1, 1, 3},      // 5x5 pad 2, relu without bias
       {1, 3, 17, 15, 5, 7, 7, 2, 3, 1, 1, 2},     // 7x7 stride 2 pad 3 (ResNet stem), relu
       {2, 5, 9, 10, 6, 3, 3, 2, 1, 1, 1, 0},      // 3x3 stride 2
-      {2, 4, 11, 9, 7, 1, 1, 2, 0, 1, 1, 1},      // 1x1 stride 2 (downsample)
+      {2, 4, 11, 9, 7, 1, 1, 2, 0, 1, 1, 4},      // 1x1 stride 2 (downsample), residual + relu
       {1, 6, 13, 12, 4, 3, 3, 1, 2, 2, 1, 1},     // dilation 2
       {2, 6, 7, 9, 10, 3, 3, 1, 1, 1, 2, 1},      // groups 2
       {2, 8, 10, 7, 8, 3, 3, 1, 1, 1, 8, 1},      // depthwise
@@ -36,11 +38,11 @@ std::vector<TestShape> conv2d_test_shapes() {
       {2, 31, 9, 9, 33, 3, 3, 1, 1, 1, 1, 2},     // channels around 32 (winograd), relu
       {1, 16, 79, 79, 4, 3, 3, 2, 1, 1, 1, 1},    // stride 2 over several column chunks
       {1, 16, 45, 47, 3, 3, 3, 1, 0, 1, 1, 0},    // unpadded (Q != W) over several chunks
-      {1, 136, 5, 5, 140, 1, 1, 1, 0, 1, 1, 1},   // 136/140 channels: several GPU row tiles
+      {1, 136, 5, 5, 140, 1, 1, 1, 0, 1, 1, 4},   // 136/140 channels: GPU row tiles, residual
       {7, 5, 4, 6, 9, 3, 3, 1, 1, 1, 1, 2},       // small images: blocks of images, relu
-      {9, 6, 3, 5, 4, 1, 1, 1, 0, 1, 2, 1},       // pointwise grouped, blocks of images
+      {9, 6, 3, 5, 4, 1, 1, 1, 0, 1, 2, 4},       // pointwise grouped, blocks of images, residual
       {6, 4, 5, 7, 6, 2, 2, 2, -1, 1, 1, 0},      // strided TF SAME, blocks of images
-      {2, 5, 7, 8, 4, 3, 3, 1, 2, 1, 1, 1},       // 3x3 pad 2 (winograd: patches beyond x)
+      {2, 5, 7, 8, 4, 3, 3, 1, 2, 1, 1, 5},       // 3x3 pad 2 (winograd: beyond x), residual only
       {1, 8, 70, 66, 5, 3, 3, 1, 1, 1, 1, 1},     // winograd: chunks of tile rows of one image
       {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 2}};  // ResNet-like, relu (too big for the emulator)
 }
@@ -89,10 +91,12 @@ TestCase make_conv2d_fwd_case(const TestShape& s, DType t, uint64_t seed) {
   Conv2dFwdArgs a;
   a.x = random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0);
   a.w = random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 1, -1.0, 1.0);
-  if (s[11] == 1 || s[11] == 2) a.bias = random_tensor({d.K}, t, seed + 2, -1.0, 1.0);
+  const int64_t mode = s[11];
+  if (mode == 1 || mode == 2 || mode == 4) a.bias = random_tensor({d.K}, t, seed + 2, -1.0, 1.0);
+  if (mode >= 4) a.residual = random_tensor({d.N, d.K, d.P, d.Q}, t, seed + 6, -1.0, 1.0);
   a.y = poison_tensor({d.N, d.K, d.P, d.Q}, t);
   a.p = d.p;
-  a.relu = s[11] >= 2;
+  a.relu = mode >= 2 && mode <= 4;
   return to_case(a);
 }
 
@@ -113,7 +117,8 @@ TestCase make_conv2d_bwd_filter_case(const TestShape& s, DType t, uint64_t seed)
   a.x = random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0);
   // Accumulated outputs start from random values: a variant that writes instead of adding fails.
   a.dw = random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 4, -1.0, 1.0);
-  if (s[11] == 1 || s[11] == 2) a.dbias = random_tensor({d.K}, t, seed + 5, -1.0, 1.0);
+  if (s[11] == 1 || s[11] == 2 || s[11] == 4)
+    a.dbias = random_tensor({d.K}, t, seed + 5, -1.0, 1.0);
   a.p = d.p;
   return to_case(a);
 }

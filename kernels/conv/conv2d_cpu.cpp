@@ -135,6 +135,7 @@ Dims dims_fwd(const Conv2dFwdArgs& a) {
   check_tensor(op, "w", a.w, a.w.sizes(), t, dev);
   if (a.bias.defined()) check_tensor(op, "bias", a.bias, {d.K}, t, dev);
   check_tensor(op, "y", a.y, {d.N, d.K, d.P, d.Q}, t, dev);
+  if (a.residual.defined()) check_tensor(op, "residual", a.residual, {d.N, d.K, d.P, d.Q}, t, dev);
   return d;
 }
 
@@ -229,6 +230,7 @@ void fwd_ref(const Conv2dFwdArgs& a, const Dims& d) {
   const T* x = a.x.data<T>();
   const T* w = a.w.data<T>();
   const T* bias = a.bias.defined() ? a.bias.data<T>() : nullptr;
+  const T* res = a.residual.defined() ? a.residual.data<T>() : nullptr;
   T* y = a.y.data<T>();
   for (int64_t n = 0; n < d.N; ++n)
     for (int64_t k = 0; k < d.K; ++k) {
@@ -245,8 +247,10 @@ void fwd_ref(const Conv2dFwdArgs& a, const Dims& d) {
                 acc += double(x[((n * d.C + g * d.Cg + c) * d.H + ih) * d.W + iw]) *
                        double(w[((k * d.Cg + c) * d.R + r) * d.S + s]);
               }
+          const int64_t yi = ((n * d.K + k) * d.P + op) * d.Q + oq;
+          if (res) acc += double(res[yi]);
           if (a.relu && acc < 0.0) acc = 0.0;  // NaN stays NaN
-          y[((n * d.K + k) * d.P + op) * d.Q + oq] = T(acc);
+          y[yi] = T(acc);
         }
     }
 }
@@ -524,20 +528,29 @@ void gather_rows(const float* t, int64_t img_stride, int64_t row_stride, int64_t
       std::memcpy(m + k * ld + i * cols, t + i * img_stride + k * row_stride,
                   size_t(cols) * sizeof(float));
 }
-// y = v + b, then relu when asked (x < 0 ? 0 : x: NaN stays NaN); the forward's epilogue.
-inline float bias_relu(float v, float b, bool relu) {
-  v += b;
-  return relu && v < 0.0f ? 0.0f : v;
+// The forward's epilogue on `cols` outputs: dst = src + b (+ res, when given), then relu when
+// asked (x < 0 ? 0 : x: NaN stays NaN). dst may be src.
+void epilogue(const float* src, float b, const float* res, bool relu, float* dst, int64_t cols) {
+  if (res)
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = src[j] + b + res[j];
+      dst[j] = relu && v < 0.0f ? 0.0f : v;
+    }
+  else
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = src[j] + b;
+      dst[j] = relu && v < 0.0f ? 0.0f : v;
+    }
 }
+// res: the residual at t's position (same layout as t), or null.
 void scatter_rows(const float* m, int64_t images, int64_t rows, int64_t cols, const float* bias,
-                  bool relu, float* t, int64_t img_stride, int64_t row_stride) {
+                  const float* res, bool relu, float* t, int64_t img_stride, int64_t row_stride) {
   const int64_t ld = images * cols;
   for (int64_t k = 0; k < rows; ++k) {
     const float b = bias ? bias[k] : 0.0f;
     for (int64_t i = 0; i < images; ++i) {
-      const float* src = m + k * ld + i * cols;
-      float* dst = t + i * img_stride + k * row_stride;
-      for (int64_t j = 0; j < cols; ++j) dst[j] = bias_relu(src[j], b, relu);
+      const int64_t off = i * img_stride + k * row_stride;
+      epilogue(m + k * ld + i * cols, b, res ? res + off : nullptr, relu, t + off, cols);
     }
   }
 }
@@ -549,6 +562,7 @@ void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
   const float* x = a.x.data<float>();
   const float* w = a.w.data<float>();
   const float* bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
+  const float* res = a.residual.defined() ? a.residual.data<float>() : nullptr;
   float* y = a.y.data<float>();
   const Plan pl = plan_of(d, p);
   for_blocks(pl.blocks, [&](int64_t b, int) {
@@ -568,17 +582,17 @@ void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
         const float* B = pl.direct ? xg : col;
         if (nb > 1) {
           gemm(false, false, d.Kg, ld, CRS, w + g * d.Kg * CRS, CRS, B, ld, 0.0f, out, ld);
-          scatter_rows(out, nb, d.Kg, cols, bg, a.relu, yg + p0 * d.Q, d.K * PQ, PQ);
+          scatter_rows(out, nb, d.Kg, cols, bg, res ? res + (yg - y) + p0 * d.Q : nullptr, a.relu,
+                       yg + p0 * d.Q, d.K * PQ, PQ);
           continue;
         }
         gemm(false, false, d.Kg, cols, CRS, w + g * d.Kg * CRS, CRS, B, pl.direct ? PQ : cols, 0.0f,
              yg + p0 * d.Q, PQ);
-        // Bias and relu on the chunk just computed (while it is in cache).
-        if (bg || a.relu)
+        // Bias, residual and relu on the chunk just computed (while it is in cache).
+        if (bg || res || a.relu)
           for (int64_t k = 0; k < d.Kg; ++k) {
             float* row = yg + k * PQ + p0 * d.Q;
-            const float b = bg ? bg[k] : 0.0f;
-            for (int64_t i = 0; i < cols; ++i) row[i] = bias_relu(row[i], b, a.relu);
+            epilogue(row, bg ? bg[k] : 0.0f, res ? res + (row - y) : nullptr, a.relu, row, cols);
           }
       }
     }
@@ -719,6 +733,7 @@ void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
   w.x = widened(a.x);
   w.w = widened(a.w);
   w.bias = widened(a.bias);
+  w.residual = widened(a.residual);
   w.y = Tensor::empty(a.y.sizes(), DType::f32);
   if (conv2d_winograd_preferred(w.w, w.p, w.y.size(2), w.y.size(3)))
     conv2d_fwd_cpu_winograd(w);

@@ -154,7 +154,7 @@ void conv2d_fwd_cuda_im2col_cublas(const Conv2dFwdArgs& a) {
       run(h, m);
     }
   }
-  cuda::conv2d_add_bias(a.y, a.bias, a.relu);
+  cuda::conv2d_add_bias(a.y, a.bias, a.relu, a.residual);
 }
 
 void conv2d_bwd_data_cuda_im2col_cublas(const Conv2dBwdDataArgs& a) {

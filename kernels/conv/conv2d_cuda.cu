@@ -57,7 +57,8 @@ struct FwdProblem {
   const T* bias;  // [K] or null
   T* y;           // [N, K, P, Q]
   Geo d;
-  bool relu;  // epilogue: y = relu(conv + bias)
+  const T* residual;  // like y, or null: added before the relu
+  bool relu;          // epilogue: y = relu(conv + bias + residual)
   __host__ __device__ int m() const { return d.Kg; }
   __host__ __device__ int cols() const { return d.N * d.P * d.Q; }
   __host__ __device__ int red() const { return d.Cg * d.R * d.S; }
@@ -82,8 +83,10 @@ struct FwdProblem {
     const int PQ = d.P * d.Q, n = col / PQ, pq = col - n * PQ;
     const int kg = g * d.Kg + k;
     if (bias) v += to_acc<A>(bias[kg]);
+    const int64_t yi = (int64_t(n) * d.K + kg) * PQ + pq;
+    if (residual) v += to_acc<A>(residual[yi]);
     if (relu && v < A(0)) v = A(0);  // NaN stays NaN
-    y[(int64_t(n) * d.K + kg) * PQ + pq] = from_acc<T>(v);
+    y[yi] = from_acc<T>(v);
   }
 };
 
@@ -292,12 +295,14 @@ void conv2d_fwd_cuda_implicit_gemm(const Conv2dFwdArgs& a) {
   const int64_t nb = conv2d_images_per_chunk(a.x, a.y), xs = per_image(a.x), ys = per_image(a.y);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.x.dtype(), T, {
     for (int64_t n0 = 0; n0 < d.N; n0 += nb) {
-      FwdProblem<T> pr{static_cast<const T*>(a.x.raw_data()) + n0 * xs,
-                       static_cast<const T*>(a.w.raw_data()),
-                       a.bias.defined() ? static_cast<const T*>(a.bias.raw_data()) : nullptr,
-                       static_cast<T*>(a.y.raw_data()) + n0 * ys,
-                       d,
-                       a.relu};
+      FwdProblem<T> pr{
+          static_cast<const T*>(a.x.raw_data()) + n0 * xs,
+          static_cast<const T*>(a.w.raw_data()),
+          a.bias.defined() ? static_cast<const T*>(a.bias.raw_data()) : nullptr,
+          static_cast<T*>(a.y.raw_data()) + n0 * ys,
+          d,
+          a.residual.defined() ? static_cast<const T*>(a.residual.raw_data()) + n0 * ys : nullptr,
+          a.relu};
       pr.d.N = int(std::min<int64_t>(nb, d.N - n0));
       launch_gemm<T>(pr, d.G, 1, pr.red(), a.x.device());
     }
@@ -432,13 +437,15 @@ __global__ void col2im_kernel(const T* col, T* dx, Geo d, int n0, int64_t total)
   }
 }
 
-// bias (optional) then relu (optional), in place: the vendor variants' epilogue.
+// bias, residual (each optional), then relu (optional), in place: the vendor variants' epilogue.
 template <class T>
-__global__ void add_bias_kernel(T* y, const T* bias, bool relu, int K, int64_t PQ, int64_t total) {
+__global__ void add_bias_kernel(T* y, const T* bias, const T* residual, bool relu, int K,
+                                int64_t PQ, int64_t total) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     float v = to_f32(y[i]);
     if (bias) v += to_f32(bias[int((i / PQ) % K)]);
+    if (residual) v += to_f32(residual[i]);
     if (relu && v < 0.0f) v = 0.0f;  // NaN stays NaN
     y[i] = from_f32<T>(v);
   }
@@ -500,15 +507,16 @@ void conv2d_col2im(const Tensor& col, int64_t n0, int64_t nb, int64_t R, int64_t
   AIM_CHECK_LAUNCH();
 }
 
-void conv2d_add_bias(const Tensor& y, const Tensor& bias, bool relu) {
+void conv2d_add_bias(const Tensor& y, const Tensor& bias, bool relu, const Tensor& residual) {
   const int64_t total = y.numel();
-  if (total == 0 || (!bias.defined() && !relu)) return;
+  if (total == 0 || (!bias.defined() && !relu && !residual.defined())) return;
   const int K = int(y.size(1));
   const int64_t PQ = y.size(2) * y.size(3);
   AIM_DISPATCH_CUDA_FLOAT_TYPES(y.dtype(), T, {
     AIM_LAUNCH(grid_for(total, 256), 256, 0, stream_for(y.device()), add_bias_kernel<T>)
     (static_cast<T*>(y.raw_data()),
-     bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr, relu, K, PQ, total);
+     bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr,
+     residual.defined() ? static_cast<const T*>(residual.raw_data()) : nullptr, relu, K, PQ, total);
   });
   AIM_CHECK_LAUNCH();
 }

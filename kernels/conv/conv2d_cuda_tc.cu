@@ -267,9 +267,10 @@ struct BwdFilterProblem {  // A = dy rows (output channels), B = im2col(x)^T col
 
 template <class T>
 struct FwdStore {
-  const T* bias;                                         // [K] or null
-  T* y;                                                  // [N, K, P, Q]
-  bool relu;                                             // epilogue: y = relu(conv + bias)
+  const T* bias;      // [K] or null
+  T* y;               // [N, K, P, Q]
+  const T* residual;  // like y, or null: added before relu
+  bool relu;          // epilogue: y = relu(conv + bias + residual)
   __device__ int col_off(const Geo& d, int col) const {  // col = (n, pq): n*K*PQ + pq
     const int PQ = d.P * d.Q, n = col / PQ;
     return n * d.K * PQ + (col - n * PQ);
@@ -277,6 +278,7 @@ struct FwdStore {
   __device__ void put(const Geo& d, int g, int, int k, int co, float v) const {
     const int kg = g * d.Kg + k;
     if (bias) v += to_f32(bias[kg]);
+    if (residual) v += to_f32(residual[co + kg * d.P * d.Q]);
     if (relu && v < 0.0f) v = 0.0f;  // NaN stays NaN
     y[co + kg * d.P * d.Q] = from_f32<T>(v);
   }
@@ -561,8 +563,11 @@ void conv2d_fwd_cuda_implicit_gemm_tc(const Conv2dFwdArgs& a) {
     for (int64_t n0 = 0; n0 < d.N; n0 += nb) {  // chunks of images (conv2d.h)
       FwdProblem pr{bits(a.x) + n0 * xs, bits(a.w), d};
       pr.d.N = int(std::min<int64_t>(nb, d.N - n0));
-      FwdStore<T> st{a.bias.defined() ? static_cast<const T*>(a.bias.raw_data()) : nullptr,
-                     static_cast<T*>(a.y.raw_data()) + n0 * ys, a.relu};
+      FwdStore<T> st{
+          a.bias.defined() ? static_cast<const T*>(a.bias.raw_data()) : nullptr,
+          static_cast<T*>(a.y.raw_data()) + n0 * ys,
+          a.residual.defined() ? static_cast<const T*>(a.residual.raw_data()) + n0 * ys : nullptr,
+          a.relu};
       launch_gemm<T>(pr, st, d.G, 1, pr.red(), a.x.device());
     }
   });

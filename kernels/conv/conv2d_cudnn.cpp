@@ -319,9 +319,9 @@ void conv2d_fwd_cuda_cudnn(const Conv2dFwdArgs& a) {
     AIM_CUDNN_CHECK(
         cudnnAddTensor(h, one.ptr(), b, a.bias.raw_data(), one.ptr(), d.y, a.y.raw_data()));
   }
-  // The relu epilogue: the own in-place kernel on the handle's stream (cuDNN's fused
+  // The residual and relu epilogue: the own in-place kernel on the handle's stream (cuDNN's fused
   // bias-activation call takes other algorithms than the ones planned here).
-  if (a.relu) cuda::conv2d_add_bias(a.y, Tensor(), true);
+  if (a.relu || a.residual.defined()) cuda::conv2d_add_bias(a.y, Tensor(), a.relu, a.residual);
 }
 
 void conv2d_bwd_data_cuda_cudnn(const Conv2dBwdDataArgs& a) {

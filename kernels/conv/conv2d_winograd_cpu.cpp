@@ -417,8 +417,19 @@ void conv2d_fwd_cpu_winograd(const Conv2dFwdArgs& a) {
     for (int64_t xi = 0; xi < 16; ++xi)  // M[xi] [K, T] = U[xi] [K, C] . V[xi] [C, T]
       sgemm_avx512(false, false, g.K, T, g.C, 1.0f, U + xi * g.K * g.C, g.C, V + xi * g.C * T, T,
                    0.0f, M + xi * g.K * T, T);
-    output_transform(M, g, ch, bias, a.relu, y, team);
+    output_transform(M, g, ch, bias, a.relu && !a.residual.defined(), y, team);
   });
+  // A residual (ResNet's shortcut; its last conv is 1x1, not this variant's): added, then the
+  // relu, in a pass of its own.
+  if (a.residual.defined()) {
+    const float* r = a.residual.data<float>();
+    const int64_t n = a.y.numel();
+#pragma omp parallel for schedule(static) if (n > (int64_t(1) << 15) && !omp_in_parallel())
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = y[i] + r[i];
+      y[i] = a.relu && v < 0.0f ? 0.0f : v;
+    }
+  }
 }
 
 void conv2d_bwd_data_cpu_winograd(const Conv2dBwdDataArgs& a) {

@@ -15,9 +15,10 @@ void conv2d_im2col(const Tensor& x, int64_t n0, int64_t nb, int64_t R, int64_t S
 // read each pixel (a gather: every dx element written once, no atomics).
 void conv2d_col2im(const Tensor& col, int64_t n0, int64_t nb, int64_t R, int64_t S,
                    const Conv2dParams& p, const Tensor& dx);
-// y [N, K, P, Q] += bias [K] (undefined: none) broadcast over N, P, Q, then y = relu(y) when
-// `relu` (NaN stays NaN).
-void conv2d_add_bias(const Tensor& y, const Tensor& bias, bool relu = false);
+// y [N, K, P, Q] += bias [K] (undefined: none) broadcast over N, P, Q, += residual (like y;
+// undefined: none), then y = relu(y) when `relu` (NaN stays NaN).
+void conv2d_add_bias(const Tensor& y, const Tensor& bias, bool relu = false,
+                     const Tensor& residual = Tensor());
 // dbias [K] += sum over N, P, Q of dy [N, K, P, Q] (one block per channel, fixed order).
 void conv2d_bias_grad(const Tensor& dy, const Tensor& dbias);
 
