@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 
+#include "autograd/functions/elementwise.h"
 #include "autograd/variable.h"
 #include "kernels/testing.h"
 #include "layers/activation.h"
@@ -99,6 +100,29 @@ TEST(FoldBatchNorm, ForwardReluMovesIntoTheConv) {
   for (float e : v) zeros += e == 0.0f;
   EXPECT_GT(zeros, int(v.size()) / 10);  // the relu did something
   EXPECT_THROW(bn->forward(conv->forward(x)), Error);
+}
+
+// A ResNet block's tail, conv -> BN, + shortcut, -> ReLU: once the batch norm is folded, the
+// conv's epilogue adds the shortcut and applies the relu (Conv2d::forward_residual_relu).
+TEST(FoldBatchNorm, ResidualAndReluInTheFoldedConv) {
+  auto conv = std::make_shared<Conv2d>(3, 8, 1, ConvOptions(), 2);
+  auto bn = std::make_shared<BatchNorm2d>(8);
+  randomize(*bn, 50);
+  Sequential root;
+  root.push_back(conv);
+  root.push_back(bn);
+  root.eval();
+  autograd::NoGradGuard ng;
+  const Variable x(kernels::random_tensor({2, 3, 9, 11}, DType::f32, 9), false);
+  const Variable shortcut(kernels::random_tensor({2, 8, 9, 11}, DType::f32, 10), false);
+  const Tensor before =
+      autograd::relu(autograd::add(bn->forward(conv->forward(x)), shortcut)).data();
+  EXPECT_EQ(fold_batchnorm(root, [&] { bn->forward(conv->forward(x)); }),
+            (std::vector<std::string>{"1"}));
+  ASSERT_TRUE(bn->folded());
+  const Tensor after = bn->forward(conv->forward_residual_relu(x, shortcut)).data();
+  EXPECT_LT(max_diff(before, after), 2e-5);
+  EXPECT_GT(max_diff(before, Tensor::zeros(before.sizes())), 0.1);
 }
 
 TEST(FoldBatchNorm, TrainingModeIsNotFolded) {
