@@ -78,14 +78,25 @@ TEST(FoldBatchNorm, FoldedOutputsEqualUnfolded) {
 // conv -> bn.forward_relu (ResNet's conv -> BN -> ReLU): the relu moves into the conv's epilogue
 // (Conv2d::fused_relu) and the batch norm returns its input; the same outputs, and the batch norm
 // called without relu afterwards is an error rather than a silently missing relu.
-TEST(FoldBatchNorm, ForwardReluMovesIntoTheConv) {
-  auto conv = std::make_shared<Conv2d>(3, 8, 3, ConvOptions().padding(1), 1);
-  auto bn = std::make_shared<BatchNorm2d>(8);
-  randomize(*bn, 40);
+// One conv (3 -> 8 channels) and a batch norm after it, in eval mode under one root.
+struct ConvBn {
+  std::shared_ptr<Conv2d> conv;
+  std::shared_ptr<BatchNorm2d> bn = std::make_shared<BatchNorm2d>(8);
   Sequential root;
-  root.push_back(conv);
-  root.push_back(bn);
-  root.eval();
+  ConvBn(int64_t kernel, const ConvOptions& o, uint64_t seed)
+      : conv(std::make_shared<Conv2d>(3, 8, kernel, o, seed)) {
+    randomize(*bn, seed * 10);
+    root.push_back(conv);
+    root.push_back(bn);
+    root.eval();
+  }
+};
+
+TEST(FoldBatchNorm, ForwardReluMovesIntoTheConv) {
+  ConvBn m(3, ConvOptions().padding(1), 4);
+  auto& conv = m.conv;
+  auto& bn = m.bn;
+  Sequential& root = m.root;
   autograd::NoGradGuard ng;
   const Variable x(kernels::random_tensor({2, 3, 9, 11}, DType::f32, 8), false);
   auto run = [&] { return bn->forward_relu(conv->forward(x)).data(); };
@@ -105,13 +116,10 @@ TEST(FoldBatchNorm, ForwardReluMovesIntoTheConv) {
 // A ResNet block's tail, conv -> BN, + shortcut, -> ReLU: once the batch norm is folded, the
 // conv's epilogue adds the shortcut and applies the relu (Conv2d::forward_residual_relu).
 TEST(FoldBatchNorm, ResidualAndReluInTheFoldedConv) {
-  auto conv = std::make_shared<Conv2d>(3, 8, 1, ConvOptions(), 2);
-  auto bn = std::make_shared<BatchNorm2d>(8);
-  randomize(*bn, 50);
-  Sequential root;
-  root.push_back(conv);
-  root.push_back(bn);
-  root.eval();
+  ConvBn m(1, ConvOptions(), 5);
+  auto& conv = m.conv;
+  auto& bn = m.bn;
+  Sequential& root = m.root;
   autograd::NoGradGuard ng;
   const Variable x(kernels::random_tensor({2, 3, 9, 11}, DType::f32, 9), false);
   const Variable shortcut(kernels::random_tensor({2, 8, 9, 11}, DType::f32, 10), false);
