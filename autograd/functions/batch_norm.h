@@ -9,8 +9,8 @@ namespace aim::autograd {
 // place when training and defined; required when !training). Parameters and statistics are f32
 // (f64 for an f64 x). Training normalises with batch statistics; eval with the running ones,
 // and then the backward treats the statistics as constants (frozen BN).
-// relu: y = relu(batch_norm(...)) in one kernel pass (BatchNormFwdArgs::relu); the backward masks
-// dy with y inside the batch-norm gradient's passes (BatchNormBwdArgs::y_relu).
+// relu: y = relu(batch_norm(...)); without a gradient to compute (inference) one kernel pass
+// (BatchNormFwdArgs::relu), otherwise batch_norm then autograd::relu (batch_norm.cpp says why).
 Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
                     const Tensor& running_mean, const Tensor& running_var, bool training,
                     double momentum, double eps, bool relu = false);

@@ -293,10 +293,9 @@ TEST(LayersBatchNorm, TrainEvalAndRunningStats) {
   EXPECT_EQ(entry(bn.state_dict(), "num_batches_tracked").item(), 2.0);
 }
 
-// forward_relu = relu(forward) through the fused kernel passes: at inference the same bits as
+// forward_relu = relu(forward): at inference through the fused kernel pass, the same bits as
 // batch norm then relu (one rounding of the same f32 expression, relu exact); in eval with a
-// gradient wanted (frozen BN) and in training, the same gradient (dy masked by the output inside
-// the batch-norm backward, as relu's backward masks it).
+// gradient wanted (frozen BN) and in training, batch norm then relu, the same gradient.
 TEST(LayersBatchNorm, ForwardReluEqualsReluOfForward) {
   BatchNorm2d bn(5);
   bn.weight.mutable_data().copy_(kernels::random_tensor({5}, DType::f32, 1, 0.5, 1.5));
