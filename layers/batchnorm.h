@@ -80,8 +80,9 @@ class BatchNorm2d : public Module {
                        std::optional<double> momentum = 0.1, bool affine = true,
                        bool track_running_stats = true);
   Variable forward(const Variable& x) override;
-  // relu(forward(x)) in one kernel pass forward and one backward (BatchNormFwdArgs::relu):
-  // conv -> BN -> ReLU in training, a pre-activation network's BN -> ReLU (DenseNet's) always.
+  // relu(forward(x)); at inference (no gradient) in one kernel pass (BatchNormFwdArgs::relu), and
+  // a folded batch norm's relu moves into its conv (layers/fold.h). With a gradient: forward,
+  // then relu (autograd/functions/batch_norm.cpp says why).
   Variable forward_relu(const Variable& x);
   Shape count_flops(const Shape& in, double& flops) const override;
   std::string type_name() const override { return "BatchNorm2d"; }

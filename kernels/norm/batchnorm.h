@@ -52,8 +52,8 @@ struct BatchNormBwdArgs {
   Tensor save_mean, save_rstd;  // [C] from the forward
   Tensor dx;                    // like x: written (=), or undefined (not wanted)
   Tensor dgamma, dbeta;         // [C]: accumulated (+=); either may be undefined
-  Tensor
-      y_relu;  // like x, or undefined: the forward fused relu and wrote this; dy counts where > 0
+  // Like x, or undefined: the output of a forward that fused relu; dy counts where it is > 0.
+  Tensor y_relu;
   bool training = true;  // false: statistics were constants (frozen BN): dx = dy*gamma*rstd
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
