@@ -72,6 +72,12 @@ Variable Conv2d::forward(const Variable& x) {
   return y;
 }
 
+Variable Conv2d::forward_relu(const Variable& x) {
+  // Not reported to a fold trace: a batch norm after it reads relu's output, not the conv's, so
+  // it must not be folded into this conv.
+  return autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)), true);
+}
+
 Variable Conv2d::forward_residual_relu(const Variable& x, const Variable& residual) {
   AIM_CHECK(!fused_relu_, "Conv2d(", in_, " -> ", out_,
             "): forward_residual_relu on a conv whose relu was fused before the residual");

@@ -42,6 +42,10 @@ class Conv2d : public Module {
   // relu(conv(x) + residual) (residual like the output): at inference one kernel, the sum and the
   // relu in its epilogue (a ResNet block's last conv after its batch norm was folded in).
   Variable forward_residual_relu(const Variable& x, const Variable& residual);
+  // relu(conv(x)): at inference the relu in the kernel's epilogue (no pass of its own); with a
+  // gradient, conv then relu as two ops (autograd::conv2d). Sequential calls it for a Conv2d
+  // followed by a ReLU.
+  Variable forward_relu(const Variable& x);
   Shape count_flops(const Shape& in, double& flops) const override;
   std::string type_name() const override { return "Conv2d"; }
   // The kernel parameters for an input of H x W (TF SAME pads depend on it).

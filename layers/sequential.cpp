@@ -1,6 +1,9 @@
 #include "layers/sequential.h"
 
+#include <typeinfo>
+
 #include "layers/activation.h"
+#include "layers/conv.h"
 #include "layers/linear.h"
 #include "tensor/check.h"
 
@@ -18,9 +21,23 @@ Shape Sequential::count_flops(const Shape& in, double& flops) const {
   return s;
 }
 
+bool conv_relu_pair(const Module& a, const Module& b) {
+  return typeid(a) == typeid(Conv2d) && typeid(b) == typeid(ReLU);
+}
+
 Variable Sequential::forward(const Variable& x) {
+  // A Conv2d followed by a ReLU runs as Conv2d::forward_relu (VGG, SSD's VGG trunk).
+  const auto& ch = children();
   Variable y = x;
-  for (const auto& c : children()) y = c.second->forward(y);
+  for (size_t i = 0; i < ch.size(); ++i) {
+    Module& m = *ch[i].second;
+    if (i + 1 < ch.size() && conv_relu_pair(m, *ch[i + 1].second)) {
+      y = static_cast<Conv2d&>(m).forward_relu(y);
+      ++i;
+      continue;
+    }
+    y = m.forward(y);
+  }
   return y;
 }
 

@@ -25,6 +25,11 @@ class Sequential : public Module {
   const std::shared_ptr<Module>& operator[](size_t i) const { return children().at(i).second; }
 };
 
+// Whether a chain's consecutive children a, b are a Conv2d then a ReLU (exact types: a subclass
+// may have its own forward), which Sequential (and any loop over a chain's children) runs as one
+// Conv2d::forward_relu: one kernel at inference.
+bool conv_relu_pair(const Module& a, const Module& b);
+
 // MLP over dims {in, h1, ..., out}: Linear(dims[i], dims[i+1]) for each pair, each followed by
 // activation(dims[i+1]) except the last unless `activate_last`. `activation` may return nullptr
 // (no activation module). Linear i is seeded with seed + i.

@@ -25,8 +25,11 @@ std::shared_ptr<layers::MaxPool2d> same_max_pool(int64_t stride) {
   return std::make_shared<layers::MaxPool2d>(o);
 }
 
-// conv -> ReLU, the only kind of layer in this network.
-Variable conv_relu(layers::Module& conv, const Variable& x) { return ag::relu(conv.forward(x)); }
+// conv -> ReLU, the only kind of layer in this network (one kernel at inference).
+Variable conv_relu(layers::Module& conv, const Variable& x) {
+  if (auto* c = dynamic_cast<layers::Conv2d*>(&conv)) return c->forward_relu(x);
+  return ag::relu(conv.forward(x));
+}
 
 Shape conv_relu_flops(const layers::Module& conv, const Shape& in, double& flops) {
   const Shape s = conv.count_flops(in, flops);

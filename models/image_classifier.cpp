@@ -4,7 +4,9 @@
 
 #include "autograd/functions/loss.h"
 #include "kernels/random/random.h"
+#include "layers/conv.h"
 #include "layers/init.h"
+#include "layers/sequential.h"
 #include "profiler/profiler.h"
 
 namespace aim::models {
@@ -115,9 +117,19 @@ Variable forward_in_layer(const std::string& name, layers::Module& m, const Vari
 
 Variable forward_children_in_layers(const std::string& prefix, const layers::Module& chain,
                                     const Variable& x) {
+  // A Conv2d then a ReLU: one Conv2d::forward_relu in the conv's layer (layers/sequential.h).
+  const auto& ch = chain.children();
   Variable y = x;
-  for (const auto& [name, child] : chain.children())
+  for (size_t i = 0; i < ch.size(); ++i) {
+    const auto& [name, child] = ch[i];
+    if (i + 1 < ch.size() && layers::conv_relu_pair(*child, *ch[i + 1].second)) {
+      profiler::Scope scope(prefix + "." + name, profiler::ScopeKind::Layer);
+      y = static_cast<layers::Conv2d&>(*child).forward_relu(y);
+      ++i;
+      continue;
+    }
     y = forward_in_layer(prefix + "." + name, *child, y);
+  }
   return y;
 }
 

@@ -150,8 +150,8 @@ Fire::Fire(int64_t inplanes, int64_t squeeze, int64_t expand1x1, int64_t expand3
 }
 
 Variable Fire::forward(const Variable& x) {
-  const Variable s = ag::relu(squeeze_->forward(x));
-  return ag::concat({ag::relu(expand1x1_->forward(s)), ag::relu(expand3x3_->forward(s))}, 1);
+  const Variable s = squeeze_->forward_relu(x);
+  return ag::concat({expand1x1_->forward_relu(s), expand3x3_->forward_relu(s)}, 1);
 }
 
 Shape Fire::count_flops(const Shape& in, double& flops) const {

@@ -10,6 +10,7 @@
 #pragma once
 #include <memory>
 
+#include "layers/conv.h"
 #include "layers/sequential.h"
 #include "models/image_classifier.h"
 
@@ -45,7 +46,7 @@ class Fire : public layers::Module {
   std::string type_name() const override { return "Fire"; }
 
  private:
-  std::shared_ptr<layers::Module> squeeze_, expand1x1_, expand3x3_;
+  std::shared_ptr<layers::Conv2d> squeeze_, expand1x1_, expand3x3_;
 };
 
 }  // namespace aim::models

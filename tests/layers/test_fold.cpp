@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/reduce.h"
 #include "autograd/variable.h"
 #include "kernels/testing.h"
 #include "layers/activation.h"
@@ -15,6 +19,7 @@
 #include "layers/conv.h"
 #include "layers/fold.h"
 #include "layers/sequential.h"
+#include "profiler/profiler.h"
 
 namespace aim::layers {
 namespace {
@@ -167,6 +172,48 @@ TEST(FoldBatchNorm, SharedConvOutputIsNotFolded) {
   autograd::NoGradGuard ng;
   const Variable x(kernels::random_tensor({1, 3, 5, 5}, DType::f32, 8), false);
   EXPECT_TRUE(fold_batchnorm(m, [&] { m.forward(x); }).empty());
+}
+
+// Sequential runs a Conv2d followed by a ReLU as Conv2d::forward_relu: at inference one conv2d_fwd
+// with the relu in its epilogue (no unary op recorded), the same bits as conv then relu; with a
+// gradient the two ops as before, the same output and gradients.
+TEST(FoldBatchNorm, SequentialConvReluIsOneKernelAtInference) {
+  auto conv = std::make_shared<Conv2d>(3, 5, 3, ConvOptions().padding(1), 11);
+  Sequential seq({conv, std::make_shared<ReLU>()});
+  const Tensor xt = kernels::random_tensor({2, 3, 7, 9}, DType::f32, 12);
+  auto count_ops = [](const std::function<void()>& run) {
+    std::map<std::string, int> n;
+    profiler::start();
+    run();
+    profiler::stop();
+    for (const profiler::Event& e : profiler::events())
+      if (e.kind == profiler::ScopeKind::Op) ++n[e.name];
+    return n;
+  };
+  {
+    autograd::NoGradGuard ng;
+    const Variable x(xt, false);
+    const Tensor want = autograd::relu(conv->forward(x)).data();
+    Tensor got;
+    const std::map<std::string, int> ops = count_ops([&] { got = seq.forward(x).data(); });
+    EXPECT_EQ(ops, (std::map<std::string, int>{{"conv2d_fwd", 1}}));
+    EXPECT_EQ(max_diff(want, got), 0.0);
+    int zeros = 0;
+    for (float e : got.to_vector<float>()) zeros += e == 0.0f;
+    EXPECT_GT(zeros, 0);  // the relu did something
+  }
+  // With a gradient: conv then relu, as a module-by-module Sequential would run them.
+  Variable x1(xt.clone(), true), x2(xt.clone(), true);
+  const Variable y1 = autograd::relu(conv->forward(x1));
+  autograd::sum(y1).backward();
+  const Tensor dw1 = conv->weight.grad().clone(), db1 = conv->bias.grad().clone();
+  conv->zero_grad();
+  const Variable y2 = seq.forward(x2);
+  autograd::sum(y2).backward();
+  EXPECT_EQ(max_diff(y1.data(), y2.data()), 0.0);
+  EXPECT_EQ(max_diff(x1.grad(), x2.grad()), 0.0);
+  EXPECT_EQ(max_diff(dw1, conv->weight.grad()), 0.0);
+  EXPECT_EQ(max_diff(db1, conv->bias.grad()), 0.0);
 }
 
 }  // namespace
