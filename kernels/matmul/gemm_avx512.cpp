@@ -551,21 +551,28 @@ constexpr int64_t kSkinnyM = 32;
 // (the tiny models' convolutions) on one algorithm keeps their results comparable across
 // configurations (the emulated device's step-1 checks of badly conditioned tiny ResNets).
 constexpr int64_t kSkinnyMinB = int64_t(1) << 22;
-// op(B) = B: blocks of B copied into an L2-resident buffer (1 MiB; L2 is 1-2 MiB per core).
+// Blocks of op(B) copied into an L2-resident buffer. op(B) = B: kSkinnyKC rows x kSkinnyNC
+// columns of B (1 MiB). op(B) = B^T: kSkinnyTNC rows of B x kSkinnyTKC of their k (384 KiB): few
+// rows, long runs of each (measured at 2 threads, 16 x 4096 x 9216: KC x NC = 256 x 512 -> 1024 x
+// 96: ~135 -> ~175 GFLOP/s; the dot-product path before it ran at ~105).
 #ifndef AIM_SKINNY_KC
 #define AIM_SKINNY_KC 128
 #endif
 #ifndef AIM_SKINNY_NC
 #define AIM_SKINNY_NC 2048
 #endif
+#ifndef AIM_SKINNY_TKC
+#define AIM_SKINNY_TKC 1024
+#endif
+#ifndef AIM_SKINNY_TNC
+#define AIM_SKINNY_TNC 96
+#endif
 constexpr int64_t kSkinnyKC = AIM_SKINNY_KC, kSkinnyNC = AIM_SKINNY_NC;
+constexpr int64_t kSkinnyTKC = AIM_SKINNY_TKC, kSkinnyTNC = AIM_SKINNY_TNC;
+constexpr int64_t kSkinnyW = 48;  // columns of op(B) per panel (3 vectors)
 
-// op(B) = B: B is consumed in blocks of kSkinnyKC rows x kSkinnyNC columns. Each block is first
-// copied row by row (long contiguous reads the hardware prefetchers follow; reading a 48-column
-// strip down the rows of B directly touches a new page per row and ran latency-bound at a third
-// of the bandwidth) into 48-column panels of an L2-resident buffer; then row groups of 8 rows of
-// op(A) (24 accumulators, MR x NV = 8 x 3) run over each panel and update C (beta on the first
-// k block).
+// Row groups of up to 8 rows of op(A) (24 accumulators, MR x NV = 8 x 3) over one 48-column
+// panel, updating C.
 template <int MR>
 void skinny_rows(int64_t rows, int64_t nr, int64_t K, float alpha, const float* A, int64_t a_rs,
                  int64_t a_cs, const float* panel, float beta, float* C, int64_t ldc) {
@@ -573,95 +580,81 @@ void skinny_rows(int64_t rows, int64_t nr, int64_t K, float alpha, const float* 
     if (rows < MR)
       return skinny_rows<MR - 1>(rows, nr, K, alpha, A, a_rs, a_cs, panel, beta, C, ldc);
   }
-  small_m_strip<MR, 3, 0>(0, nr, K, alpha, A, a_rs, a_cs, panel, 48, beta, C, ldc);
+  small_m_strip<MR, 3, 0>(0, nr, K, alpha, A, a_rs, a_cs, panel, kSkinnyW, beta, C, ldc);
 }
 
-void skinny_m(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float* A,
-              int64_t a_rs, int64_t a_cs, const float* B, int64_t ldb, float beta, float* C,
-              int64_t ldc) {
-  constexpr int64_t W = 48, RG = 8;
-  float* buf = tl_pack_b.get(size_t(kSkinnyKC) * size_t(kSkinnyNC));
-  for (int64_t jc = j0; jc < j1; jc += kSkinnyNC) {
-    const int64_t nc = std::min(kSkinnyNC, j1 - jc), npan = ceil_div(nc, W);
-    for (int64_t k0 = 0; k0 < K; k0 += kSkinnyKC) {
-      const int64_t kc = std::min(kSkinnyKC, K - k0);
-      const float beta_eff = k0 == 0 ? beta : 1.0f;
-      for (int64_t k = 0; k < kc; ++k) {
-        const float* src = B + (k0 + k) * ldb + jc;
-        for (int64_t p = 0; p < npan; ++p) {
-          const int64_t w = std::min(W, nc - p * W);
-          float* dst = buf + (p * kc + k) * W;
-          if (w == W) {
-            _mm512_storeu_ps(dst, _mm512_loadu_ps(src + p * W));
-            _mm512_storeu_ps(dst + 16, _mm512_loadu_ps(src + p * W + 16));
-            _mm512_storeu_ps(dst + 32, _mm512_loadu_ps(src + p * W + 32));
-          } else {
-            for (int v = 0; v < 3; ++v) {
-              const __mmask16 m = mask_first(std::clamp<int64_t>(w - 16 * v, 0, 16));
-              _mm512_storeu_ps(dst + 16 * v, _mm512_maskz_loadu_ps(m, src + p * W + 16 * v));
-            }
-          }
+// op(B) = B: kc rows of nc floats at b (row by row: long contiguous reads the hardware
+// prefetchers follow; reading a 48-column strip down the rows of B touched a new page per row
+// and ran latency-bound) -> 48-column panels, panel p at dst + p * kc * 48.
+void pack_skinny_rows(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
+  constexpr int64_t W = kSkinnyW;
+  const int64_t npan = ceil_div(nc, W);
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* src = b + k * ldb;
+    for (int64_t p = 0; p < npan; ++p) {
+      const int64_t w = std::min(W, nc - p * W);
+      float* d = dst + (p * kc + k) * W;
+      if (w == W) {
+        _mm512_storeu_ps(d, _mm512_loadu_ps(src + p * W));
+        _mm512_storeu_ps(d + 16, _mm512_loadu_ps(src + p * W + 16));
+        _mm512_storeu_ps(d + 32, _mm512_loadu_ps(src + p * W + 32));
+      } else {
+        for (int v = 0; v < 3; ++v) {
+          const __mmask16 m = mask_first(std::clamp<int64_t>(w - 16 * v, 0, 16));
+          _mm512_storeu_ps(d + 16 * v, _mm512_maskz_loadu_ps(m, src + p * W + 16 * v));
         }
-      }
-      for (int64_t p = 0; p < npan; ++p) {
-        const int64_t w = std::min(W, nc - p * W);
-        for (int64_t r = 0; r < M; r += RG)
-          skinny_rows<RG>(std::min(RG, M - r), w, kc, alpha, A + r * a_rs + k0 * a_cs, a_rs, a_cs,
-                          buf + p * kc * W, beta_eff, C + r * ldc + jc + p * W, ldc);
       }
     }
   }
 }
 
-// op(B) = B^T: C[i][j] = dot(row i of op(A), row j of B); both rows contiguous in k (op(A) is
-// first copied to a contiguous [M, K] block `at`). Tiles of 4 rows of A x 6 rows of B (24
-// accumulators, 10 loads per 24 FMAs); the 6 rows of B come from memory once and from L2 for
-// the other row groups of A. Each output ends in a horizontal sum (~20 cycles), so the path is
-// taken for K >= kSkinnyDotK only and K is cut into as few blocks as keep a tile's rows (10 x
-// 32 KiB at most) in L2. Rows past the end repeat the last row (computed, not stored).
-constexpr int64_t kSkinnyDotK = 1024;
-void skinny_dot(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float* at,
-                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  constexpr int MB = 4, NB = 6;
-  const int64_t blocks = ceil_div(K, 8192), kb = ceil_div(ceil_div(K, blocks), 16) * 16;
-  for (int64_t k0 = 0; k0 < K; k0 += kb) {
-    const int64_t kc = std::min(kb, K - k0);
-    const int64_t k16 = kc / 16 * 16;
-    const __mmask16 tail = mask_first(kc - k16);
-    const float beta_eff = k0 == 0 ? beta : 1.0f;
-    for (int64_t j = j0; j < j1; j += NB) {
-      const int nb = int(std::min<int64_t>(NB, j1 - j));
-      const float* b[NB];
-#pragma GCC unroll 8
-      for (int q = 0; q < NB; ++q) b[q] = B + (j + std::min(q, nb - 1)) * ldb + k0;
-      for (int64_t i = 0; i < M; i += MB) {
-        const int mb = int(std::min<int64_t>(MB, M - i));
-        const float* a[MB];
-#pragma GCC unroll 4
-        for (int r = 0; r < MB; ++r) a[r] = at + (i + std::min(r, mb - 1)) * K + k0;
-        __m512 acc[MB][NB];
-#pragma GCC unroll 4
-        for (int r = 0; r < MB; ++r)
-#pragma GCC unroll 8
-          for (int q = 0; q < NB; ++q) acc[r][q] = _mm512_setzero_ps();
-        for (int64_t k = 0; k < kc; k += 16) {
-          const __mmask16 m = k < k16 ? __mmask16(0xFFFF) : tail;
-          __m512 bv[NB];
-#pragma GCC unroll 8
-          for (int q = 0; q < NB; ++q) bv[q] = _mm512_maskz_loadu_ps(m, b[q] + k);
-#pragma GCC unroll 4
-          for (int r = 0; r < MB; ++r) {
-            const __m512 av = _mm512_maskz_loadu_ps(m, a[r] + k);
-#pragma GCC unroll 8
-            for (int q = 0; q < NB; ++q) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
-          }
-        }
-        for (int r = 0; r < mb; ++r)
-          for (int q = 0; q < nb; ++q) {
-            float* cp = C + (i + r) * ldc + j + q;
-            const float v = alpha * hsum(acc[r][q]);
-            *cp = beta_eff == 0.0f ? v : v + beta_eff * *cp;
-          }
+// op(B) = B^T: nc rows of B (the columns of op(B)), kc floats of each from b -> the same panels,
+// 16 rows x 16 k transposed in registers at a time (rows past nc and k past kc read as zero).
+void pack_skinny_t(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
+  constexpr int64_t W = kSkinnyW;
+  const int64_t npan = ceil_div(nc, W);
+  for (int64_t p = 0; p < npan; ++p)
+    for (int64_t q = 0; q < W; q += 16) {
+      const int64_t j = p * W + q, nrow = std::clamp<int64_t>(nc - j, 0, 16);
+      for (int64_t k = 0; k < kc; k += 16) {
+        const int64_t nk = std::min<int64_t>(16, kc - k);
+        const __mmask16 km = mask_first(nk);
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int jj = 0; jj < 16; ++jj)
+          r[jj] =
+              jj < nrow ? _mm512_maskz_loadu_ps(km, b + (j + jj) * ldb + k) : _mm512_setzero_ps();
+        transpose16(r);
+        float* d = dst + (p * kc + k) * W + q;
+        for (int kk = 0; kk < nk; ++kk) _mm512_storeu_ps(d + kk * W, r[kk]);
+      }
+    }
+}
+
+// Skinny-M GEMM over columns [j0, j1) of C: op(B) block by block through the L2 buffer (each
+// element of B read from memory once), row groups of op(A) against each 48-column panel.
+// (Software prefetch of the next block into L2 while computing was tried: slower, ~140 -> ~112
+// GFLOP/s; the hardware prefetchers following the copy's long runs do better.)
+void skinny_m(bool trans_b, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha,
+              const float* A, int64_t a_rs, int64_t a_cs, const float* B, int64_t ldb, float beta,
+              float* C, int64_t ldc) {
+  constexpr int64_t W = kSkinnyW, RG = 8;
+  const int64_t KCb = trans_b ? kSkinnyTKC : kSkinnyKC, NCb = trans_b ? kSkinnyTNC : kSkinnyNC;
+  float* buf = tl_pack_b.get(size_t(KCb) * size_t(ceil_div(NCb, W) * W));
+  for (int64_t jc = j0; jc < j1; jc += NCb) {
+    const int64_t nc = std::min(NCb, j1 - jc), npan = ceil_div(nc, W);
+    for (int64_t k0 = 0; k0 < K; k0 += KCb) {
+      const int64_t kc = std::min(KCb, K - k0);
+      const float beta_eff = k0 == 0 ? beta : 1.0f;
+      if (trans_b)
+        pack_skinny_t(B + jc * ldb + k0, ldb, kc, nc, buf);
+      else
+        pack_skinny_rows(B + k0 * ldb + jc, ldb, kc, nc, buf);
+      for (int64_t p = 0; p < npan; ++p) {
+        const int64_t w = std::min(W, nc - p * W);
+        for (int64_t r = 0; r < M; r += RG)
+          skinny_rows<RG>(std::min(RG, M - r), w, kc, alpha, A + r * a_rs + k0 * a_cs, a_rs, a_cs,
+                          buf + p * kc * W, beta_eff, C + r * ldc + jc + p * W, ldc);
       }
     }
   }
@@ -710,35 +703,14 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   }
 
   const bool skinny = M <= kSkinnyM && N * K >= kSkinnyMinB;
-  if (skinny && !trans_b) {
+  if (skinny) {
     const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
-    const int64_t strips = ceil_div(N, 48);
+    const int64_t strips = ceil_div(N, kSkinnyW);
     const int nt_s = std::max(1, int(std::min<int64_t>(nt, strips)));
     auto part = [&](int t, int n) {
-      const int64_t j0 = std::min(N, strips * t / n * 48),
-                    j1 = std::min(N, strips * (t + 1) / n * 48);
-      if (j0 < j1) skinny_m(M, j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
-    };
-    if (nt_s == 1) {
-      part(0, 1);
-    } else {
-#pragma omp parallel num_threads(nt_s)
-      part(omp_get_thread_num(), omp_get_num_threads());
-    }
-    return;
-  }
-
-  if (skinny && trans_b && K >= kSkinnyDotK) {
-    // op(A) as contiguous rows of K (M * K floats: small).
-    float* at = tl_pack_a.get(size_t(M) * size_t(K));
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t k = 0; k < K; ++k) at[i * K + k] = trans_a ? A[k * lda + i] : A[i * lda + k];
-    const int64_t blocks = ceil_div(N, 6);
-    const int nt_s = std::max(1, int(std::min<int64_t>(nt, blocks)));
-    auto part = [&](int t, int n) {
-      const int64_t j0 = std::min(N, blocks * t / n * 6),
-                    j1 = std::min(N, blocks * (t + 1) / n * 6);
-      if (j0 < j1) skinny_dot(M, j0, j1, K, alpha, at, B, ldb, beta, C, ldc);
+      const int64_t j0 = std::min(N, strips * t / n * kSkinnyW),
+                    j1 = std::min(N, strips * (t + 1) / n * kSkinnyW);
+      if (j0 < j1) skinny_m(trans_b, M, j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
     };
     if (nt_s == 1) {
       part(0, 1);

@@ -212,8 +212,9 @@ TEST_F(GemmAvx512, OneRowBlockPacksPanelGroups) {
 
 // The skinny-M paths (4 < M <= 32): op(B) = B through the row-copied L2 blocks (N past one
 // 2048-column block, K past one 128-row block, partial 48-column panels, row groups of 8 and
-// their remainders), op(B) = B^T through the dot tiles (K >= 1024; K > 8192 is cut in blocks;
-// partial 4 x 6 tiles); and M = 33, the first packed shape.
+// their remainders), op(B) = B^T through the transposed copies of 96 rows x 1024 k of B (N past
+// one block and a partial panel, K past one block with a tail of k that is not a multiple of 16,
+// K below one block); and M = 33, the first packed shape.
 TEST_F(GemmAvx512, SkinnyM) {
   // B of at least 4M floats (the paths' threshold), every transpose.
   for (int64_t m : {5, 16, 32, 33})
@@ -222,7 +223,8 @@ TEST_F(GemmAvx512, SkinnyM) {
       run_case({m, 4100, 1030, ta, tb, 1.0f, m == 16 ? 0.5f : 0.0f, m == 5 ? 3 : 0, m != 16});
     }
   run_case({9, 2100, 2000, false, false, -0.5f, 1.0f, 1, false});  // partial panels, 8 + 1 rows
-  run_case({7, 500, 9000, true, true, 1.0f, 0.0f, 1, true});       // K > 8192: dot blocks
+  run_case({7, 500, 9000, true, true, 1.0f, 0.0f, 1, true});       // 9 k blocks, 5 + 1 panels
+  run_case({16, 8200, 600, false, true, 1.0f, 1.0f, 0, false});    // K < one block, beta 1
   run_case({3, 4096, 1024, false, true, 2.0f, 0.0f, 0, true});     // M <= 4, op(B) = B^T
 }
 
