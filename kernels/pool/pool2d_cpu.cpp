@@ -387,17 +387,19 @@ void max_row(const T* x, int64_t W, int64_t h0, int64_t h1, const Pool2dParams& 
     for (int64_t q = 0; q < Q; ++q) ind[q] = at[q];
 }
 
-// 3x3 windows at stride 1 (GoogLeNet's inception pooling branches, SAME padding), one plane at a
-// time and separably: each input row's 3-wide maxima (value and column) first, then each output
-// the maximum of three of those rows. 6 comparisons per output instead of 9, and every loop runs
-// the whole plane's rows contiguously instead of one short output row per window row. Exactly
-// cpu.ref's result: the row-major window scan's winner is the first row holding the window's
-// maximum and the first column of it in that row (a NaN replaces the current winner in both
-// orders, so the last NaN wins in both), and a window of -inf keeps its first element.
+// 3x3 windows at stride SW = 1 (GoogLeNet's inception pooling branches, SAME padding) or 2 (the
+// stem and stage pools of most CNNs), one plane at a time and separably: each input row's 3-wide
+// maxima (value and column) at the output columns first, then each output the maximum of three of
+// those rows. 6 comparisons per output instead of 9, every input row's maxima found once (a row
+// is in two windows at stride 2, three at stride 1), and every loop runs the whole plane's rows
+// instead of one short output row per window row. Exactly cpu.ref's result: the row-major window
+// scan's winner is the first row holding the window's maximum and the first column of it in that
+// row (a NaN replaces the current winner in both orders, so the last NaN wins in both), and a
+// window of -inf keeps its first element.
 // hm/hc: H x Q scratch (row maxima and their columns).
-template <class T>
-void max_plane_3x3s1(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int64_t P, int64_t Q,
-                     const Interior& in, AccOf<T>* hm, int32_t* hc, T* y, int32_t* ind) {
+template <class T, int SW>
+void max_plane_3x3(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int64_t P, int64_t Q,
+                   const Interior& in, AccOf<T>* hm, int32_t* hc, T* y, int32_t* ind) {
   using A = AccOf<T>;
   const int64_t pl = pp.pad_left;
   for (int64_t h = 0; h < H; ++h) {
@@ -406,7 +408,7 @@ void max_plane_3x3s1(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, i
     int32_t* c = hc + h * Q;
     for (const auto& [q0, q1] : {std::pair{int64_t(0), in.lo}, std::pair{in.hi, Q}})
       for (int64_t q = q0; q < q1; ++q) {  // clipped windows, scalar
-        const Span ws = window(q, 3, 1, pl, pp.pad_right, W);
+        const Span ws = window(q, 3, SW, pl, pp.pad_right, W);
         A best = -std::numeric_limits<A>::infinity();
         int32_t at = int32_t(ws.start);
         for (int64_t w = ws.start; w < ws.end; ++w) {
@@ -417,7 +419,7 @@ void max_plane_3x3s1(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, i
         c[q] = at;
       }
     for (int64_t q = in.lo; q < in.hi; ++q) {  // whole windows: vectorises over q
-      const int64_t w0 = q - pl;
+      const int64_t w0 = q * SW - pl;
       const A v0 = A(xr[w0]), v1 = A(xr[w0 + 1]), v2 = A(xr[w0 + 2]);
       // The first column taken as is: v0 > -inf or NaN, else -inf with its own column.
       const bool t1 = v1 > v0 || v1 != v1;
@@ -428,7 +430,7 @@ void max_plane_3x3s1(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, i
     }
   }
   for (int64_t p = 0; p < P; ++p) {
-    const Span hs = window(p, 3, 1, pp.pad_top, pp.pad_bottom, H);
+    const Span hs = window(p, 3, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
     const A* m0 = hm + hs.start * Q;
     const int32_t* c0 = hc + hs.start * Q;
     T* yr = y + p * Q;
@@ -539,10 +541,10 @@ void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
   int32_t* ind = a.indices.defined() ? a.indices.data<int32_t>() : nullptr;
   const Interior in = interior(Q, pp.kernel_w, pp.stride_w, pp.pad_left, W);
   const int64_t work = NC * P * Q * pp.kernel_h * pp.kernel_w;
-  // 3x3/1 separably (max_plane_3x3s1), SAME padding a group of planes at a time.
-  const bool separable = KW == 3 && SW == 1 && pp.kernel_h == 3 && pp.stride_h == 1;
-  const bool same = separable && pp.pad_top == 1 && pp.pad_bottom == 1 && pp.pad_left == 1 &&
-                    pp.pad_right == 1 && P == H && Q == W && H >= 3 && W >= 3;
+  // 3x3/1 and 3x3/2 separably (max_plane_3x3), 3x3/1 SAME a group of planes at a time.
+  const bool separable = KW == 3 && pp.kernel_h == 3 && pp.stride_h == SW && (SW == 1 || SW == 2);
+  const bool same = separable && SW == 1 && pp.pad_top == 1 && pp.pad_bottom == 1 &&
+                    pp.pad_left == 1 && pp.pad_right == 1 && P == H && Q == W && H >= 3 && W >= 3;
   // Groups of planes of about 4096 elements (the scratch stays in L1/L2).
   const int64_t group = same ? std::max<int64_t>(1, 4096 / (H * W)) : 1;
 #pragma omp parallel if (work > kOmpMinWork)
@@ -562,8 +564,8 @@ void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
     } else if (separable) {
 #pragma omp for schedule(static)
       for (int64_t nc = 0; nc < NC; ++nc)
-        max_plane_3x3s1<T>(x + nc * H * W, H, W, pp, P, Q, in, m.data(), at.data(), y + nc * P * Q,
-                           ind ? ind + nc * P * Q : nullptr);
+        max_plane_3x3<T, SW>(x + nc * H * W, H, W, pp, P, Q, in, m.data(), at.data(),
+                             y + nc * P * Q, ind ? ind + nc * P * Q : nullptr);
     } else {
 #pragma omp for schedule(static)
       for (int64_t nc = 0; nc < NC; ++nc) {
@@ -580,8 +582,8 @@ void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
 
 // 3x3/2 as a compile-time instance: 1.3x faster than the runtime loop (8x64x112x112 f32, one
 // thread: 5.5 vs 7.0 ms); a 2x2/2 instance was slower than the runtime loop (3.1 vs 2.3 ms).
-// 3x3/1 (GoogLeNet's inception pooling branches): square windows separably (max_plane_3x3s1),
-// 3-wide ones of another height with contiguous interior loads, not the runtime stride's gathers.
+// Square 3x3 windows at stride 1 or 2 run separably (max_plane_3x3); 3-wide ones of another
+// height or stride use the row loop with contiguous (stride 1) or compile-time strided loads.
 template <class T>
 void maxpool_fwd_omp(const MaxPool2dFwdArgs& a) {
   if (a.p.kernel_w == 3 && a.p.stride_w == 2)
