@@ -87,8 +87,10 @@ constexpr char kWhyGemm[] = "implicit GEMM, fp32 accumulation";
 constexpr amp::Declaration kConv2dAmp{"conv2d", amp::OpClass::lowp, kWhyGemm};
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
                 const Conv2dParams& p, bool relu, const Variable& residual) {
-  // The epilogue in separate ops: int8 convolutions, and training (relu's backward reads relu's
-  // output, which a training step keeps as its own tensor).
+  // The epilogue in separate ops: int8 convolutions, and a residual in training. A relu alone is
+  // fused in training too: the conv's node gets a stand-in output (relu's tensor, never read:
+  // the conv's backward reads x and w) and relu's node is recorded over it (relu_recorded), so
+  // the backward is the unfused one's.
   auto unfused = [&](Variable y) {
     if (residual.defined()) y = autograd::add(y, residual);
     return relu ? autograd::relu(y) : y;
@@ -96,7 +98,7 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   if (auto y = int8::conv2d(x, weight, bias, p)) return unfused(*y);
   if (auto c = amp::autocast(kConv2dAmp, {&x, &weight, &bias, &residual}))
     return conv2d((*c)[0], (*c)[1], (*c)[2], p, relu, (*c)[3]);
-  if ((relu || residual.defined()) && needs_grad({&x, &weight, &bias, &residual}))
+  if (residual.defined() && needs_grad({&x, &weight, &bias, &residual}))
     return unfused(conv2d(x, weight, bias, p));
   check_conv_inputs("conv2d", x, weight, bias);
   const Tensor xc = x.data().contiguous(), wc = weight.data().contiguous();
@@ -127,7 +129,8 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   n->w = wc;
   n->p = p;
   n->has_bias = bias.defined();
-  return attach1(n, {x, weight, bias}, a.y);
+  const Variable z = attach1(n, {x, weight, bias}, a.y);
+  return relu ? relu_recorded(z, a.y) : z;
 }
 
 constexpr amp::Declaration kConvTranspose2dAmp{"conv_transpose2d", amp::OpClass::lowp, kWhyGemm};

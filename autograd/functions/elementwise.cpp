@@ -441,6 +441,17 @@ Variable rsqrt(const Variable& x) {
 Variable abs(const Variable& x) { return unary_fn(x, UnaryKind::abs, "Abs"); }
 constexpr amp::Declaration kReluAmp{"relu", amp::OpClass::native, amp::kWhyDataMovement};
 Variable relu(const Variable& x) { return unary_fn(x, UnaryKind::relu, "Relu"); }
+Variable relu_recorded(const Variable& x, const Tensor& y) {
+  AIM_CHECK(y.sizes() == x.sizes() && y.dtype() == x.dtype(), "relu_recorded: output ",
+            to_string(y.sizes()), " ", dtype_name(y.dtype()), " for input ", to_string(x.sizes()),
+            " ", dtype_name(x.dtype()));
+  if (!needs_grad({&x})) return Variable(y);
+  auto n = std::make_shared<UnaryNode>();
+  n->label = "Relu";
+  n->kind = UnaryKind::relu;
+  n->y = y;
+  return attach1(n, {x}, y);
+}
 constexpr amp::Declaration kGeluAmp{"gelu", amp::OpClass::native, amp::kWhyDataMovement};
 Variable gelu(const Variable& x, bool tanh_approximation) {
   return unary_fn(x, tanh_approximation ? UnaryKind::gelu_tanh : UnaryKind::gelu_erf, "Gelu");

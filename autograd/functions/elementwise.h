@@ -33,6 +33,10 @@ Variable sqrt(const Variable& x);
 Variable rsqrt(const Variable& x);
 Variable abs(const Variable& x);
 Variable relu(const Variable& x);
+// The record of relu(x) whose output y the producer of x already computed (a convolution with the
+// relu in its epilogue): relu's node over x, reading y in its backward as relu's does; no kernel
+// runs and x's data is never read.
+Variable relu_recorded(const Variable& x, const Tensor& y);
 Variable gelu(const Variable& x, bool tanh_approximation = false);
 Variable sigmoid(const Variable& x);
 Variable tanh(const Variable& x);
