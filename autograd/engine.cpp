@@ -29,19 +29,33 @@ Tensor Grads::out(int j) {
 }
 
 Tensor Grads::accum(int j) {
+  float beta = 1.0f;
+  Tensor t = accum_or_overwrite(j, beta);
+  if (beta == 0.0f) t.zero_();
+  return t;
+}
+
+Tensor Grads::accum_or_overwrite(int j, float& beta) {
   const size_t k = size_t(j);
   AIM_CHECK(!produced_[k].t.defined(), "[", node_.name(), "] gradient of input ", j,
             " requested twice");
   const Edge& e = node_.next[k];
+  beta = 1.0f;
   if (e.leaf) {
-    Tensor& g = e.leaf->grad;
-    if (!g.defined())
-      g = Tensor::zeros(e.leaf->data.sizes(), e.leaf->data.dtype(), e.leaf->data.device());
-    produced_[k] = {g, true};
-    return g;
+    VariableImpl& leaf = *e.leaf;
+    if (!leaf.grad.defined()) {
+      leaf.grad = Tensor::empty(leaf.data.sizes(), leaf.data.dtype(), leaf.data.device());
+      beta = 0.0f;
+    } else if (leaf.grad_stale) {
+      leaf.grad_stale = false;  // the caller writes every element
+      beta = 0.0f;
+    }
+    produced_[k] = {leaf.grad, true};
+    return leaf.grad;
   }
   produced_[k].t =
-      Tensor::zeros(node_.input_sizes[k], node_.input_dtypes[k], node_.input_devices[k]);
+      Tensor::empty(node_.input_sizes[k], node_.input_dtypes[k], node_.input_devices[k]);
+  beta = 0.0f;
   return produced_[k].t;
 }
 
@@ -114,6 +128,9 @@ void accumulate_leaf(VariableImpl& leaf, const Tensor& g) {
   if (!leaf.grad.defined()) {
     // A fresh buffer owned by this leaf from now on (g may be shared with others: copy).
     leaf.grad = g.clone();
+  } else if (leaf.grad_stale) {
+    leaf.grad_stale = false;
+    leaf.grad.copy_(g);
   } else {
     add_into(leaf.grad, g);
   }

@@ -9,6 +9,9 @@
 //                     a leaf (zero-filled on first use), else a zeroed temporary. Use for
 //                     parameter gradients (weights, biases, embedding tables), so kernels can add
 //                     straight into the parameter's gradient buffer.
+//       g.accum_or_overwrite(j, beta) -> the same tensor, with beta = 0 when it holds no
+//                     gradient yet (a fresh or zero_grad()-ed buffer, left unfilled): the node
+//                     then WRITES it (a GEMM's beta), else beta = 1 and it accumulates.
 //       g.set(j, t) -> pass an existing tensor (e.g. a reshaped view of dy) as the gradient.
 //   * g.dy(i) is contiguous.
 //   * Where a value fans out to several consumers, the engine sums their gradients.
@@ -62,6 +65,7 @@ class Grads {
   bool needs(int j) const { return node_.next[size_t(j)].needs_grad(); }
   Tensor out(int j);
   Tensor accum(int j);
+  Tensor accum_or_overwrite(int j, float& beta);
   // Hand over an existing tensor (a view of dy, a reshape) as input j's gradient: no copy.
   // The engine never writes into it.
   void set(int j, Tensor t);

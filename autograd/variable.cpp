@@ -29,8 +29,10 @@ void Variable::backward(const Tensor& grad, bool retain_graph) const {
   autograd::backward({*this}, {grad}, retain_graph);
 }
 
+// Lazily: the gradient's first use fills it, or backward's first kernel overwrites it (a weight
+// gradient GEMM with beta 0 instead of a fill and a beta-1 read of C).
 void Variable::zero_grad() const {
-  if (impl_->grad.defined()) impl_->grad.zero_();
+  if (impl_->grad.defined()) impl_->grad_stale = true;
 }
 
 }  // namespace aim::autograd

@@ -13,7 +13,18 @@ class Node;
 
 struct VariableImpl {
   Tensor data;
-  Tensor grad;                    // accumulated by backward (leaves), undefined until then
+  Tensor grad;  // accumulated by backward (leaves), undefined until then
+  // zero_grad() ran and grad's storage was not zero-filled: its values are stale and logically
+  // zero. The accessors fill it on first use; backward's accum_or_overwrite hands it to a kernel
+  // that overwrites it instead (set_to_none's saving, the buffer kept).
+  bool grad_stale = false;
+  // Fills a stale grad with zeros (see grad_stale).
+  void settle_grad() {
+    if (grad_stale) {
+      grad_stale = false;
+      grad.zero_();
+    }
+  }
   std::shared_ptr<Node> grad_fn;  // null for leaves
   int output_nr = 0;              // which output of grad_fn this is
   bool requires_grad = false;
@@ -31,8 +42,14 @@ class Variable {
   bool defined() const { return impl_ != nullptr; }
   const Tensor& data() const { return impl_->data; }
   Tensor& mutable_data() const { return impl_->data; }  // optimizer updates, loading weights
-  const Tensor& grad() const { return impl_->grad; }
-  Tensor& mutable_grad() const { return impl_->grad; }
+  const Tensor& grad() const {
+    impl_->settle_grad();
+    return impl_->grad;
+  }
+  Tensor& mutable_grad() const {
+    impl_->settle_grad();
+    return impl_->grad;
+  }
   const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
   bool requires_grad() const { return impl_ && impl_->requires_grad; }
   void set_requires_grad(bool r) const { impl_->requires_grad = r; }

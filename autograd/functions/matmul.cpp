@@ -104,8 +104,19 @@ struct LinearNode final : Node {
   void backward(Grads& g) override {
     const Tensor dy2 = g.dy().view({M, out});
     if (g.needs(0)) gemm(dy2, weight, false, false, g.out(0).view({M, in}));
-    if (g.needs(1)) gemm(dy2, x2, true, false, g.accum(1), /*beta=*/1);
-    if (g.needs(2)) add_into(g.accum(2), sum_to(dy2, {out}));
+    if (g.needs(1)) {
+      float beta = 1.0f;
+      const Tensor dw = g.accum_or_overwrite(1, beta);
+      gemm(dy2, x2, true, false, dw, beta);
+    }
+    if (g.needs(2)) {
+      float beta = 1.0f;
+      const Tensor db = g.accum_or_overwrite(2, beta);
+      if (beta == 0.0f)
+        db.copy_(sum_to(dy2, {out}));
+      else
+        add_into(db, sum_to(dy2, {out}));
+    }
   }
   void release() override {
     x2 = Tensor();

@@ -58,6 +58,48 @@ TEST(Engine, ParameterGradientsAccumulateAcrossBackwards) {
   EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{0, 0}));
 }
 
+// zero_grad() leaves the buffer unfilled (stale): reading the gradient fills it; a node's
+// accum() fills it before accumulating; accum_or_overwrite() hands it to a kernel that writes it
+// (beta 0, no fill op); a leaf reached through set()/out() gets a copy. After each, the
+// gradient equals one backward's, whatever the stale buffer held.
+struct OverwriteParamNode final : Node {  // y = a + w, w's gradient written through beta
+  const char* name() const override { return "OverwriteParam"; }
+  void backward(Grads& g) override {
+    if (g.needs(0)) g.set(0, g.dy());
+    if (g.needs(1)) {
+      float beta = -1.0f;
+      Tensor dw = g.accum_or_overwrite(1, beta);
+      if (beta == 0.0f)
+        dw.copy_(g.dy());
+      else
+        add_into(dw, g.dy());
+    }
+  }
+};
+TEST(Engine, ZeroGradIsLazyAndExact) {
+  Variable w(vec({0, 0}), true, "w");
+  auto overwrite = [&] {
+    const Tensor y = add(vec({1, 1}), w.data());
+    attach1(std::make_shared<OverwriteParamNode>(), {Variable(vec({1, 1})), w}, y)
+        .backward(vec({1, 2}));
+  };
+  overwrite();  // fresh buffer: written
+  overwrite();  // accumulated
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 4}));
+  w.zero_grad();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{0, 0}));  // read: filled
+  add_param(Variable(vec({1, 1})), w).backward(vec({5, 5}));
+  w.zero_grad();
+  overwrite();  // stale {5, 5} overwritten, not added to
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{1, 2}));
+  w.zero_grad();
+  add_param(Variable(vec({1, 1})), w).backward(vec({3, 1}));  // accum(): filled, then added
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{3, 1}));
+  w.zero_grad();
+  times(w, 2).backward(vec({1, 1}));  // out() into a leaf: copied into the stale buffer
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 2}));
+}
+
 TEST(Engine, GradReadyHookFiresOnceWithFinalGradient) {
   Variable x(vec({1, 1}), true, "x");
   int calls = 0;

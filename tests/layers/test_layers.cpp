@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
 #include "layers/sequential.h"
+#include "profiler/profiler.h"
 
 namespace aim::layers {
 namespace {
@@ -221,6 +223,35 @@ TEST(LayersModule, ZeroGradAndToDType) {
 }
 
 // ---- layers ----------------------------------------------------------------------------------
+
+// After zero_grad() a Linear's weight gradient is written by its GEMM (beta 0) into the stale
+// buffer, its bias gradient copied into it: zero_grad and the step run no more fills than a step
+// that accumulates, and the gradients equal a fresh layer's exactly.
+TEST(LayersLinear, ZeroGradThenBackwardWritesWithoutAFill) {
+  Linear l(5, 7, 21), fresh(5, 7, 21);
+  const Tensor xt = kernels::random_tensor({4, 5}, DType::f32, 22);
+  auto step = [&](Linear& m) { autograd::sum(m.forward(Variable(xt))).backward(); };
+  auto count_ops = [](const std::function<void()>& run) {
+    std::map<std::string, int> ops;
+    profiler::start();
+    run();
+    profiler::stop();
+    for (const profiler::Event& e : profiler::events())
+      if (e.kind == profiler::ScopeKind::Op) ++ops[e.name];
+    return ops;
+  };
+  step(l);
+  const std::map<std::string, int> accumulating = count_ops([&] { step(l); });
+  std::map<std::string, int> zeroed = count_ops([&] {
+    l.zero_grad();
+    step(l);
+  });
+  EXPECT_EQ(zeroed["fill"], accumulating.at("fill"));  // the root's seed only
+  EXPECT_EQ(zeroed["matmul"], 2);
+  step(fresh);
+  EXPECT_EQ(l.weight.grad().to_vector<float>(), fresh.weight.grad().to_vector<float>());
+  EXPECT_EQ(l.bias.grad().to_vector<float>(), fresh.bias.grad().to_vector<float>());
+}
 
 TEST(LayersLinear, ForwardIsXWtPlusB) {
   Linear l(3, 4, 11);
