@@ -619,12 +619,18 @@ void maxpool_bwd_omp(const MaxPool2dBwdArgs& a) {
       bool ok = true;
       for (int64_t p = 0; p < P && ok; ++p) {
         const Span hs = window(p, pp.kernel_h, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
-        const int64_t o = (nc * P + p) * Q;
+        const int64_t o = (nc * P + p) * Q, row0 = hs.start * W, rows = hs.end - hs.start;
         for (int64_t q = 0; q < Q; ++q) {
           const int64_t i = ind[o + q];
           const Span& ws = wspans[size_t(q)];
-          const int64_t h = i / W, w = i - h * W;
-          if (!(i >= 0 && h >= hs.start && h < hs.end && w >= ws.start && w < ws.end)) {
+          // The index's row within the window: by comparisons for windows of up to 3 rows (a
+          // 64-bit division per output was most of this loop's time; a loop of subtractions
+          // mispredicted), else divided.
+          const int64_t r = i - row0;
+          const int64_t h =
+              rows <= 3 ? int64_t(r >= W) + int64_t(r >= 2 * W) : (r >= 0 ? r / W : -1);
+          const int64_t w = r - h * W;
+          if (!(r >= 0 && h < rows && w >= ws.start && w < ws.end)) {
             ok = false;
             break;
           }

@@ -346,6 +346,20 @@ TEST(Pool2d, MaxBackwardRejectsIndicesOutsideTheirWindow) {
     EXPECT_NE(big.find("[maxpool2d_bwd] index 0 of plane 0 output (0, 1) is outside its window"),
               std::string::npos)
         << v << ": " << big;
+    // Output (0,0) covers rows [0, 3) and columns [0, 3) of the 4x4 plane: the row below the
+    // window, the column after it, and a negative index are refused (cpu.omp finds the row by
+    // comparisons, not a division).
+    for (const int32_t i : {12, 3, 7, -1}) {
+      const Tensor one = Tensor::from_vector<int32_t>({i, 2, 8, 10}, ys);
+      const std::string m = error_of([&] {
+        max_bwd({v, kCPU}, dy, one, {1, 1, 4, 4}, params(3, 2, 0, 1, 0, 1));
+      });
+      EXPECT_NE(m.find("[maxpool2d_bwd] index " + std::to_string(i) +
+                       " of plane 0 output (0, 0) is outside its window rows [0, 3) columns "
+                       "[0, 3)"),
+                std::string::npos)
+          << v << ": " << m;
+    }
   }
 }
 
