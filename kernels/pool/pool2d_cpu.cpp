@@ -387,19 +387,21 @@ void max_row(const T* x, int64_t W, int64_t h0, int64_t h1, const Pool2dParams& 
     for (int64_t q = 0; q < Q; ++q) ind[q] = at[q];
 }
 
-// 3x3 windows at stride SW = 1 (GoogLeNet's inception pooling branches, SAME padding) or 2 (the
-// stem and stage pools of most CNNs), one plane at a time and separably: each input row's 3-wide
-// maxima (value and column) at the output columns first, then each output the maximum of three of
-// those rows. 6 comparisons per output instead of 9, every input row's maxima found once (a row
-// is in two windows at stride 2, three at stride 1), and every loop runs the whole plane's rows
+// K x K windows, 3x3 at stride SW = 1 (GoogLeNet's inception pooling branches, SAME padding) or 2
+// (the stem and stage pools of most CNNs) and 2x2 at stride 2 (VGG's), one plane at a time and
+// separably: each input row's K-wide
+// maxima (value and column) at the output columns first, then each output the maximum of K of
+// those rows. 6 comparisons per output instead of 9 (3x3), every input row's maxima found once (a
+// row is in two windows at stride 2, three at stride 1), and every loop runs the whole plane's rows
 // instead of one short output row per window row. Exactly cpu.ref's result: the row-major window
 // scan's winner is the first row holding the window's maximum and the first column of it in that
 // row (a NaN replaces the current winner in both orders, so the last NaN wins in both), and a
 // window of -inf keeps its first element.
 // hm/hc: H x Q scratch (row maxima and their columns).
-template <class T, int SW>
-void max_plane_3x3(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int64_t P, int64_t Q,
+template <class T, int K, int SW>
+void max_plane_sep(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int64_t P, int64_t Q,
                    const Interior& in, AccOf<T>* hm, int32_t* hc, T* y, int32_t* ind) {
+  static_assert(K == 2 || K == 3, "separable windows of 2 or 3");
   using A = AccOf<T>;
   const int64_t pl = pp.pad_left;
   for (int64_t h = 0; h < H; ++h) {
@@ -408,7 +410,7 @@ void max_plane_3x3(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int
     int32_t* c = hc + h * Q;
     for (const auto& [q0, q1] : {std::pair{int64_t(0), in.lo}, std::pair{in.hi, Q}})
       for (int64_t q = q0; q < q1; ++q) {  // clipped windows, scalar
-        const Span ws = window(q, 3, SW, pl, pp.pad_right, W);
+        const Span ws = window(q, K, SW, pl, pp.pad_right, W);
         A best = -std::numeric_limits<A>::infinity();
         int32_t at = int32_t(ws.start);
         for (int64_t w = ws.start; w < ws.end; ++w) {
@@ -420,24 +422,43 @@ void max_plane_3x3(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int
       }
     for (int64_t q = in.lo; q < in.hi; ++q) {  // whole windows: vectorises over q
       const int64_t w0 = q * SW - pl;
-      const A v0 = A(xr[w0]), v1 = A(xr[w0 + 1]), v2 = A(xr[w0 + 2]);
       // The first column taken as is: v0 > -inf or NaN, else -inf with its own column.
+      const A v0 = A(xr[w0]), v1 = A(xr[w0 + 1]);
       const bool t1 = v1 > v0 || v1 != v1;
       const A b1 = t1 ? v1 : v0;
-      const bool t2 = v2 > b1 || v2 != v2;
-      m[q] = t2 ? v2 : b1;
-      c[q] = int32_t(w0) + (t2 ? 2 : t1 ? 1 : 0);
+      if constexpr (K == 2) {
+        m[q] = b1;
+        c[q] = int32_t(w0) + (t1 ? 1 : 0);
+      } else {
+        const A v2 = A(xr[w0 + 2]);
+        const bool t2 = v2 > b1 || v2 != v2;
+        m[q] = t2 ? v2 : b1;
+        c[q] = int32_t(w0) + (t2 ? 2 : t1 ? 1 : 0);
+      }
     }
   }
   for (int64_t p = 0; p < P; ++p) {
-    const Span hs = window(p, 3, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
+    const Span hs = window(p, K, pp.stride_h, pp.pad_top, pp.pad_bottom, H);
     const A* m0 = hm + hs.start * Q;
     const int32_t* c0 = hc + hs.start * Q;
     T* yr = y + p * Q;
     int32_t* ir = ind ? ind + p * Q : nullptr;
     const int32_t base = int32_t(hs.start * W);
     const int64_t rows = hs.end - hs.start;
-    if (rows == 3) {
+    if (K == 2 && rows == 2) {
+      const A* m1 = m0 + Q;
+      for (int64_t q = 0; q < Q; ++q) {
+        const bool t1 = m1[q] > m0[q] || m1[q] != m1[q];
+        yr[q] = T(t1 ? m1[q] : m0[q]);
+      }
+      if (ir)
+        for (int64_t q = 0; q < Q; ++q) {
+          const bool t1 = m0[Q + q] > m0[q] || m0[Q + q] != m0[Q + q];
+          ir[q] = t1 ? base + int32_t(W) + c0[Q + q] : base + c0[q];
+        }
+      continue;
+    }
+    if (K == 3 && rows == 3) {
       const A* m1 = m0 + Q;
       const A* m2 = m1 + Q;
       for (int64_t q = 0; q < Q; ++q) {
@@ -457,7 +478,7 @@ void max_plane_3x3(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int
         }
       continue;
     }
-    for (int64_t q = 0; q < Q; ++q) {  // edge rows: 1 or 2 rows in the window
+    for (int64_t q = 0; q < Q; ++q) {  // edge rows: fewer than K rows in the window
       A best = m0[q];
       int32_t at = base + c0[q];
       for (int64_t r = 1; r < rows; ++r) {
@@ -541,9 +562,10 @@ void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
   int32_t* ind = a.indices.defined() ? a.indices.data<int32_t>() : nullptr;
   const Interior in = interior(Q, pp.kernel_w, pp.stride_w, pp.pad_left, W);
   const int64_t work = NC * P * Q * pp.kernel_h * pp.kernel_w;
-  // 3x3/1 and 3x3/2 separably (max_plane_3x3), 3x3/1 SAME a group of planes at a time.
-  const bool separable = KW == 3 && pp.kernel_h == 3 && pp.stride_h == SW && (SW == 1 || SW == 2);
-  const bool same = separable && SW == 1 && pp.pad_top == 1 && pp.pad_bottom == 1 &&
+  // 3x3/1, 3x3/2 and 2x2/2 separably (max_plane_sep), 3x3/1 SAME a group of planes at a time.
+  constexpr bool kSep = (KW == 3 && (SW == 1 || SW == 2)) || (KW == 2 && SW == 2);
+  const bool separable = kSep && pp.kernel_h == KW && pp.stride_h == SW;
+  const bool same = separable && KW == 3 && SW == 1 && pp.pad_top == 1 && pp.pad_bottom == 1 &&
                     pp.pad_left == 1 && pp.pad_right == 1 && P == H && Q == W && H >= 3 && W >= 3;
   // Groups of planes of about 4096 elements (the scratch stays in L1/L2).
   const int64_t group = same ? std::max<int64_t>(1, 4096 / (H * W)) : 1;
@@ -564,8 +586,9 @@ void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
     } else if (separable) {
 #pragma omp for schedule(static)
       for (int64_t nc = 0; nc < NC; ++nc)
-        max_plane_3x3<T, SW>(x + nc * H * W, H, W, pp, P, Q, in, m.data(), at.data(),
-                             y + nc * P * Q, ind ? ind + nc * P * Q : nullptr);
+        if constexpr (kSep)
+          max_plane_sep<T, KW, SW>(x + nc * H * W, H, W, pp, P, Q, in, m.data(), at.data(),
+                                   y + nc * P * Q, ind ? ind + nc * P * Q : nullptr);
     } else {
 #pragma omp for schedule(static)
       for (int64_t nc = 0; nc < NC; ++nc) {
@@ -582,12 +605,15 @@ void maxpool_fwd_omp_impl(const MaxPool2dFwdArgs& a) {
 
 // 3x3/2 as a compile-time instance: 1.3x faster than the runtime loop (8x64x112x112 f32, one
 // thread: 5.5 vs 7.0 ms); a 2x2/2 instance was slower than the runtime loop (3.1 vs 2.3 ms).
-// Square 3x3 windows at stride 1 or 2 run separably (max_plane_3x3); 3-wide ones of another
+// Square 3x3 windows at stride 1 or 2 and 2x2/2 run separably (max_plane_sep; 2x2/2 as the row
+// loop's instance was slower than the runtime loop, separably it is faster); 3-wide ones of another
 // height or stride use the row loop with contiguous (stride 1) or compile-time strided loads.
 template <class T>
 void maxpool_fwd_omp(const MaxPool2dFwdArgs& a) {
   if (a.p.kernel_w == 3 && a.p.stride_w == 2)
     maxpool_fwd_omp_impl<T, 3, 2>(a);
+  else if (a.p.kernel_w == 2 && a.p.stride_w == 2 && a.p.kernel_h == 2 && a.p.stride_h == 2)
+    maxpool_fwd_omp_impl<T, 2, 2>(a);               // separably
   else if (a.p.kernel_w == 3 && a.p.stride_w == 1)  // and 3x3/1 separably
     maxpool_fwd_omp_impl<T, 3, 1>(a);
   else

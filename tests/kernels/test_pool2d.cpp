@@ -228,7 +228,7 @@ TEST(Pool2d, TfSameMaxPoolPaddingNeverWins) {
 // separable maximum that got the order wrong: few distinct values (ties across rows and columns),
 // -inf patches, and NaNs (the last in the row-major scan wins), at every padding of the SAME branch
 // and the unpadded and ceil shapes. Every variant equals cpu.ref exactly.
-TEST(Pool2d, MaxPool3x3SeparableTiesNansAndInfAsTheReference) {
+TEST(Pool2d, MaxPoolSeparableTiesNansAndInfAsTheReference) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
   const int64_t H = 9, W = 11;
   std::vector<float> xv(size_t(2 * H * W));
@@ -244,17 +244,17 @@ TEST(Pool2d, MaxPool3x3SeparableTiesNansAndInfAsTheReference) {
     int64_t pt, pb, pl, pr;
     bool ceil;
   };
-  for (const int64_t st : {1, 2})
+  for (const auto& [k, st] : {std::pair<int64_t, int64_t>{3, 1}, {3, 2}, {2, 2}})
     for (const Pads& pd : {Pads{1, 1, 1, 1, false}, Pads{0, 0, 0, 0, false}, Pads{0, 1, 1, 0, true},
                            Pads{1, 0, 0, 1, false}}) {
-      const Pool2dParams p = params(3, st, pd.pt, pd.pb, pd.pl, pd.pr);
-      const Shape ys = {1, 2, pool2d_out_size(H, 3, st, pd.pt, pd.pb, pd.ceil),
-                        pool2d_out_size(W, 3, st, pd.pl, pd.pr, pd.ceil)};
+      const Pool2dParams p = params(k, st, pd.pt, pd.pb, pd.pl, pd.pr);
+      const Shape ys = {1, 2, pool2d_out_size(H, k, st, pd.pt, pd.pb, pd.ceil),
+                        pool2d_out_size(W, k, st, pd.pl, pd.pr, pd.ceil)};
       const MaxResult want = max_fwd({"cpu.ref", kCPU}, x, ys, p);
       for (const Where& v : variants()) {
-        SCOPED_TRACE(std::string(v.variant) + " stride " + std::to_string(st) + " pads " +
-                     std::to_string(pd.pt) + std::to_string(pd.pb) + std::to_string(pd.pl) +
-                     std::to_string(pd.pr));
+        SCOPED_TRACE(std::string(v.variant) + " " + std::to_string(k) + "x" + std::to_string(k) +
+                     "/" + std::to_string(st) + " pads " + std::to_string(pd.pt) +
+                     std::to_string(pd.pb) + std::to_string(pd.pl) + std::to_string(pd.pr));
         const MaxResult got = max_fwd(v, x, ys, p);
         ASSERT_EQ(got.indices, want.indices);
         for (size_t i = 0; i < want.y.size(); ++i)
