@@ -17,13 +17,23 @@ inline const json& field(const json& j, const char* key, const std::string& wher
   return j.at(key);
 }
 
-// An integer, or a float with an integral value (as COCO's writers sometimes store ids).
+// An integer, or a float with an integral value (as COCO's writers sometimes store ids), within
+// int64's range (a float beyond it was undefined behaviour in the conversion: found by
+// fuzz_coco_instances).
 inline int64_t int_field(const json& j, const char* key, const std::string& where) {
   const json& v = field(j, key, where);
-  AIM_CHECK(v.is_number_integer() ||
-                (v.is_number_float() && v.get<double>() == std::floor(v.get<double>())),
-            where, ".", key, ": expected an integer, got ", v.dump());
-  return v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
+  if (v.is_number_unsigned()) {
+    AIM_CHECK(v.get<uint64_t>() <= uint64_t(INT64_MAX), where, ".", key, ": ", v.dump(),
+              " is beyond the int64 range");
+    return int64_t(v.get<uint64_t>());
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  const double d = v.is_number_float() ? v.get<double>() : 0.5;
+  AIM_CHECK(v.is_number_float() && d == std::floor(d), where, ".", key,
+            ": expected an integer, got ", v.dump());
+  AIM_CHECK(d >= -9.2e18 && d <= 9.2e18, where, ".", key, ": ", v.dump(),
+            " is beyond the int64 range");
+  return int64_t(d);
 }
 
 inline double num_field(const json& j, const char* key, const std::string& where) {

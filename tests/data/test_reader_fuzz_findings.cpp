@@ -12,6 +12,7 @@
 
 #include "data/din_export.h"
 #include "data/graph.h"
+#include "data/json_fields.h"
 #include "data/mjsynth.h"
 #include "data/speech.h"
 #include "tests/support/common.h"
@@ -51,6 +52,22 @@ TEST(ReaderFuzzFindings, DinExportHugeCountsInMetaDoNotAllocate) {
   AIM_EXPECT_ERROR(DinExport::load(dir),
                    "cate_list.txt:0: 6 lines, expected items = 99999999999 (meta.txt");
   fs::remove_all(dir);
+}
+
+TEST(ReaderFuzzFindings, CocoIntegerFieldsBeyondInt64AreRefused) {
+  // An annotation's "id": 1e300 (a float with an integral value) was converted to int64_t:
+  // undefined behaviour (fuzz_coco_instances); an unsigned beyond INT64_MAX wrapped.
+  using data::json_fields::int_field;
+  const auto j = nlohmann::json::parse(
+      R"({"a": 1e300, "b": 18446744073709551615, "c": -4.0, "d": 7, "e": 2.5})");
+  AIM_EXPECT_ERROR(int_field(j, "a", "annotations[3]"),
+                   "annotations[3].a: 1e+300 is beyond the int64 range");
+  AIM_EXPECT_ERROR(int_field(j, "b", "annotations[3]"),
+                   "annotations[3].b: 18446744073709551615 is beyond the int64 range");
+  EXPECT_EQ(int_field(j, "c", "x"), -4);
+  EXPECT_EQ(int_field(j, "d", "x"), 7);
+  AIM_EXPECT_ERROR(int_field(j, "e", "annotations[3]"),
+                   "annotations[3].e: expected an integer, got 2.5");
 }
 
 TEST(ReaderFuzzFindings, PlanetoidDenseFeaturesAreCheckedBeforeAllocating) {
