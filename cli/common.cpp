@@ -201,6 +201,12 @@ void set_tf32(const std::string& value) {
   kernels::set_tf32(t);
 }
 
+void set_winograd(const std::string& value) {
+  if (value != "4" && value != "2" && value != "off")
+    throw UsageError("--winograd '" + value + "' is not allowed (allowed: 4, 2, off)");
+  kernels::set_winograd_tile(value == "off" ? 0 : std::stoi(value));
+}
+
 void set_denormals(const std::string& value) {
   if (value != "flush" && value != "keep")
     throw UsageError("--denormals '" + value + "' is not allowed (allowed: flush, keep)");
@@ -235,6 +241,8 @@ void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& bef
     j["cudnn_conv_algorithms"] = algos;
   j["substitutions"] = substitutions_json();
   j["tf32"] = kernels::tf32_name(kernels::tf32());
+  j["winograd"] = kernels::winograd_tile() == 0 ? std::string("off")
+                                                : std::to_string(kernels::winograd_tile());
   j["denormals"] = kernels::flush_denormals() ? "flush" : "keep";
   j["deterministic"] = kernels::deterministic();
   if (kernels::deterministic()) {

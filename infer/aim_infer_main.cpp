@@ -27,7 +27,7 @@ namespace po = boost::program_options;
 using aim::cli::UsageError;
 
 int main(int argc, char** argv) {
-  std::string device, results, batch_list, precision, tf32, denormals, seed = "1";
+  std::string device, results, batch_list, precision, tf32, winograd, denormals, seed = "1";
   std::vector<std::string> config;
   aim::infer::InferOptions io;
   int threads = 0;
@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
     ("compare-samples", po::value<int64_t>(&io.compare_samples)->default_value(1000),
      "low precision: evaluation samples for the metric comparison with fp32 (0: none)")
     ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
+    ("winograd", po::value<std::string>(&winograd)->default_value("4"), aim::cli::kWinogradHelp)
     ("denormals", po::value<std::string>(&denormals)->default_value("flush"),
      aim::cli::kDenormalsHelp);
   po::options_description g_dev("Device and kernels");
@@ -173,6 +174,7 @@ int main(int argc, char** argv) {
     aim::profiler::set_cuda_op_events(vm.count("profile-ops") > 0);
     aim::cli::set_threads(threads);
     aim::cli::set_tf32(tf32);
+    aim::cli::set_winograd(winograd);
     aim::cli::set_denormals(denormals);
     aim::cli::set_deterministic(vm.count("deterministic") > 0);
     const aim::Device dev = aim::cli::resolve_device(device);

@@ -43,6 +43,13 @@ bool parse_tf32(const std::string& s, Tf32& out) {
 }
 
 namespace {
+std::atomic<int> g_winograd_tile{4};
+}  // namespace
+
+void set_winograd_tile(int tile) { g_winograd_tile.store(tile, std::memory_order_relaxed); }
+int winograd_tile() { return g_winograd_tile.load(std::memory_order_relaxed); }
+
+namespace {
 constexpr unsigned kFtzDaz = 0x8040;  // MXCSR flush-to-zero (bit 15) and denormals-are-zero (bit 6)
 void set_this_thread(bool on) {
 #if defined(__x86_64__)

@@ -39,6 +39,30 @@ class ScopedTf32 {
   Tf32 previous_;
 };
 
+// Winograd convolutions on the CPU (kernels/conv/README.md): the largest output tile the default
+// f32 selection may take for a 3x3 stride-1 convolution. 4 (the default): F(4x4, 3x3) from a
+// 16x16 output up, F(2x2, 3x3) below, the fastest, rounding up to ~5e-4 away from the direct sum
+// (as cuDNN's fp32 Winograd; less than TF32, PyTorch's CUDA default for convolutions); 2: F(2x2,
+// 3x3) only, within 1e-4; 0: none (cpu.im2col, the direct sum's rounding, as PyTorch's CPU
+// convolutions). aim-train and aim-infer set it from --winograd 4|2|off and record it in their
+// results; a variant named by --kernels runs whatever this says. Read at each selection.
+void set_winograd_tile(int tile);  // 0, 2 or 4
+int winograd_tile();
+
+// Sets the Winograd tile for a scope and restores the previous one (process-wide, as ScopedTf32):
+// the PyTorch parity tests of deep networks run with 2, the rounding their tolerances were set
+// for.
+class ScopedWinogradTile {
+ public:
+  explicit ScopedWinogradTile(int tile) : previous_(winograd_tile()) { set_winograd_tile(tile); }
+  ~ScopedWinogradTile() { set_winograd_tile(previous_); }
+  ScopedWinogradTile(const ScopedWinogradTile&) = delete;
+  ScopedWinogradTile& operator=(const ScopedWinogradTile&) = delete;
+
+ private:
+  int previous_;
+};
+
 // Subnormal floats on the CPU. With flushing on (MXCSR FTZ and DAZ on x86-64), results below the
 // smallest normal number (f32 1.2e-38, f64 2.2e-308) become 0 and such inputs read as 0, instead
 // of taking the processor's slow microcode path: tiny gradients and attention weights of padded

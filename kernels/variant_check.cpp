@@ -100,9 +100,11 @@ CheckResult check_variant(OpBase& op, const std::string& variant, Backend b, con
     const std::string& name = got.outputs[o].name;
     if (std::string gw = check_guards(g); !gw.empty())
       return {CheckStatus::Fail, str("output '", name, "': ", gw)};
-    const Tolerance tol = !is_floating(g.dtype()) ? Tolerance{0, 0}
-                          : op.tolerance          ? op.tolerance(g.dtype(), s)
-                                                  : default_tolerance(g.dtype());
+    const auto own = op.variant_tolerance.find(variant);
+    const Tolerance tol = !is_floating(g.dtype())             ? Tolerance{0, 0}
+                          : own != op.variant_tolerance.end() ? own->second(g.dtype(), s)
+                          : op.tolerance                      ? op.tolerance(g.dtype(), s)
+                                                              : default_tolerance(g.dtype());
     const std::vector<double> gv = g.to_vector<double>();
     const std::vector<double> rv = ref.outputs[o].tensor.to_vector<double>();
     AIM_CHECK(gv.size() == rv.size(), "output '", name, "' sizes differ");

@@ -63,6 +63,8 @@ nlohmann::json environment_json() {
   e["blas"] = "none";
 #endif
   e["tf32"] = kernels::tf32_name(kernels::tf32());  // --tf32: where fp32 vendor calls may use TF32
+  // --winograd: the largest Winograd tile of the CPU's fp32 3x3 convolutions (0: off)
+  e["winograd"] = kernels::winograd_tile();
   for (const char* v : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "AIM_KERNELS"})
     if (const char* s = std::getenv(v)) e["env"][v] = s;
   nlohmann::json cuda = nlohmann::json::object();

@@ -78,7 +78,7 @@ void parse_warmup(const std::string& w, aim::train::TrainOptions& to) {
 
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
-      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, warmup,
+      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, winograd, warmup,
       denormals, seed = "1";
   std::vector<std::string> config;
   aim::train::TrainOptions to;
@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
      po::value<int64_t>(&to.loss_scaler.growth_interval)->default_value(2000),
      "fp16: double the scale after this many steps without overflow")
     ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
+    ("winograd", po::value<std::string>(&winograd)->default_value("4"), aim::cli::kWinogradHelp)
     ("denormals", po::value<std::string>(&denormals)->default_value("flush"),
      aim::cli::kDenormalsHelp);
   po::options_description g_dev("Device and kernels");
@@ -454,6 +455,7 @@ int main(int argc, char** argv) {
       to.dist.abandon_stuck_ranks = !to.dist.backend.empty();
       aim::cli::set_threads(threads);
       aim::cli::set_tf32(tf32);
+      aim::cli::set_winograd(winograd);
       aim::cli::set_denormals(denormals);
       aim::cli::set_deterministic(vm.count("deterministic") > 0);
       const aim::Device dev = aim::cli::resolve_device(device);

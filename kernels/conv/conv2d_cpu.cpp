@@ -733,7 +733,8 @@ namespace {
 
 // ---- cpu.widen --------------------------------------------------------------------------------
 // f16/bf16: every tensor widened to f32, the f32 algorithm the default selection takes for the
-// shape (cpu.winograd for 3x3 stride-1 convolutions with >= 16 channels, else cpu.im2col), the
+// shape (cpu.winograd4 / cpu.winograd for 3x3 stride-1 convolutions with >= 16 channels, else
+// cpu.im2col), the
 // outputs rounded once to 16 bits (dw and dbias accumulate in f32 before their rounding): the
 // rounding points of a tensor-core convolution with f32 accumulation, at the f32 path's speed.
 
@@ -746,10 +747,16 @@ void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
   w.bias = widened(a.bias);
   w.residual = widened(a.residual);
   w.y = Tensor::empty(a.y.sizes(), DType::f32);
-  if (conv2d_winograd_preferred(w.w, w.p, w.y.size(2), w.y.size(3)))
-    conv2d_fwd_cpu_winograd(w);
-  else
-    conv2d_fwd_cpu_im2col(w);
+  switch (conv2d_winograd_tile(w.w, w.p, w.y.size(2), w.y.size(3))) {
+    case 4:
+      conv2d_fwd_cpu_winograd4(w);
+      break;
+    case 2:
+      conv2d_fwd_cpu_winograd(w);
+      break;
+    default:
+      conv2d_fwd_cpu_im2col(w);
+  }
   a.y.copy_(w.y);
 }
 
@@ -758,10 +765,16 @@ void conv2d_bwd_data_cpu_widen(const Conv2dBwdDataArgs& a) {
   w.dy = widened(a.dy);
   w.w = widened(a.w);
   w.dx = Tensor::empty(a.dx.sizes(), DType::f32);
-  if (conv2d_winograd_preferred(w.w, w.p, w.dy.size(2), w.dy.size(3)))
-    conv2d_bwd_data_cpu_winograd(w);
-  else
-    conv2d_bwd_data_cpu_im2col(w);
+  switch (conv2d_winograd_tile(w.w, w.p, w.dy.size(2), w.dy.size(3))) {
+    case 4:
+      conv2d_bwd_data_cpu_winograd4(w);
+      break;
+    case 2:
+      conv2d_bwd_data_cpu_winograd(w);
+      break;
+    default:
+      conv2d_bwd_data_cpu_im2col(w);
+  }
   a.dx.copy_(w.dx);
 }
 
@@ -771,10 +784,16 @@ void bwd_filter_widen(const Conv2dBwdFilterArgs& a, bool ordered) {
   w.x = widened(a.x);
   w.dw = widened(a.dw);
   w.dbias = widened(a.dbias);
-  if (conv2d_winograd_preferred(w.dw, w.p, w.dy.size(2), w.dy.size(3)))
-    ordered ? conv2d_bwd_filter_cpu_winograd_ordered(w) : conv2d_bwd_filter_cpu_winograd(w);
-  else
-    bwd_filter_im2col(w, ordered);
+  switch (conv2d_winograd_tile(w.dw, w.p, w.dy.size(2), w.dy.size(3))) {
+    case 4:
+      ordered ? conv2d_bwd_filter_cpu_winograd4_ordered(w) : conv2d_bwd_filter_cpu_winograd4(w);
+      break;
+    case 2:
+      ordered ? conv2d_bwd_filter_cpu_winograd_ordered(w) : conv2d_bwd_filter_cpu_winograd(w);
+      break;
+    default:
+      bwd_filter_im2col(w, ordered);
+  }
   a.dw.copy_(w.dw);
   if (a.dbias.defined()) a.dbias.copy_(w.dbias);
 }
@@ -801,12 +820,20 @@ void conv2d_bwd_filter(const Conv2dBwdFilterArgs& a) {
   AIM_DISPATCH_OP(Conv2dBwdFilterArgs, "conv2d_bwd_filter", a);
 }
 
-// The default CPU f32 variant per call: cpu.winograd where it is preferred (3x3 stride 1, >= 16
-// channels each way; conv2d_winograd.h), else the registered default (cpu.im2col).
+// The default CPU f32 variant per call: cpu.winograd4 or cpu.winograd where Winograd is preferred
+// (3x3 stride 1, >= 16 channels each way; F(4x4) from a 16x16 output up: conv2d_winograd.h), else
+// the registered default (cpu.im2col).
 std::string winograd_rule(const Tensor& t, const Tensor& w, const Conv2dParams& p,
                           const Tensor& out) {
   if (t.dtype() != DType::f32 || w.dim() != 4 || out.dim() != 4) return "";
-  return conv2d_winograd_preferred(w, p, out.size(2), out.size(3)) ? "cpu.winograd" : "";
+  switch (conv2d_winograd_tile(w, p, out.size(2), out.size(3))) {
+    case 4:
+      return "cpu.winograd4";
+    case 2:
+      return "cpu.winograd";
+    default:
+      return "";
+  }
 }
 
 namespace {
@@ -822,6 +849,7 @@ struct ConvCpuOp {
   void (*im2col)(const Args&);
   void (*widen)(const Args&);
   void (*winograd)(const Args&);
+  void (*winograd4)(const Args&);
   Dims (*dims)(const Args&);
   const Tensor& (*weight)(const Args&);  // w, or dw for the filter gradient
   std::string (*rule)(const Args&);      // cpu.winograd for the shapes where it wins
@@ -847,6 +875,15 @@ void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
             dims(a);
             return conv2d_winograd_supports(weight(a), a.p);
           }});
+  op.add({"cpu.winograd4",
+          Backend::CPU,
+          Provider::Own,
+          o.winograd4,
+          {DType::f32},
+          [dims = o.dims, weight = o.weight](const Args& a) {
+            dims(a);
+            return conv2d_winograd4_supports(weight(a), a.p);
+          }});
   op.set_default(Backend::CPU, "cpu.ref");
   if (fast) op.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
   if (cpu_has_avx512()) op.set_default_rule(Backend::CPU, o.rule);
@@ -856,6 +893,8 @@ void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
   op.set_shape_fields(conv_cpu::conv2d_shape_fields());
   op.add_test_shapes(conv_cpu::conv2d_test_shapes());
   op.tolerance = conv_cpu::conv2d_tolerance;
+  // F(4x4, 3x3) rounds a few times more than the direct sum (kernels/conv/README.md).
+  op.variant_tolerance["cpu.winograd4"] = conv_cpu::conv2d_winograd4_tolerance;
   op.small_enough_for_simt = conv_cpu::conv2d_simt_small;
 }
 
@@ -865,23 +904,24 @@ void register_conv2d_cpu(Registry& r) {
   register_conv_cpu_op<Conv2dFwdArgs>(
       r, {"conv2d_fwd", "2-D convolution, NCHW, groups/stride/dilation/asymmetric pads (F.conv2d)",
           conv2d_fwd_cpu_ref, conv2d_fwd_cpu_im2col, conv2d_fwd_cpu_widen, conv2d_fwd_cpu_winograd,
-          dims_fwd, [](const Conv2dFwdArgs& a) -> const Tensor& { return a.w; },
+          conv2d_fwd_cpu_winograd4, dims_fwd,
+          [](const Conv2dFwdArgs& a) -> const Tensor& { return a.w; },
           [](const Conv2dFwdArgs& a) { return winograd_rule(a.x, a.w, a.p, a.y); }, conv2d_fwd_cost,
           conv_cpu::make_conv2d_fwd_case});
   register_conv_cpu_op<Conv2dBwdDataArgs>(
       r, {"conv2d_bwd_data", "conv2d input gradient dx (=); also conv_transpose2d forward",
           conv2d_bwd_data_cpu_ref, conv2d_bwd_data_cpu_im2col, conv2d_bwd_data_cpu_widen,
-          conv2d_bwd_data_cpu_winograd, dims_bwd_data,
+          conv2d_bwd_data_cpu_winograd, conv2d_bwd_data_cpu_winograd4, dims_bwd_data,
           [](const Conv2dBwdDataArgs& a) -> const Tensor& { return a.w; },
           [](const Conv2dBwdDataArgs& a) { return winograd_rule(a.dy, a.w, a.p, a.dy); },
           conv2d_bwd_data_cost, conv_cpu::make_conv2d_bwd_data_case});
   register_conv_cpu_op<Conv2dBwdFilterArgs>(
-      r,
-      {"conv2d_bwd_filter", "conv2d weight gradient dw and dbias (+=)", conv2d_bwd_filter_cpu_ref,
-       conv2d_bwd_filter_cpu_im2col, conv2d_bwd_filter_cpu_widen, conv2d_bwd_filter_cpu_winograd,
-       dims_bwd_filter, [](const Conv2dBwdFilterArgs& a) -> const Tensor& { return a.dw; },
-       [](const Conv2dBwdFilterArgs& a) { return winograd_rule(a.x, a.dw, a.p, a.dy); },
-       conv2d_bwd_filter_cost, conv_cpu::make_conv2d_bwd_filter_case});
+      r, {"conv2d_bwd_filter", "conv2d weight gradient dw and dbias (+=)",
+          conv2d_bwd_filter_cpu_ref, conv2d_bwd_filter_cpu_im2col, conv2d_bwd_filter_cpu_widen,
+          conv2d_bwd_filter_cpu_winograd, conv2d_bwd_filter_cpu_winograd4, dims_bwd_filter,
+          [](const Conv2dBwdFilterArgs& a) -> const Tensor& { return a.dw; },
+          [](const Conv2dBwdFilterArgs& a) { return winograd_rule(a.x, a.dw, a.p, a.dy); },
+          conv2d_bwd_filter_cost, conv_cpu::make_conv2d_bwd_filter_case});
   // The filter gradient sums over the images; its fast variants give each thread a partial sum
   // (and group the images for the team size), so the last bits follow --threads. The *_ordered
   // variants run the one-thread plan on any team: --deterministic selects them.
@@ -910,10 +950,21 @@ void register_conv2d_cpu(Registry& r) {
             dims_bwd_filter(a);
             return conv2d_winograd_supports(a.dw, a.p);
           }});
+  bf.add({"cpu.winograd4_ordered",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_filter_cpu_winograd4_ordered,
+          {DType::f32},
+          [](const Conv2dBwdFilterArgs& a) {
+            dims_bwd_filter(a);
+            return conv2d_winograd4_supports(a.dw, a.p);
+          }});
+  bf.variant_tolerance["cpu.winograd4_ordered"] = conv_cpu::conv2d_winograd4_tolerance;
   const char* why = "per-thread partial sums over the images: the last bits depend on --threads";
   bf.set_nondeterministic("cpu.im2col", "cpu.im2col_ordered", why);
   bf.set_nondeterministic("cpu.widen", "cpu.widen_ordered", why);
   bf.set_nondeterministic("cpu.winograd", "cpu.winograd_ordered", why);
+  bf.set_nondeterministic("cpu.winograd4", "cpu.winograd4_ordered", why);
 }
 
 }  // namespace aim::kernels

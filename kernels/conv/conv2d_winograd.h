@@ -1,6 +1,6 @@
-// cpu.winograd: conv2d_fwd / conv2d_bwd_data / conv2d_bwd_filter by Winograd's minimal filtering
-// F(2x2, 3x3) (kernels/conv/conv2d_winograd_cpu.cpp; math in kernels/conv/README.md). Internal to
-// kernels/conv: registered by conv2d_cpu.cpp.
+// cpu.winograd and cpu.winograd4: conv2d_fwd / conv2d_bwd_data / conv2d_bwd_filter by Winograd's
+// minimal filtering F(2x2, 3x3) and F(4x4, 3x3) (kernels/conv/conv2d_winograd_cpu.cpp; math in
+// kernels/conv/README.md). Internal to kernels/conv: registered by conv2d_cpu.cpp.
 #pragma once
 #include <string>
 
@@ -11,10 +11,15 @@ namespace aim::kernels {
 // "" when the variant takes these arguments: f32, 3x3, stride 1, dilation 1, one group, an AVX-512
 // CPU; else why not.
 std::string conv2d_winograd_supports(const Tensor& w, const Conv2dParams& p);
-// Whether the default CPU f32 selection should take cpu.winograd for this convolution: supported,
-// at least 16 input and output channels (below that the transforms cost more than the 2.25x
-// fewer multiplications save) and an output of at least 2x2.
-bool conv2d_winograd_preferred(const Tensor& w, const Conv2dParams& p, int64_t P, int64_t Q);
+std::string conv2d_winograd4_supports(const Tensor& w, const Conv2dParams& p);
+// The Winograd tile the default CPU f32 selection takes for this convolution: 0 (none: not
+// supported, or fewer than 16 input or output channels, where the transforms cost more than the
+// fewer multiplications save, or an output below 2x2), 4 (cpu.winograd4, F(4x4, 3x3)) for an
+// output of at least 16x16, else 2 (cpu.winograd, F(2x2, 3x3)): measured on this machine,
+// F(4x4) is 1.1-1.5x faster from 16x16 up (fewer, larger GEMMs per output) and 0.5-0.9x at 14x14
+// and below (padding tiles and short GEMMs); kernels/conv/README.md has the table. --winograd
+// (kernels/math_mode.h winograd_tile()) caps the tile: 2 (F(2x2) only) or 0 (none).
+int conv2d_winograd_tile(const Tensor& w, const Conv2dParams& p, int64_t P, int64_t Q);
 
 void conv2d_fwd_cpu_winograd(const Conv2dFwdArgs& a);
 void conv2d_bwd_data_cpu_winograd(const Conv2dBwdDataArgs& a);
@@ -22,6 +27,11 @@ void conv2d_bwd_filter_cpu_winograd(const Conv2dBwdFilterArgs& a);
 // cpu.winograd_ordered (--deterministic): the one-thread plan, blocks one after another with the
 // team inside: the same bits at any team size (docs/determinism.md).
 void conv2d_bwd_filter_cpu_winograd_ordered(const Conv2dBwdFilterArgs& a);
+
+void conv2d_fwd_cpu_winograd4(const Conv2dFwdArgs& a);
+void conv2d_bwd_data_cpu_winograd4(const Conv2dBwdDataArgs& a);
+void conv2d_bwd_filter_cpu_winograd4(const Conv2dBwdFilterArgs& a);
+void conv2d_bwd_filter_cpu_winograd4_ordered(const Conv2dBwdFilterArgs& a);
 
 // dbias[k] += sum over n, p, q of dy[n, k, p, q] (per-image float sums added in double), shared by
 // the CPU variants.

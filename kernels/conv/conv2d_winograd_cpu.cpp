@@ -1,30 +1,37 @@
-// cpu.winograd: 3x3 stride-1 convolutions by Winograd's minimal filtering F(2x2, 3x3) (Lavin &
-// Gray, "Fast Algorithms for Convolutional Neural Networks", 2016); the math and the transposed
-// transforms of the two gradients are written out in kernels/conv/README.md.
+// cpu.winograd and cpu.winograd4: 3x3 stride-1 convolutions by Winograd's minimal filtering
+// F(2x2, 3x3) and F(4x4, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks",
+// 2016); the math and the transposed transforms of the two gradients are written out in
+// kernels/conv/README.md.
 //
-// Every 2x2 output tile (i, j) (rows 2i, 2i+1, columns 2j, 2j+1) reads the 4x4 input patch d at
-// rows 2i - pt + {0..3}, columns 2j - pl + {0..3}, and
-//     y_tile = A^T [ (G g G^T) (.) (B^T d B) ] A          (4x4 element-wise product, summed over c)
-// i.e. 16 multiplications per tile and (c, k) instead of the direct 36: for each of the 16
-// positions xi of the 4x4 transformed tile one GEMM M[xi] [K, T] = U[xi] [K, C] . V[xi] [C, T]
-// over a block of T tiles. The gradients are the transposes of the same linear maps:
+// Every m x m output tile (i, j) (m = 2 or 4; rows m*i .. m*i + m-1, columns likewise) reads the
+// a x a input patch d (a = m + 2) at rows m*i - pt + {0..a-1}, columns m*j - pl + {0..a-1}, and
+//     y_tile = A^T [ (G g G^T) (.) (B^T d B) ] A          (a x a element-wise product, summed over
+//     c)
+// i.e. a^2 multiplications per tile and (c, k) instead of the direct 9 m^2 (F(2x2): 16 for 36,
+// F(4x4): 36 for 144): for each of the a^2 positions xi of the transformed tile one GEMM
+// M[xi] [K, T] = U[xi] [K, C] . V[xi] [C, T] over a block of T tiles. The gradients are the
+// transposes of the same linear maps:
 //     bwd_data    dM = A dY A^T,  dV[xi] = U[xi]^T . dM[xi],  dx += B dV B^T (patches overlap:
-//     added) bwd_filter  dU[xi] += dM[xi] . V[xi]^T over all tiles,  dw += G^T dU G
-// so all three ops are exact convolutions up to f32 rounding (the transforms have coefficients
-// 1 and 1/2), tested against cpu.ref by the registry test.
+//                 added)
+//     bwd_filter  dU[xi] += dM[xi] . V[xi]^T over all tiles,  dw += G^T dU G
+// so all three ops are exact convolutions up to f32 rounding (F(2x2): coefficients 1 and 1/2;
+// F(4x4): up to 8 and 1/24, a few times F(2x2)'s rounding error), tested against cpu.ref by the
+// registry test.
 //
-// Blocks: as cpu.im2col, several whole images per block when an image has fewer than
-// kTargetTiles tiles (CRNN's 4x25 layer: 26 tiles), else chunks of tile rows of one image; blocks
-// over the OpenMP team (GEMMs single-threaded inside), or one after another with the GEMMs and
-// the transforms (over channels) using the team. The transforms work on 16 tiles of a tile row
-// at once in AVX-512 registers: a row of 32 input columns is split into its even and odd
-// columns (one permute each), which are the patch columns 0/1 of 16 tiles (2/3 from the row
-// shifted by 2). Edges (padding, odd P/Q, partial tile groups) are lane masks: nothing outside
-// the tensors is read or written.
+// Blocks: as cpu.im2col, several whole images per block when an image has fewer than the target
+// tile count (CRNN's 4x25 layer: 26 tiles), else chunks of tile rows of one image; blocks over the
+// OpenMP team (GEMMs single-threaded inside), or one after another with the GEMMs and the
+// transforms (over channels) using the team. The transforms work on 16 tiles of a tile row at
+// once in AVX-512 registers (lane = tile): F(2x2) splits a row of 32 input columns into its even
+// and odd columns (one permute each), the patch columns 0/1 of 16 tiles (2/3 from the row shifted
+// by 2); F(4x4) splits 64 columns into their four residues mod 4 (two permutes and a blend each),
+// the patch columns 0..3, and takes columns 4/5 as residues 0/1 moved one lane down. Edges
+// (padding, P or Q not a multiple of m, partial tile groups) are lane masks: nothing outside the
+// tensors is read or written.
 //
 // The profiler counts a convolution's direct FLOPs (kernels/conv/conv2d.h cost model) for every
-// variant, so cpu.winograd's GFLOP/s is the direct-equivalent rate (as cuDNN's Winograd is
-// usually reported); it performs 16/36 of those multiplications plus the transforms.
+// variant, so the Winograd variants' GFLOP/s is the direct-equivalent rate (as cuDNN's Winograd is
+// usually reported).
 #include <immintrin.h>
 #include <omp.h>
 
@@ -33,28 +40,43 @@
 
 #include "kernels/conv/conv2d_winograd.h"
 #include "kernels/conv/cpu_blocks.h"
+#include "kernels/math_mode.h"
 #include "kernels/matmul/gemm_avx512.h"
 #include "tensor/check.h"
 
 namespace aim::kernels {
 
-std::string conv2d_winograd_supports(const Tensor& w, const Conv2dParams& p) {
+namespace {
+
+std::string supports(const Tensor& w, const Conv2dParams& p, const char* name) {
   if (w.size(2) != 3 || w.size(3) != 3)
-    return str("F(2x2, 3x3) takes 3x3 kernels, got ", w.size(2), "x", w.size(3));
+    return str(name, " takes 3x3 kernels, got ", w.size(2), "x", w.size(3));
   if (p.stride_h != 1 || p.stride_w != 1)
-    return str("F(2x2, 3x3) takes stride 1, got ", p.stride_h, ",", p.stride_w);
+    return str(name, " takes stride 1, got ", p.stride_h, ",", p.stride_w);
   if (p.dil_h != 1 || p.dil_w != 1)
-    return str("F(2x2, 3x3) takes dilation 1, got ", p.dil_h, ",", p.dil_w);
-  if (p.groups != 1) return str("F(2x2, 3x3) takes one group, got ", p.groups);
+    return str(name, " takes dilation 1, got ", p.dil_h, ",", p.dil_w);
+  if (p.groups != 1) return str(name, " takes one group, got ", p.groups);
   if (!cpu_has_avx512()) return "needs an AVX-512 CPU (avx512f/bw/dq/vl)";
   return "";
 }
 
+}  // namespace
+
+std::string conv2d_winograd_supports(const Tensor& w, const Conv2dParams& p) {
+  return supports(w, p, "F(2x2, 3x3)");
+}
+std::string conv2d_winograd4_supports(const Tensor& w, const Conv2dParams& p) {
+  return supports(w, p, "F(4x4, 3x3)");
+}
+
 // Checked on every default dispatch of a convolution: plain comparisons, no message built.
-bool conv2d_winograd_preferred(const Tensor& w, const Conv2dParams& p, int64_t P, int64_t Q) {
-  return w.dtype() == DType::f32 && w.size(2) == 3 && w.size(3) == 3 && p.stride_h == 1 &&
-         p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 && cpu_has_avx512() &&
-         w.size(0) >= 16 && w.size(1) >= 16 && P >= 2 && Q >= 2;
+int conv2d_winograd_tile(const Tensor& w, const Conv2dParams& p, int64_t P, int64_t Q) {
+  const bool ok = w.dtype() == DType::f32 && w.size(2) == 3 && w.size(3) == 3 && p.stride_h == 1 &&
+                  p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
+                  cpu_has_avx512() && w.size(0) >= 16 && w.size(1) >= 16 && P >= 2 && Q >= 2;
+  const int most = winograd_tile();  // --winograd (kernels/math_mode.h)
+  if (!ok || most == 0) return 0;
+  return most >= 4 && P >= 16 && Q >= 16 ? 4 : 2;
 }
 
 #pragma GCC push_options
@@ -66,14 +88,12 @@ using conv_cpu::blocks_parallel;
 using conv_cpu::for_blocks;
 using conv_cpu::thread_buffer;
 
-constexpr int64_t kTargetTiles = 512;  // tiles per GEMM (its column or reduction extent)
-
 struct Geo {
   int64_t N, C, H, W, K, P, Q, pt, pl;
-  int64_t TH, TW;  // tile rows and columns: ceil(P / 2), ceil(Q / 2)
+  int64_t TH, TW;  // tile rows and columns: ceil(P / m), ceil(Q / m)
 };
 
-Geo make_geo(const Tensor& x, const Tensor& y, const Conv2dParams& p) {
+Geo make_geo(const Tensor& x, const Tensor& y, const Conv2dParams& p, int m) {
   Geo g;
   g.N = x.size(0);
   g.C = x.size(1);
@@ -84,8 +104,8 @@ Geo make_geo(const Tensor& x, const Tensor& y, const Conv2dParams& p) {
   g.Q = y.size(3);
   g.pt = p.pad_top;
   g.pl = p.pad_left;
-  g.TH = (g.P + 1) / 2;
-  g.TW = (g.Q + 1) / 2;
+  g.TH = (g.P + m - 1) / m;
+  g.TW = (g.Q + m - 1) / m;
   return g;
 }
 
@@ -95,19 +115,19 @@ struct Plan {
   int64_t blocks = 1;
 };
 
-// `ordered`: the blocks as for one thread, whatever the team (cpu.winograd_ordered).
-// Images of at most 4 tiles are grouped as for one thread too: a chunk of them can make a GEMM
-// of N <= 4 tiles, which sgemm_avx512 computes by its dot-product path (other rounding).
-Plan plan_of(const Geo& g, bool ordered = false) {
+// `target`: tiles per GEMM (its column or reduction extent). `ordered`: the blocks as for one
+// thread, whatever the team (the *_ordered variants). Images of at most 4 tiles are grouped as for
+// one thread too: a chunk of them can make a GEMM of N <= 4 tiles, which sgemm_avx512 computes by
+// its dot-product path (other rounding).
+Plan plan_of(const Geo& g, int64_t target, bool ordered = false) {
   Plan pl;
   const int64_t per_image = g.TH * g.TW;
   const int nt = ordered || per_image <= 4 || omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (per_image < kTargetTiles) {
-    const int64_t want = (kTargetTiles + per_image - 1) / per_image;
+  if (per_image < target) {
+    const int64_t want = (target + per_image - 1) / per_image;
     pl.images = conv_cpu::balanced_images(g.N, want, nt);
   }
-  pl.trows =
-      pl.images > 1 ? g.TH : std::max<int64_t>(1, std::min<int64_t>(g.TH, kTargetTiles / g.TW));
+  pl.trows = pl.images > 1 ? g.TH : std::max<int64_t>(1, std::min<int64_t>(g.TH, target / g.TW));
   pl.blocks = (g.N + pl.images - 1) / pl.images;
   return pl;
 }
@@ -147,7 +167,7 @@ inline void put_pairs(float* row, int64_t n, int64_t c0, __m512 even, __m512 odd
 }
 
 // Tile t of a block: image n of the block, tile row i of the chunk [i0, i1), column j:
-// t = (n * (i1 - i0) + i - i0) * TW + j. Transformed tensors are [16][rows][T] (xi-major).
+// t = (n * (i1 - i0) + i - i0) * TW + j. Transformed tensors are [xis][rows][T] (xi-major).
 struct Chunk {
   int64_t n0, nb, i0, i1;
   int64_t tiles(const Geo& g) const { return nb * (i1 - i0) * g.TW; }
@@ -156,55 +176,16 @@ struct Chunk {
   }
 };
 
-// V[xi][c][t] = (B^T d B)[xi] of every tile's input patch d (x [N, C, H, W]).
-void input_transform(const float* x, const Geo& g, const Chunk& ch, float* V, bool team) {
-  const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
+// Runs body(p, n, i, j0) for every channel plane p < planes (over the team when `team`), image n
+// of the chunk, its tile row i and each group of 16 tiles from column j0: the loop nest of every
+// transform of the input, output and their gradients.
+template <class F>
+void for_tile_groups(const Geo& g, const Chunk& ch, int64_t planes, bool team, F&& body) {
 #pragma omp parallel for schedule(static) if (team)
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t n = 0; n < ch.nb; ++n) {
-      const float* xp = x + ((ch.n0 + n) * g.C + c) * plane;
-      for (int64_t i = ch.i0; i < ch.i1; ++i) {
-        float* dst = V + c * T + ch.first_tile(g, n, i);
-        for (int64_t j0 = 0; j0 < g.TW; j0 += 16) {
-          __m512 d[4][4];  // d[row][column] of 16 tiles' patches
-          for (int r = 0; r < 4; ++r) {
-            const int64_t ih = 2 * i - g.pt + r;
-            if (ih < 0 || ih >= g.H) {
-              d[r][0] = d[r][1] = d[r][2] = d[r][3] = _mm512_setzero_ps();
-              continue;
-            }
-            const float* row = xp + ih * g.W;
-            load_pairs(row, g.W, 2 * j0 - g.pl, d[r][0], d[r][1]);
-            load_pairs(row, g.W, 2 * j0 - g.pl + 2, d[r][2], d[r][3]);
-          }
-          const __mmask16 m = lanes(0, g.TW - j0);
-          for (int a = 0; a < 4; ++a) {
-            __m512 t[4];  // row a of B^T d
-            for (int s = 0; s < 4; ++s) {
-              switch (a) {
-                case 0:
-                  t[s] = _mm512_sub_ps(d[0][s], d[2][s]);
-                  break;
-                case 1:
-                  t[s] = _mm512_add_ps(d[1][s], d[2][s]);
-                  break;
-                case 2:
-                  t[s] = _mm512_sub_ps(d[2][s], d[1][s]);
-                  break;
-                default:
-                  t[s] = _mm512_sub_ps(d[1][s], d[3][s]);
-                  break;
-              }
-            }
-            float* o = dst + 4 * a * xi_stride + j0;  // (B^T d) B, row a
-            _mm512_mask_storeu_ps(o, m, _mm512_sub_ps(t[0], t[2]));
-            _mm512_mask_storeu_ps(o + xi_stride, m, _mm512_add_ps(t[1], t[2]));
-            _mm512_mask_storeu_ps(o + 2 * xi_stride, m, _mm512_sub_ps(t[2], t[1]));
-            _mm512_mask_storeu_ps(o + 3 * xi_stride, m, _mm512_sub_ps(t[1], t[3]));
-          }
-        }
-      }
-    }
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t n = 0; n < ch.nb; ++n)
+      for (int64_t i = ch.i0; i < ch.i1; ++i)
+        for (int64_t j0 = 0; j0 < g.TW; j0 += 16) body(p, n, i, j0);
 }
 
 // x < 0 ? 0 : x per lane (NaN stays NaN: the ordered compare is false for it), as relu.
@@ -213,167 +194,513 @@ inline __m512 relu_ps(__m512 v) {
   return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, z, _CMP_LT_OQ), z);
 }
 
-// y (=) A^T M A + bias for every tile, M [16][K][T], then relu when asked (the conv2d_fwd
-// epilogue); outputs beyond P, Q are not written.
-void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias, bool relu,
-                      float* y, bool team) {
-  const int64_t T = ch.tiles(g), xi_stride = g.K * T;
-#pragma omp parallel for schedule(static) if (team)
-  for (int64_t k = 0; k < g.K; ++k) {
-    const __m512 vb = _mm512_set1_ps(bias ? bias[k] : 0.0f);
-    for (int64_t n = 0; n < ch.nb; ++n) {
-      float* yp = y + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
-      for (int64_t i = ch.i0; i < ch.i1; ++i) {
-        const float* src = M + k * T + ch.first_tile(g, n, i);
-        for (int64_t j0 = 0; j0 < g.TW; j0 += 16) {
-          const __mmask16 m = lanes(0, g.TW - j0);
-          __m512 t[2][4];  // A^T M: rows 0 (m0 + m1 + m2) and 1 (m1 - m2 - m3)
-          for (int b = 0; b < 4; ++b) {
-            const __m512 m0 = _mm512_maskz_loadu_ps(m, src + b * xi_stride + j0);
-            const __m512 m1 = _mm512_maskz_loadu_ps(m, src + (4 + b) * xi_stride + j0);
-            const __m512 m2 = _mm512_maskz_loadu_ps(m, src + (8 + b) * xi_stride + j0);
-            const __m512 m3 = _mm512_maskz_loadu_ps(m, src + (12 + b) * xi_stride + j0);
-            t[0][b] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
-            t[1][b] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
-          }
-          for (int r = 0; r < 2 && 2 * i + r < g.P; ++r) {
-            __m512 y0 = _mm512_add_ps(_mm512_add_ps(t[r][0], t[r][1]), t[r][2]);
-            __m512 y1 = _mm512_sub_ps(_mm512_sub_ps(t[r][1], t[r][2]), t[r][3]);
-            y0 = _mm512_add_ps(y0, vb);
-            y1 = _mm512_add_ps(y1, vb);
-            if (relu) {
-              y0 = relu_ps(y0);
-              y1 = relu_ps(y1);
-            }
-            put_pairs(yp + (2 * i + r) * g.Q, g.Q, 2 * j0, y0, y1, false);
+// F(2x2, 3x3): the transforms, the tile and the tiles per block (the drivers below take F23 or
+// F43).
+struct F23 {
+  static constexpr int m = 2, xis = 16;         // output tile m x m, (m + 2)^2 GEMMs
+  static constexpr int64_t target_tiles = 512;  // tiles per GEMM
+
+  // V[xi][c][t] = (B^T d B)[xi] of every tile's input patch d (x [N, C, H, W]).
+  static void input_transform(const float* x, const Geo& g, const Chunk& ch, float* V, bool team) {
+    const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
+    for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
+      const float* xp = x + ((ch.n0 + n) * g.C + c) * plane;
+      float* dst = V + c * T + ch.first_tile(g, n, i);
+      __m512 d[4][4];  // d[row][column] of 16 tiles' patches
+      for (int r = 0; r < 4; ++r) {
+        const int64_t ih = 2 * i - g.pt + r;
+        if (ih < 0 || ih >= g.H) {
+          d[r][0] = d[r][1] = d[r][2] = d[r][3] = _mm512_setzero_ps();
+          continue;
+        }
+        const float* row = xp + ih * g.W;
+        load_pairs(row, g.W, 2 * j0 - g.pl, d[r][0], d[r][1]);
+        load_pairs(row, g.W, 2 * j0 - g.pl + 2, d[r][2], d[r][3]);
+      }
+      const __mmask16 m = lanes(0, g.TW - j0);
+      for (int a = 0; a < 4; ++a) {
+        __m512 t[4];  // row a of B^T d
+        for (int s = 0; s < 4; ++s) {
+          switch (a) {
+            case 0:
+              t[s] = _mm512_sub_ps(d[0][s], d[2][s]);
+              break;
+            case 1:
+              t[s] = _mm512_add_ps(d[1][s], d[2][s]);
+              break;
+            case 2:
+              t[s] = _mm512_sub_ps(d[2][s], d[1][s]);
+              break;
+            default:
+              t[s] = _mm512_sub_ps(d[1][s], d[3][s]);
+              break;
           }
         }
+        float* o = dst + 4 * a * xi_stride + j0;  // (B^T d) B, row a
+        _mm512_mask_storeu_ps(o, m, _mm512_sub_ps(t[0], t[2]));
+        _mm512_mask_storeu_ps(o + xi_stride, m, _mm512_add_ps(t[1], t[2]));
+        _mm512_mask_storeu_ps(o + 2 * xi_stride, m, _mm512_sub_ps(t[2], t[1]));
+        _mm512_mask_storeu_ps(o + 3 * xi_stride, m, _mm512_sub_ps(t[1], t[3]));
       }
+    });
+  }
+
+  // y (=) A^T M A + bias for every tile, M [16][K][T], then relu when asked (the conv2d_fwd
+  // epilogue); outputs beyond P, Q are not written.
+  static void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias,
+                               bool relu, float* y, bool team) {
+    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
+    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
+      const __m512 vb = _mm512_set1_ps(bias ? bias[k] : 0.0f);
+      float* yp = y + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
+      const float* src = M + k * T + ch.first_tile(g, n, i);
+      const __mmask16 m = lanes(0, g.TW - j0);
+      __m512 t[2][4];  // A^T M: rows 0 (m0 + m1 + m2) and 1 (m1 - m2 - m3)
+      for (int b = 0; b < 4; ++b) {
+        const __m512 m0 = _mm512_maskz_loadu_ps(m, src + b * xi_stride + j0);
+        const __m512 m1 = _mm512_maskz_loadu_ps(m, src + (4 + b) * xi_stride + j0);
+        const __m512 m2 = _mm512_maskz_loadu_ps(m, src + (8 + b) * xi_stride + j0);
+        const __m512 m3 = _mm512_maskz_loadu_ps(m, src + (12 + b) * xi_stride + j0);
+        t[0][b] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+        t[1][b] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+      }
+      for (int r = 0; r < 2 && 2 * i + r < g.P; ++r) {
+        __m512 y0 = _mm512_add_ps(_mm512_add_ps(t[r][0], t[r][1]), t[r][2]);
+        __m512 y1 = _mm512_sub_ps(_mm512_sub_ps(t[r][1], t[r][2]), t[r][3]);
+        y0 = _mm512_add_ps(y0, vb);
+        y1 = _mm512_add_ps(y1, vb);
+        if (relu) {
+          y0 = relu_ps(y0);
+          y1 = relu_ps(y1);
+        }
+        put_pairs(yp + (2 * i + r) * g.Q, g.Q, 2 * j0, y0, y1, false);
+      }
+    });
+  }
+
+  // dM[xi][k][t] = (A dY A^T)[xi] of every tile's 2x2 output gradient (0 beyond P, Q).
+  static void grad_output_transform(const float* dy, const Geo& g, const Chunk& ch, float* dM,
+                                    bool team) {
+    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
+    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
+      const float* dp = dy + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
+      float* dst = dM + k * T + ch.first_tile(g, n, i);
+      __m512 e[2], o[2];  // dY rows 0 and 1, columns 0 (e) and 1 (o)
+      for (int r = 0; r < 2; ++r) {
+        if (2 * i + r < g.P) {
+          load_pairs(dp + (2 * i + r) * g.Q, g.Q, 2 * j0, e[r], o[r]);
+        } else {
+          e[r] = o[r] = _mm512_setzero_ps();
+        }
+      }
+      // A dY: rows g0, g0 + g1, g0 - g1, -g1; then each row (a, b) times A^T: a, a+b, a-b, -b.
+      const __m512 zero = _mm512_setzero_ps();
+      const __m512 te[4] = {e[0], _mm512_add_ps(e[0], e[1]), _mm512_sub_ps(e[0], e[1]),
+                            _mm512_sub_ps(zero, e[1])};
+      const __m512 to[4] = {o[0], _mm512_add_ps(o[0], o[1]), _mm512_sub_ps(o[0], o[1]),
+                            _mm512_sub_ps(zero, o[1])};
+      const __mmask16 m = lanes(0, g.TW - j0);
+      for (int a = 0; a < 4; ++a) {
+        float* out = dst + 4 * a * xi_stride + j0;
+        _mm512_mask_storeu_ps(out, m, te[a]);
+        _mm512_mask_storeu_ps(out + xi_stride, m, _mm512_add_ps(te[a], to[a]));
+        _mm512_mask_storeu_ps(out + 2 * xi_stride, m, _mm512_sub_ps(te[a], to[a]));
+        _mm512_mask_storeu_ps(out + 3 * xi_stride, m, _mm512_sub_ps(zero, to[a]));
+      }
+    });
+  }
+
+  // dx += B dV B^T of every tile at its patch (neighbouring patches overlap by 2 rows/columns: each
+  // adds in turn, tiles in order, one thread per channel plane).
+  static void grad_input_transform(const float* dV, const Geo& g, const Chunk& ch, float* dx,
+                                   bool team) {
+    const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
+    for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
+      float* xp = dx + ((ch.n0 + n) * g.C + c) * plane;
+      const float* src = dV + c * T + ch.first_tile(g, n, i);
+      const __mmask16 m = lanes(0, g.TW - j0);
+      __m512 v[4][4];
+      for (int a = 0; a < 4; ++a)
+        for (int b = 0; b < 4; ++b)
+          v[a][b] = _mm512_maskz_loadu_ps(m, src + (4 * a + b) * xi_stride + j0);
+      // u = B v (rows): v0, v1 - v2 + v3, v1 + v2 - v0, -v3; then each row times B^T alike.
+      const __m512 zero = _mm512_setzero_ps();
+      __m512 u[4][4];
+      for (int b = 0; b < 4; ++b) {
+        u[0][b] = v[0][b];
+        u[1][b] = _mm512_add_ps(_mm512_sub_ps(v[1][b], v[2][b]), v[3][b]);
+        u[2][b] = _mm512_sub_ps(_mm512_add_ps(v[1][b], v[2][b]), v[0][b]);
+        u[3][b] = _mm512_sub_ps(zero, v[3][b]);
+      }
+      for (int r = 0; r < 4; ++r) {
+        const int64_t ih = 2 * i - g.pt + r;
+        if (ih < 0 || ih >= g.H) continue;
+        const __m512 d0 = u[r][0];
+        const __m512 d1 = _mm512_add_ps(_mm512_sub_ps(u[r][1], u[r][2]), u[r][3]);
+        const __m512 d2 = _mm512_sub_ps(_mm512_add_ps(u[r][1], u[r][2]), u[r][0]);
+        const __m512 d3 = _mm512_sub_ps(zero, u[r][3]);
+        float* row = xp + ih * g.W;
+        put_pairs(row, g.W, 2 * j0 - g.pl, d0, d1, true);
+        put_pairs(row, g.W, 2 * j0 - g.pl + 2, d2, d3, true);
+      }
+    });
+  }
+
+  // U[xi][k][c] = (G g G^T)[xi] of w [K, C, 3, 3].
+  static void weight_transform(const float* w, int64_t K, int64_t C, float* U, bool team) {
+#pragma omp parallel for schedule(static) if (team)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < C; ++c) {
+        const float* f = w + (k * C + c) * 9;
+        float gg[4][3];  // G g: rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2
+        for (int s = 0; s < 3; ++s) {
+          gg[0][s] = f[s];
+          gg[1][s] = 0.5f * (f[s] + f[3 + s] + f[6 + s]);
+          gg[2][s] = 0.5f * (f[s] - f[3 + s] + f[6 + s]);
+          gg[3][s] = f[6 + s];
+        }
+        for (int a = 0; a < 4; ++a) {
+          const float r0 = gg[a][0], r1 = gg[a][1], r2 = gg[a][2];
+          const float u[4] = {r0, 0.5f * (r0 + r1 + r2), 0.5f * (r0 - r1 + r2), r2};
+          for (int b = 0; b < 4; ++b) U[((4 * a + b) * K + k) * C + c] = u[b];
+        }
+      }
+  }
+
+  // dw [K, C, 3, 3] += G^T dU G.
+  static void weight_grad_transform(const float* dU, int64_t K, int64_t C, float* dw) {
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < C; ++c) {
+        float u[4][4];
+        for (int xi = 0; xi < 16; ++xi) u[xi / 4][xi % 4] = dU[(xi * K + k) * C + c];
+        float e[3][4];  // G^T u: rows u0 + (u1 + u2) / 2, (u1 - u2) / 2, (u1 + u2) / 2 + u3
+        for (int b = 0; b < 4; ++b) {
+          e[0][b] = u[0][b] + 0.5f * (u[1][b] + u[2][b]);
+          e[1][b] = 0.5f * (u[1][b] - u[2][b]);
+          e[2][b] = 0.5f * (u[1][b] + u[2][b]) + u[3][b];
+        }
+        float* o = dw + (k * C + c) * 9;
+        for (int r = 0; r < 3; ++r) {
+          o[3 * r] += e[r][0] + 0.5f * (e[r][1] + e[r][2]);
+          o[3 * r + 1] += 0.5f * (e[r][1] - e[r][2]);
+          o[3 * r + 2] += 0.5f * (e[r][1] + e[r][2]) + e[r][3];
+        }
+      }
+  }
+
+};  // F23
+
+// F(4x4, 3x3).
+struct F43 {
+  static constexpr int m = 4, xis = 36;
+  // Tiles hold 4x F(2x2)'s outputs: half as many per GEMM keep the buffers near F(2x2)'s.
+  static constexpr int64_t target_tiles = 256;
+
+  // Lane l of idx(s): (4l + s) mod 32, the column of tile l's residue s within a pair of vectors.
+  static __m512i quad_index(int s) {
+    return _mm512_add_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
+        _mm512_set1_epi32(s));
+  }
+
+  // The vector whose lane l is v[l + 1] (lane 15: next[0]).
+  static __m512 next_lane(__m512 v, __m512 next) {
+    const __m512i idx = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+    return _mm512_permutex2var_ps(v, idx, next);
+  }
+
+  // The vector whose lane l is v[l - 1] (lane 0: 0).
+  static __m512 prev_lane(__m512 v) {
+    const __m512i idx = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
+    return _mm512_maskz_permutexvar_ps(0xFFFE, idx, v);
+  }
+
+  // d[s] lane l = row[c0 + 4l + s] for s < cols (4 or 6), l < 16; 0 outside [0, n).
+  static void load_quads(const float* row, int64_t n, int64_t c0, __m512* d, int cols) {
+    __m512 v[4];
+    for (int q = 0; q < 4; ++q)
+      v[q] = _mm512_maskz_loadu_ps(lanes(c0 + 16 * q, n), row + c0 + 16 * q);
+    for (int s = 0; s < 4; ++s) {
+      const __m512i idx = quad_index(s);
+      d[s] = _mm512_mask_mov_ps(_mm512_permutex2var_ps(v[0], idx, v[1]), 0xFF00,
+                                _mm512_permutex2var_ps(v[2], idx, v[3]));
+    }
+    if (cols > 4) {  // columns 4, 5 of tile l are columns 0, 1 of tile l + 1 (lane 15: c0 + 64, 65)
+      const __m512 t = _mm512_maskz_loadu_ps(lanes(c0 + 64, n) & 0x3, row + c0 + 64);
+      d[4] = next_lane(d[0], t);
+      d[5] = next_lane(d[1], next_lane(t, t));
     }
   }
-}
 
-// dM[xi][k][t] = (A dY A^T)[xi] of every tile's 2x2 output gradient (0 beyond P, Q).
-void grad_output_transform(const float* dy, const Geo& g, const Chunk& ch, float* dM, bool team) {
-  const int64_t T = ch.tiles(g), xi_stride = g.K * T;
-#pragma omp parallel for schedule(static) if (team)
-  for (int64_t k = 0; k < g.K; ++k)
-    for (int64_t n = 0; n < ch.nb; ++n) {
+  // The inverse of load_quads (cols 4): the 64 columns c0 .. c0 + 63 from y[0..3], written (add =
+  // false) or added to (add = true) where inside [0, n).
+  static void put_quads(float* row, int64_t n, int64_t c0, const __m512* y, bool add) {
+    const __m512i il = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i ih =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const __m512i ql = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+    const __m512i qh = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+    // Pairs (y0, y1) and (y2, y3) of tiles 0..7 (lo) and 8..15 (hi), then the pairs of pairs.
+    const __m512d lo01 = _mm512_castps_pd(_mm512_permutex2var_ps(y[0], il, y[1]));
+    const __m512d hi01 = _mm512_castps_pd(_mm512_permutex2var_ps(y[0], ih, y[1]));
+    const __m512d lo23 = _mm512_castps_pd(_mm512_permutex2var_ps(y[2], il, y[3]));
+    const __m512d hi23 = _mm512_castps_pd(_mm512_permutex2var_ps(y[2], ih, y[3]));
+    __m512 o[4] = {_mm512_castpd_ps(_mm512_permutex2var_pd(lo01, ql, lo23)),
+                   _mm512_castpd_ps(_mm512_permutex2var_pd(lo01, qh, lo23)),
+                   _mm512_castpd_ps(_mm512_permutex2var_pd(hi01, ql, hi23)),
+                   _mm512_castpd_ps(_mm512_permutex2var_pd(hi01, qh, hi23))};
+    for (int q = 0; q < 4; ++q) {
+      const __mmask16 m = lanes(c0 + 16 * q, n);
+      if (add) o[q] = _mm512_add_ps(o[q], _mm512_maskz_loadu_ps(m, row + c0 + 16 * q));
+      _mm512_mask_storeu_ps(row + c0 + 16 * q, m, o[q]);
+    }
+  }
+
+  static __m512 splat(float v) { return _mm512_set1_ps(v); }
+
+  // o = B^T d (6 values): 4d0 - 5d2 + d4, -4d1 - 4d2 + d3 + d4, 4d1 - 4d2 - d3 + d4,
+  // -2d1 - d2 + 2d3 + d4, 2d1 - d2 - 2d3 + d4, 4d1 - 5d3 + d5.
+  static void bt_mul(const __m512* d, __m512* o) {
+    const __m512 a = _mm512_fnmadd_ps(splat(4), d[2], d[4]);  // d4 - 4d2
+    const __m512 b = _mm512_fnmadd_ps(splat(4), d[1], d[3]);  // d3 - 4d1
+    const __m512 c = _mm512_sub_ps(d[4], d[2]);
+    const __m512 e = _mm512_mul_ps(splat(2), _mm512_sub_ps(d[3], d[1]));
+    o[0] = _mm512_fmadd_ps(splat(4), d[0], _mm512_fnmadd_ps(splat(5), d[2], d[4]));
+    o[1] = _mm512_add_ps(a, b);
+    o[2] = _mm512_sub_ps(a, b);
+    o[3] = _mm512_add_ps(c, e);
+    o[4] = _mm512_sub_ps(c, e);
+    o[5] = _mm512_fmadd_ps(splat(4), d[1], _mm512_fnmadd_ps(splat(5), d[3], d[5]));
+  }
+
+  // o = B v (the transpose of bt): 4v0, 4(v5 - v1 + v2) - 2(v3 - v4), -5v0 - 4(v1 + v2) - (v3 +
+  // v4), (v1 - v2) + 2(v3 - v4) - 5v5, v0 + v1 + v2 + v3 + v4, v5.
+  static void b_mul(const __m512* v, __m512* o) {
+    const __m512 p = _mm512_sub_ps(v[1], v[2]), s = _mm512_add_ps(v[1], v[2]);
+    const __m512 q = _mm512_sub_ps(v[3], v[4]), t = _mm512_add_ps(v[3], v[4]);
+    o[0] = _mm512_mul_ps(splat(4), v[0]);
+    o[1] = _mm512_fnmadd_ps(splat(2), q, _mm512_mul_ps(splat(4), _mm512_sub_ps(v[5], p)));
+    o[2] = _mm512_sub_ps(_mm512_fnmadd_ps(splat(4), s, _mm512_mul_ps(splat(-5), v[0])), t);
+    o[3] = _mm512_fnmadd_ps(splat(5), v[5], _mm512_fmadd_ps(splat(2), q, p));
+    o[4] = _mm512_add_ps(_mm512_add_ps(v[0], s), t);
+    o[5] = v[5];
+  }
+
+  // o = A^T m (4 values): m0 + m1 + m2 + m3 + m4, m1 - m2 + 2(m3 - m4), m1 + m2 + 4(m3 + m4),
+  // m1 - m2 + 8(m3 - m4) + m5.
+  static void at_mul(const __m512* m, __m512* o) {
+    const __m512 p = _mm512_add_ps(m[1], m[2]), q = _mm512_sub_ps(m[1], m[2]);
+    const __m512 r = _mm512_add_ps(m[3], m[4]), s = _mm512_sub_ps(m[3], m[4]);
+    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], p), r);
+    o[1] = _mm512_fmadd_ps(splat(2), s, q);
+    o[2] = _mm512_fmadd_ps(splat(4), r, p);
+    o[3] = _mm512_add_ps(_mm512_fmadd_ps(splat(8), s, q), m[5]);
+  }
+
+  // o = A g (the transpose of at, 6 values): g0, g0 + g1 + g2 + g3, g0 - g1 + g2 - g3,
+  // g0 + 2g1 + 4g2 + 8g3, g0 - 2g1 + 4g2 - 8g3, g3.
+  static void a_mul(const __m512* g, __m512* o) {
+    const __m512 e = _mm512_add_ps(g[0], g[2]), od = _mm512_add_ps(g[1], g[3]);
+    const __m512 e4 = _mm512_fmadd_ps(splat(4), g[2], g[0]);
+    const __m512 o8 = _mm512_fmadd_ps(splat(8), g[3], _mm512_mul_ps(splat(2), g[1]));
+    o[0] = g[0];
+    o[1] = _mm512_add_ps(e, od);
+    o[2] = _mm512_sub_ps(e, od);
+    o[3] = _mm512_add_ps(e4, o8);
+    o[4] = _mm512_sub_ps(e4, o8);
+    o[5] = g[3];
+  }
+
+  // V[xi][c][t] = (B^T d B)[xi] of every tile's input patch d (x [N, C, H, W]).
+  static void input_transform(const float* x, const Geo& g, const Chunk& ch, float* V, bool team) {
+    const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
+    for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
+      const float* xp = x + ((ch.n0 + n) * g.C + c) * plane;
+      float* dst = V + c * T + ch.first_tile(g, n, i);
+      __m512 h[6][6];  // h[r] = B^T applied to row r of 16 tiles' patches (d B)
+      for (int r = 0; r < 6; ++r) {
+        const int64_t ih = 4 * i - g.pt + r;
+        if (ih < 0 || ih >= g.H) {
+          for (int s = 0; s < 6; ++s) h[r][s] = _mm512_setzero_ps();
+          continue;
+        }
+        __m512 d[6];
+        load_quads(xp + ih * g.W, g.W, 4 * j0 - g.pl, d, 6);
+        bt_mul(d, h[r]);
+      }
+      const __mmask16 m = lanes(0, g.TW - j0);
+      for (int col = 0; col < 6; ++col) {
+        const __m512 v[6] = {h[0][col], h[1][col], h[2][col], h[3][col], h[4][col], h[5][col]};
+        __m512 o[6];
+        bt_mul(v, o);
+        for (int r = 0; r < 6; ++r)
+          _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
+      }
+    });
+  }
+
+  // y (=) A^T M A + bias for every tile, M [36][K][T], then relu when asked (the conv2d_fwd
+  // epilogue); outputs beyond P, Q are not written.
+  static void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias,
+                               bool relu, float* y, bool team) {
+    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
+    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
+      const __m512 vb = _mm512_set1_ps(bias ? bias[k] : 0.0f);
+      float* yp = y + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
+      const float* src = M + k * T + ch.first_tile(g, n, i);
+      const __mmask16 m = lanes(0, g.TW - j0);
+      __m512 t[4][6];  // A^T M: its 4 rows
+      for (int col = 0; col < 6; ++col) {
+        __m512 v[6], o[4];
+        for (int r = 0; r < 6; ++r)
+          v[r] = _mm512_maskz_loadu_ps(m, src + (6 * r + col) * xi_stride + j0);
+        at_mul(v, o);
+        for (int r = 0; r < 4; ++r) t[r][col] = o[r];
+      }
+      for (int r = 0; r < 4 && 4 * i + r < g.P; ++r) {
+        __m512 o[4];
+        at_mul(t[r], o);
+        for (int s = 0; s < 4; ++s) {
+          o[s] = _mm512_add_ps(o[s], vb);
+          if (relu) o[s] = relu_ps(o[s]);
+        }
+        put_quads(yp + (4 * i + r) * g.Q, g.Q, 4 * j0, o, false);
+      }
+    });
+  }
+
+  // dM[xi][k][t] = (A dY A^T)[xi] of every tile's 4x4 output gradient (0 beyond P, Q).
+  static void grad_output_transform(const float* dy, const Geo& g, const Chunk& ch, float* dM,
+                                    bool team) {
+    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
+    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
       const float* dp = dy + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
-      for (int64_t i = ch.i0; i < ch.i1; ++i) {
-        float* dst = dM + k * T + ch.first_tile(g, n, i);
-        for (int64_t j0 = 0; j0 < g.TW; j0 += 16) {
-          __m512 e[2], o[2];  // dY rows 0 and 1, columns 0 (e) and 1 (o)
-          for (int r = 0; r < 2; ++r) {
-            if (2 * i + r < g.P) {
-              load_pairs(dp + (2 * i + r) * g.Q, g.Q, 2 * j0, e[r], o[r]);
-            } else {
-              e[r] = o[r] = _mm512_setzero_ps();
-            }
-          }
-          // A dY: rows g0, g0 + g1, g0 - g1, -g1; then each row (a, b) times A^T: a, a+b, a-b, -b.
-          const __m512 zero = _mm512_setzero_ps();
-          const __m512 te[4] = {e[0], _mm512_add_ps(e[0], e[1]), _mm512_sub_ps(e[0], e[1]),
-                                _mm512_sub_ps(zero, e[1])};
-          const __m512 to[4] = {o[0], _mm512_add_ps(o[0], o[1]), _mm512_sub_ps(o[0], o[1]),
-                                _mm512_sub_ps(zero, o[1])};
-          const __mmask16 m = lanes(0, g.TW - j0);
-          for (int a = 0; a < 4; ++a) {
-            float* out = dst + 4 * a * xi_stride + j0;
-            _mm512_mask_storeu_ps(out, m, te[a]);
-            _mm512_mask_storeu_ps(out + xi_stride, m, _mm512_add_ps(te[a], to[a]));
-            _mm512_mask_storeu_ps(out + 2 * xi_stride, m, _mm512_sub_ps(te[a], to[a]));
-            _mm512_mask_storeu_ps(out + 3 * xi_stride, m, _mm512_sub_ps(zero, to[a]));
-          }
+      float* dst = dM + k * T + ch.first_tile(g, n, i);
+      __m512 h[4][6];  // h[r] = A applied to row r of 16 tiles' dY (dY A^T)
+      for (int r = 0; r < 4; ++r) {
+        __m512 d[4];
+        if (4 * i + r < g.P) {
+          load_quads(dp + (4 * i + r) * g.Q, g.Q, 4 * j0, d, 4);
+        } else {
+          d[0] = d[1] = d[2] = d[3] = _mm512_setzero_ps();
         }
+        a_mul(d, h[r]);
       }
-    }
-}
+      const __mmask16 m = lanes(0, g.TW - j0);
+      for (int col = 0; col < 6; ++col) {
+        const __m512 v[4] = {h[0][col], h[1][col], h[2][col], h[3][col]};
+        __m512 o[6];
+        a_mul(v, o);
+        for (int r = 0; r < 6; ++r)
+          _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
+      }
+    });
+  }
 
-// dx += B dV B^T of every tile at its patch (neighbouring patches overlap by 2 rows/columns: each
-// adds in turn, tiles in order, one thread per channel plane).
-void grad_input_transform(const float* dV, const Geo& g, const Chunk& ch, float* dx, bool team) {
-  const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
-#pragma omp parallel for schedule(static) if (team)
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t n = 0; n < ch.nb; ++n) {
+  // dx += B dV B^T of every tile at its patch (neighbouring patches overlap by 2 rows/columns: each
+  // adds in turn, tiles in order, one thread per channel plane).
+  static void grad_input_transform(const float* dV, const Geo& g, const Chunk& ch, float* dx,
+                                   bool team) {
+    const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
+    const __m512i last = _mm512_setr_epi32(15, 31, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
       float* xp = dx + ((ch.n0 + n) * g.C + c) * plane;
-      for (int64_t i = ch.i0; i < ch.i1; ++i) {
-        const float* src = dV + c * T + ch.first_tile(g, n, i);
-        for (int64_t j0 = 0; j0 < g.TW; j0 += 16) {
-          const __mmask16 m = lanes(0, g.TW - j0);
-          __m512 v[4][4];
-          for (int a = 0; a < 4; ++a)
-            for (int b = 0; b < 4; ++b)
-              v[a][b] = _mm512_maskz_loadu_ps(m, src + (4 * a + b) * xi_stride + j0);
-          // u = B v (rows): v0, v1 - v2 + v3, v1 + v2 - v0, -v3; then each row times B^T alike.
-          const __m512 zero = _mm512_setzero_ps();
-          __m512 u[4][4];
-          for (int b = 0; b < 4; ++b) {
-            u[0][b] = v[0][b];
-            u[1][b] = _mm512_add_ps(_mm512_sub_ps(v[1][b], v[2][b]), v[3][b]);
-            u[2][b] = _mm512_sub_ps(_mm512_add_ps(v[1][b], v[2][b]), v[0][b]);
-            u[3][b] = _mm512_sub_ps(zero, v[3][b]);
-          }
-          for (int r = 0; r < 4; ++r) {
-            const int64_t ih = 2 * i - g.pt + r;
-            if (ih < 0 || ih >= g.H) continue;
-            const __m512 d0 = u[r][0];
-            const __m512 d1 = _mm512_add_ps(_mm512_sub_ps(u[r][1], u[r][2]), u[r][3]);
-            const __m512 d2 = _mm512_sub_ps(_mm512_add_ps(u[r][1], u[r][2]), u[r][0]);
-            const __m512 d3 = _mm512_sub_ps(zero, u[r][3]);
-            float* row = xp + ih * g.W;
-            put_pairs(row, g.W, 2 * j0 - g.pl, d0, d1, true);
-            put_pairs(row, g.W, 2 * j0 - g.pl + 2, d2, d3, true);
-          }
+      const float* src = dV + c * T + ch.first_tile(g, n, i);
+      const __mmask16 m = lanes(0, g.TW - j0);
+      __m512 u[6][6];  // B dV: its 6 rows
+      for (int col = 0; col < 6; ++col) {
+        __m512 v[6], o[6];
+        for (int r = 0; r < 6; ++r)
+          v[r] = _mm512_maskz_loadu_ps(m, src + (6 * r + col) * xi_stride + j0);
+        b_mul(v, o);
+        for (int r = 0; r < 6; ++r) u[r][col] = o[r];
+      }
+      const int64_t c0 = 4 * j0 - g.pl;
+      for (int r = 0; r < 6; ++r) {
+        const int64_t ih = 4 * i - g.pt + r;
+        if (ih < 0 || ih >= g.H) continue;
+        __m512 d[6];
+        b_mul(u[r], d);
+        // Patch columns 4, 5 of tile l are columns 0, 1 of tile l + 1: added there (lane 0
+        // gets 0), tile 15's at c0 + 64, 65.
+        const __m512 q[4] = {_mm512_add_ps(d[0], prev_lane(d[4])),
+                             _mm512_add_ps(d[1], prev_lane(d[5])), d[2], d[3]};
+        float* row = xp + ih * g.W;
+        put_quads(row, g.W, c0, q, true);
+        const __mmask16 mt = lanes(c0 + 64, g.W) & 0x3;
+        if (mt) {
+          const __m512 tail = _mm512_permutex2var_ps(d[4], last, d[5]);
+          _mm512_mask_storeu_ps(row + c0 + 64, mt,
+                                _mm512_add_ps(tail, _mm512_maskz_loadu_ps(mt, row + c0 + 64)));
         }
       }
-    }
-}
+    });
+  }
 
-// U[xi][k][c] = (G g G^T)[xi] of w [K, C, 3, 3].
-void weight_transform(const float* w, int64_t K, int64_t C, float* U, bool team) {
+  // G's rows: 1/4 g0, -(g0 + g1 + g2) / 6, -(g0 - g1 + g2) / 6, g0 / 24 + g1 / 12 + g2 / 6,
+  // g0 / 24 - g1 / 12 + g2 / 6, g2.
+  static void gmul(const float* f, float* o) {
+    o[0] = 0.25f * f[0];
+    o[1] = -(f[0] + f[1] + f[2]) / 6.0f;
+    o[2] = -(f[0] - f[1] + f[2]) / 6.0f;
+    o[3] = f[0] / 24.0f + f[1] / 12.0f + f[2] / 6.0f;
+    o[4] = f[0] / 24.0f - f[1] / 12.0f + f[2] / 6.0f;
+    o[5] = f[2];
+  }
+
+  // G^T u (3 values from 6): u0 / 4 - (u1 + u2) / 6 + (u3 + u4) / 24, (u2 - u1) / 6 + (u3 - u4) /
+  // 12,
+  // -(u1 + u2) / 6 + (u3 + u4) / 6 + u5.
+  static void gtmul(const float* u, float* o) {
+    o[0] = 0.25f * u[0] - (u[1] + u[2]) / 6.0f + (u[3] + u[4]) / 24.0f;
+    o[1] = (u[2] - u[1]) / 6.0f + (u[3] - u[4]) / 12.0f;
+    o[2] = (u[3] + u[4] - u[1] - u[2]) / 6.0f + u[5];
+  }
+
+  // U[xi][k][c] = (G g G^T)[xi] of w [K, C, 3, 3].
+  static void weight_transform(const float* w, int64_t K, int64_t C, float* U, bool team) {
 #pragma omp parallel for schedule(static) if (team)
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c) {
-      const float* f = w + (k * C + c) * 9;
-      float gg[4][3];  // G g: rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2
-      for (int s = 0; s < 3; ++s) {
-        gg[0][s] = f[s];
-        gg[1][s] = 0.5f * (f[s] + f[3 + s] + f[6 + s]);
-        gg[2][s] = 0.5f * (f[s] - f[3 + s] + f[6 + s]);
-        gg[3][s] = f[6 + s];
+    for (int64_t kk = 0; kk < K; ++kk)
+      for (int64_t c = 0; c < C; ++c) {
+        const float* f = w + (kk * C + c) * 9;
+        float gg[6][3];  // G g
+        for (int s = 0; s < 3; ++s) {
+          const float col[3] = {f[s], f[3 + s], f[6 + s]};
+          float o[6];
+          gmul(col, o);
+          for (int r = 0; r < 6; ++r) gg[r][s] = o[r];
+        }
+        for (int r = 0; r < 6; ++r) {
+          float u[6];
+          gmul(gg[r], u);
+          for (int s = 0; s < 6; ++s) U[((6 * r + s) * K + kk) * C + c] = u[s];
+        }
       }
-      for (int a = 0; a < 4; ++a) {
-        const float r0 = gg[a][0], r1 = gg[a][1], r2 = gg[a][2];
-        const float u[4] = {r0, 0.5f * (r0 + r1 + r2), 0.5f * (r0 - r1 + r2), r2};
-        for (int b = 0; b < 4; ++b) U[((4 * a + b) * K + k) * C + c] = u[b];
-      }
-    }
-}
+  }
 
-// dw [K, C, 3, 3] += G^T dU G.
-void weight_grad_transform(const float* dU, int64_t K, int64_t C, float* dw) {
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c) {
-      float u[4][4];
-      for (int xi = 0; xi < 16; ++xi) u[xi / 4][xi % 4] = dU[(xi * K + k) * C + c];
-      float e[3][4];  // G^T u: rows u0 + (u1 + u2) / 2, (u1 - u2) / 2, (u1 + u2) / 2 + u3
-      for (int b = 0; b < 4; ++b) {
-        e[0][b] = u[0][b] + 0.5f * (u[1][b] + u[2][b]);
-        e[1][b] = 0.5f * (u[1][b] - u[2][b]);
-        e[2][b] = 0.5f * (u[1][b] + u[2][b]) + u[3][b];
+  // dw [K, C, 3, 3] += G^T dU G.
+  static void weight_grad_transform(const float* dU, int64_t K, int64_t C, float* dw) {
+    for (int64_t kk = 0; kk < K; ++kk)
+      for (int64_t c = 0; c < C; ++c) {
+        float e[3][6];  // G^T dU
+        for (int s = 0; s < 6; ++s) {
+          float col[6], o[3];
+          for (int r = 0; r < 6; ++r) col[r] = dU[((6 * r + s) * K + kk) * C + c];
+          gtmul(col, o);
+          for (int r = 0; r < 3; ++r) e[r][s] = o[r];
+        }
+        float* o = dw + (kk * C + c) * 9;
+        for (int r = 0; r < 3; ++r) {
+          float v[3];
+          gtmul(e[r], v);
+          for (int s = 0; s < 3; ++s) o[3 * r + s] += v[s];
+        }
       }
-      float* o = dw + (k * C + c) * 9;
-      for (int r = 0; r < 3; ++r) {
-        o[3 * r] += e[r][0] + 0.5f * (e[r][1] + e[r][2]);
-        o[3 * r + 1] += 0.5f * (e[r][1] - e[r][2]);
-        o[3 * r + 2] += 0.5f * (e[r][1] + e[r][2]) + e[r][3];
-      }
-    }
-}
+  }
 
-// Runs body(chunk, team) for the chunks of every block (blocks over the team when there are
+};  // F43
+
+// Runs body(chunk, tid, team) for the chunks of every block (blocks over the team when there are
 // enough; `team`: the transforms may use the team themselves).
 template <class F>
 void for_chunks(const Geo& g, const Plan& pl, bool ordered, F&& body) {
@@ -388,38 +715,33 @@ void for_chunks(const Geo& g, const Plan& pl, bool ordered, F&& body) {
     }
   });
 }
-template <class F>
-void for_chunks(const Geo& g, const Plan& pl, F&& body) {
-  for_chunks(g, pl, false, std::forward<F>(body));
-}
 
 // The largest chunk's tile count (buffer sizes).
 int64_t max_tiles(const Geo& g, const Plan& pl) { return pl.images * pl.trows * g.TW; }
 
-}  // namespace
-
-void conv2d_fwd_cpu_winograd(const Conv2dFwdArgs& a) {
+template <class F>
+void fwd(const Conv2dFwdArgs& a) {
   check_conv2d_fwd_args(a);
-  const Geo g = make_geo(a.x, a.y, a.p);
-  const Plan pl = plan_of(g);
+  const Geo g = make_geo(a.x, a.y, a.p, F::m);
+  const Plan pl = plan_of(g, F::target_tiles);
   const int64_t Tm = max_tiles(g, pl);
   const float* x = a.x.data<float>();
   const float* bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
   float* y = a.y.data<float>();
   // U in the calling thread's slot 2; the blocks use slots 0 and 1 of their threads.
-  float* U = thread_buffer(2, size_t(16 * g.K * g.C));
-  weight_transform(a.w.data<float>(), g.K, g.C, U, !omp_in_parallel());
-  for_chunks(g, pl, [&](const Chunk& ch, int, bool team) {
-    float* V = thread_buffer(0, size_t(16 * g.C * Tm));
-    float* M = thread_buffer(1, size_t(16 * g.K * Tm));
+  float* U = thread_buffer(2, size_t(F::xis * g.K * g.C));
+  F::weight_transform(a.w.data<float>(), g.K, g.C, U, !omp_in_parallel());
+  for_chunks(g, pl, false, [&](const Chunk& ch, int, bool team) {
+    float* V = thread_buffer(0, size_t(F::xis * g.C * Tm));
+    float* M = thread_buffer(1, size_t(F::xis * g.K * Tm));
     const int64_t T = ch.tiles(g);
-    input_transform(x, g, ch, V, team);
-    for (int64_t xi = 0; xi < 16; ++xi)  // M[xi] [K, T] = U[xi] [K, C] . V[xi] [C, T]
+    F::input_transform(x, g, ch, V, team);
+    for (int64_t xi = 0; xi < F::xis; ++xi)  // M[xi] [K, T] = U[xi] [K, C] . V[xi] [C, T]
       sgemm_avx512(false, false, g.K, T, g.C, 1.0f, U + xi * g.K * g.C, g.C, V + xi * g.C * T, T,
                    0.0f, M + xi * g.K * T, T);
-    output_transform(M, g, ch, bias, a.relu && !a.residual.defined(), y, team);
+    F::output_transform(M, g, ch, bias, a.relu && !a.residual.defined(), y, team);
   });
-  // A residual (ResNet's shortcut; its last conv is 1x1, not this variant's): added, then the
+  // A residual (ResNet's shortcut; its last conv is 1x1, not a Winograd one): added, then the
   // relu, in a pass of its own.
   if (a.residual.defined()) {
     const float* r = a.residual.data<float>();
@@ -432,37 +754,37 @@ void conv2d_fwd_cpu_winograd(const Conv2dFwdArgs& a) {
   }
 }
 
-void conv2d_bwd_data_cpu_winograd(const Conv2dBwdDataArgs& a) {
+template <class F>
+void bwd_data(const Conv2dBwdDataArgs& a) {
   check_conv2d_bwd_data_args(a);
-  const Geo g = make_geo(a.dx, a.dy, a.p);
-  const Plan pl = plan_of(g);
+  const Geo g = make_geo(a.dx, a.dy, a.p, F::m);
+  const Plan pl = plan_of(g, F::target_tiles);
   const int64_t Tm = max_tiles(g, pl);
   const float* dy = a.dy.data<float>();
   float* dx = a.dx.data<float>();
-  float* U = thread_buffer(2, size_t(16 * g.K * g.C));
-  weight_transform(a.w.data<float>(), g.K, g.C, U, !omp_in_parallel());
-  for_chunks(g, pl, [&](const Chunk& ch, int, bool team) {
-    float* dM = thread_buffer(0, size_t(16 * g.K * Tm));
-    float* dV = thread_buffer(1, size_t(16 * g.C * Tm));
+  float* U = thread_buffer(2, size_t(F::xis * g.K * g.C));
+  F::weight_transform(a.w.data<float>(), g.K, g.C, U, !omp_in_parallel());
+  for_chunks(g, pl, false, [&](const Chunk& ch, int, bool team) {
+    float* dM = thread_buffer(0, size_t(F::xis * g.K * Tm));
+    float* dV = thread_buffer(1, size_t(F::xis * g.C * Tm));
     const int64_t T = ch.tiles(g);
     if (ch.i0 == 0)  // the block's first chunk: its images' dx start from 0
       std::memset(dx + ch.n0 * g.C * g.H * g.W, 0, size_t(ch.nb * g.C * g.H * g.W) * sizeof(float));
-    grad_output_transform(dy, g, ch, dM, team);
-    for (int64_t xi = 0; xi < 16; ++xi)  // dV[xi] [C, T] = U[xi]^T [C, K] . dM[xi] [K, T]
+    F::grad_output_transform(dy, g, ch, dM, team);
+    for (int64_t xi = 0; xi < F::xis; ++xi)  // dV[xi] [C, T] = U[xi]^T [C, K] . dM[xi] [K, T]
       sgemm_avx512(true, false, g.C, T, g.K, 1.0f, U + xi * g.K * g.C, g.C, dM + xi * g.K * T, T,
                    0.0f, dV + xi * g.C * T, T);
-    grad_input_transform(dV, g, ch, dx, team);
+    F::grad_input_transform(dV, g, ch, dx, team);
   });
 }
 
-namespace {
-
-// ordered: see conv2d_winograd.h (cpu.winograd_ordered).
-void bwd_filter_winograd(const Conv2dBwdFilterArgs& a, bool ordered) {
+// ordered: see conv2d_winograd.h (the *_ordered variants).
+template <class F>
+void bwd_filter(const Conv2dBwdFilterArgs& a, bool ordered) {
   check_conv2d_bwd_filter_args(a);
-  const Geo g = make_geo(a.x, a.dy, a.p);
-  const Plan pl = plan_of(g, ordered);
-  const int64_t Tm = max_tiles(g, pl), usize = 16 * g.K * g.C;
+  const Geo g = make_geo(a.x, a.dy, a.p, F::m);
+  const Plan pl = plan_of(g, F::target_tiles, ordered);
+  const int64_t Tm = max_tiles(g, pl), usize = F::xis * g.K * g.C;
   const float* x = a.x.data<float>();
   const float* dy = a.dy.data<float>();
   // One dU per thread when the blocks run over the team, summed in thread order at the end.
@@ -470,27 +792,35 @@ void bwd_filter_winograd(const Conv2dBwdFilterArgs& a, bool ordered) {
   float* dU = thread_buffer(2, size_t(nt * usize));
   std::fill(dU, dU + nt * usize, 0.0f);
   for_chunks(g, pl, ordered, [&](const Chunk& ch, int tid, bool team) {
-    float* V = thread_buffer(0, size_t(16 * g.C * Tm));
-    float* dM = thread_buffer(1, size_t(16 * g.K * Tm));
+    float* V = thread_buffer(0, size_t(F::xis * g.C * Tm));
+    float* dM = thread_buffer(1, size_t(F::xis * g.K * Tm));
     const int64_t T = ch.tiles(g);
-    input_transform(x, g, ch, V, team);
-    grad_output_transform(dy, g, ch, dM, team);
+    F::input_transform(x, g, ch, V, team);
+    F::grad_output_transform(dy, g, ch, dM, team);
     float* acc = dU + tid * usize;
-    for (int64_t xi = 0; xi < 16; ++xi)  // dU[xi] [K, C] += dM[xi] [K, T] . V[xi]^T [T, C]
+    for (int64_t xi = 0; xi < F::xis; ++xi)  // dU[xi] [K, C] += dM[xi] [K, T] . V[xi]^T [T, C]
       sgemm_avx512(false, true, g.K, g.C, T, 1.0f, dM + xi * g.K * T, T, V + xi * g.C * T, T, 1.0f,
                    acc + xi * g.K * g.C, g.C);
   });
   for (int t = 1; t < nt; ++t)
     for (int64_t i = 0; i < usize; ++i) dU[i] += dU[t * usize + i];
-  weight_grad_transform(dU, g.K, g.C, a.dw.data<float>());
+  F::weight_grad_transform(dU, g.K, g.C, a.dw.data<float>());
   if (a.dbias.defined()) conv2d_bias_grad_cpu(a.dy, a.dbias);
 }
 
 }  // namespace
 
-void conv2d_bwd_filter_cpu_winograd(const Conv2dBwdFilterArgs& a) { bwd_filter_winograd(a, false); }
+void conv2d_fwd_cpu_winograd(const Conv2dFwdArgs& a) { fwd<F23>(a); }
+void conv2d_bwd_data_cpu_winograd(const Conv2dBwdDataArgs& a) { bwd_data<F23>(a); }
+void conv2d_bwd_filter_cpu_winograd(const Conv2dBwdFilterArgs& a) { bwd_filter<F23>(a, false); }
 void conv2d_bwd_filter_cpu_winograd_ordered(const Conv2dBwdFilterArgs& a) {
-  bwd_filter_winograd(a, true);
+  bwd_filter<F23>(a, true);
+}
+void conv2d_fwd_cpu_winograd4(const Conv2dFwdArgs& a) { fwd<F43>(a); }
+void conv2d_bwd_data_cpu_winograd4(const Conv2dBwdDataArgs& a) { bwd_data<F43>(a); }
+void conv2d_bwd_filter_cpu_winograd4(const Conv2dBwdFilterArgs& a) { bwd_filter<F43>(a, false); }
+void conv2d_bwd_filter_cpu_winograd4_ordered(const Conv2dBwdFilterArgs& a) {
+  bwd_filter<F43>(a, true);
 }
 
 #pragma GCC pop_options

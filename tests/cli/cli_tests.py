@@ -90,6 +90,8 @@ bad = [
     ([INFER, "din", "--device", "cuda:x"], "--device 'cuda:x'"),
     ([TRAIN, "din", "--tf32", "yes"], "--tf32 'yes' is not allowed (allowed: on, off, conv, matmul)"),
     ([INFER, "din", "--tf32", "fast"], "--tf32 'fast' is not allowed (allowed: on, off, conv, matmul)"),
+    ([TRAIN, "din", "--winograd", "6"], "--winograd '6' is not allowed (allowed: 4, 2, off)"),
+    ([INFER, "din", "--winograd", "0"], "--winograd '0' is not allowed (allowed: 4, 2, off)"),
     # Found by the hostile-input probe (issue 26): silent acceptance is an error now.
     ([TRAIN, "din", "--config", "size=tiny", "--config", "size=full"], "--config size is given twice"),
     ([TRAIN, "din", "--steps", "5", "--epochs", "1"], "--steps and --epochs both set the run's length"),
@@ -182,7 +184,7 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
           "temporary files left in %s: %s" % (ck, os.listdir(ck)))
     run([TRAIN, "din"] + TINY + ["--steps", "40", "--batch-size", "32", "--checkpoint-dir", ck,
                                  "--resume", "--save-weights", w, "--results", res,
-                                 "--tf32", "off"], 0,
+                                 "--tf32", "off", "--winograd", "2"], 0,
         "resumed from", "at step 30", "done: 40 steps")
     run([TRAIN, "din"] + TINY + ["--steps", "40", "--batch-size", "16", "--checkpoint-dir", ck,
                                  "--resume"], 1, "batch_size '32' differs from this run's '16'")
@@ -205,6 +207,10 @@ with tempfile.TemporaryDirectory(prefix="aim_cli_") as tmp:
         check([l.get("tf32") for l in lines] == ["conv", "off"],
               "tf32 recorded: %s" % [l.get("tf32") for l in lines])
         check(j["env"].get("tf32") == "off", "env.tf32: %s" % j["env"].get("tf32"))
+        # --winograd: F(4x4) by default, what the command line set.
+        check([l.get("winograd") for l in lines] == ["4", "2"],
+              "winograd recorded: %s" % [l.get("winograd") for l in lines])
+        check(j["env"].get("winograd") == 2, "env.winograd: %s" % j["env"].get("winograd"))
 
     # ---- infer with the trained weights, dump, feed the dump back ------------------------------
     o1, o2 = os.path.join(tmp, "o1.safetensors"), os.path.join(tmp, "o2.safetensors")

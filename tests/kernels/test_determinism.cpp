@@ -129,9 +129,11 @@ TEST(ThreadInvariance, OrderedConvFilterGradients) {
   for (const TestShape& s : shapes) {
     split += !thread_variance("conv2d_bwd_filter", "cpu.im2col", s).empty();
     EXPECT_EQ(thread_variance("conv2d_bwd_filter", "cpu.im2col_ordered", s), "") << shape_str(s);
-    if (s[5] == 3 && s[7] == 1 && s[9] == 1)
-      EXPECT_EQ(thread_variance("conv2d_bwd_filter", "cpu.winograd_ordered", s), "")
-          << shape_str(s);
+    if (s[5] == 3 && s[7] == 1 && s[9] == 1) {
+      for (const char* v : {"cpu.winograd_ordered", "cpu.winograd4_ordered"}) {
+        EXPECT_EQ(thread_variance("conv2d_bwd_filter", v, s), "") << v << " " << shape_str(s);
+      }
+    }
     EXPECT_EQ(thread_variance("conv2d_bwd_filter", "cpu.widen_ordered", s, DType::bf16), "")
         << shape_str(s);
   }
@@ -152,8 +154,11 @@ TEST(ThreadInvariance, ConvForwardAndDataGradient) {
   for (const char* op : {"conv2d_fwd", "conv2d_bwd_data"})
     for (const TestShape& s : shapes) {
       EXPECT_EQ(thread_variance(op, "cpu.im2col", s), "") << op << " " << shape_str(s);
-      if (s[5] == 3 && s[7] == 1 && s[9] == 1)
-        EXPECT_EQ(thread_variance(op, "cpu.winograd", s), "") << op << " " << shape_str(s);
+      if (s[5] == 3 && s[7] == 1 && s[9] == 1) {
+        for (const char* v : {"cpu.winograd", "cpu.winograd4"}) {
+          EXPECT_EQ(thread_variance(op, v, s), "") << op << " " << v << " " << shape_str(s);
+        }
+      }
     }
 }
 
@@ -182,7 +187,7 @@ TEST(ThreadInvariance, NondeterministicVariantsNameTheirAlternative) {
       ASSERT_TRUE(alt) << n.op << " " << n.alternative << " is not registered";
     }
   }
-  EXPECT_EQ(cpu, 3);  // conv2d_bwd_filter cpu.im2col, cpu.widen, cpu.winograd
+  EXPECT_EQ(cpu, 4);  // conv2d_bwd_filter cpu.im2col, cpu.widen, cpu.winograd, cpu.winograd4
 }
 
 // The own CUDA variants registered as not deterministic, with their alternatives (docs/

@@ -5,6 +5,7 @@
 #include "kernels/conv/conv2d.h"
 #include "kernels/matmul/gemm_avx512.h"
 #include "kernels/matmul/matmul.h"
+#include "kernels/math_mode.h"
 #include "kernels/registry.h"
 #include "kernels/softmax/softmax.h"
 #include "kernels/testing.h"
@@ -40,21 +41,32 @@ TEST(Registry, OverrideSelectsAndCounts) {
   EXPECT_EQ(op.select(small_matmul(DType::f16)).name, fast ? "cpu.widen" : "cpu.ref");
 }
 
-Conv2dFwdArgs conv(int64_t C, int64_t K, int64_t R) {
+Conv2dFwdArgs conv(int64_t C, int64_t K, int64_t R, int64_t H = 6, int64_t W = 7) {
   Conv2dFwdArgs a;
-  a.x = random_tensor({2, C, 6, 7}, DType::f32, 1);
+  a.x = random_tensor({2, C, H, W}, DType::f32, 1);
   a.w = random_tensor({K, C, R, R}, DType::f32, 2);
   a.p.pad_top = a.p.pad_bottom = a.p.pad_left = a.p.pad_right = R / 2;
-  a.y = Tensor::empty({2, K, 6, 7}, DType::f32);
+  a.y = Tensor::empty({2, K, H, W}, DType::f32);
   return a;
 }
 
 // A default rule picks the variant per call (conv2d: Winograd for 3x3 stride-1 convolutions with
-// >= 16 channels each way); --kernels own keeps that choice, an override still wins.
+// >= 16 channels each way, F(4x4) from a 16x16 output up); --kernels own keeps that choice, an
+// override still wins.
 TEST(Registry, DefaultRuleChoosesPerCall) {
   if (!cpu_has_avx512()) GTEST_SKIP() << "cpu.winograd needs AVX-512";
   auto& op = registry().op<Conv2dFwdArgs>("conv2d_fwd");
   EXPECT_EQ(op.select(conv(16, 32, 3)).name, "cpu.winograd");
+  EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16)).name, "cpu.winograd4");
+  EXPECT_EQ(op.select(conv(16, 32, 3, 15, 40)).name, "cpu.winograd");
+  {  // --winograd 2 | off caps the tile
+    const ScopedWinogradTile f2(2);
+    EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16)).name, "cpu.winograd");
+    const ScopedWinogradTile off(0);
+    EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16)).name, "cpu.im2col");
+    EXPECT_EQ(op.select(conv(16, 32, 3)).name, "cpu.im2col");
+  }
+  EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16)).name, "cpu.winograd4");
   EXPECT_EQ(op.select(conv(3, 32, 3)).name, "cpu.im2col");   // too few input channels
   EXPECT_EQ(op.select(conv(16, 32, 1)).name, "cpu.im2col");  // 1x1
   set_kernel_selection("own", false);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "kernels/math_mode.h"
 #include "models/detection/masks.h"
 #include "models/mask_rcnn.h"
 #include "models/registry.h"
@@ -182,6 +183,9 @@ double max_abs(const std::vector<float>& a, const Tensor& b) {
 
 TEST(MaskRcnnModel, ParityEvalTorchvision) {
   AIM_REQUIRE_PYTHON_MODULE("torchvision");
+  // F(2x2) Winograd at most: with F(4x4)'s rounding two of the 200 detections with near-equal
+  // scores trade places, so the box and mask comparisons in rank order fail (kernels/math_mode.h).
+  const kernels::ScopedWinogradTile f2(2);
   const std::string dir = testing::make_temp_dir("aim_maskrcnn_parity");
   const MaskRcnnConfig c = parity_config();
   MaskRcnn m(c);
