@@ -241,8 +241,8 @@ void add_run_fields(nlohmann::json& j, const std::map<std::string, int64_t>& bef
     j["cudnn_conv_algorithms"] = algos;
   j["substitutions"] = substitutions_json();
   j["tf32"] = kernels::tf32_name(kernels::tf32());
-  j["winograd"] = kernels::winograd_tile() == 0 ? std::string("off")
-                                                : std::to_string(kernels::winograd_tile());
+  j["winograd"] =
+      kernels::winograd_tile() == 0 ? std::string("off") : std::to_string(kernels::winograd_tile());
   j["denormals"] = kernels::flush_denormals() ? "flush" : "keep";
   j["deterministic"] = kernels::deterministic();
   if (kernels::deterministic()) {

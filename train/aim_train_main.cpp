@@ -78,8 +78,8 @@ void parse_warmup(const std::string& w, aim::train::TrainOptions& to) {
 
 int main(int argc, char** argv) {
   std::string device, checkpoint_dir, results, batch_list, data, weights, save_weights, progress,
-      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, winograd, warmup,
-      denormals, seed = "1";
+      profile_steps, precision, inject_overflow, inject_failure, dist_backend, tf32, winograd,
+      warmup, denormals, seed = "1";
   std::vector<std::string> config;
   aim::train::TrainOptions to;
   int threads = 0, ranks = 0, gpus = 0;

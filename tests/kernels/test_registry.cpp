@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "kernels/conv/conv2d.h"
+#include "kernels/math_mode.h"
 #include "kernels/matmul/gemm_avx512.h"
 #include "kernels/matmul/matmul.h"
-#include "kernels/math_mode.h"
 #include "kernels/registry.h"
 #include "kernels/softmax/softmax.h"
 #include "kernels/testing.h"
