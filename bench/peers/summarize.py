@@ -27,6 +27,12 @@ def mib(b):
     return "%.0f" % (b / 2**20) if b else "-"
 
 
+def roof(pct):
+    # Two digits below 10%, whole percents above (a Winograd step's direct-equivalent rate can
+    # pass 100%).
+    return "%.0f%%" % pct if pct >= 10 else "%.2g%%" % pct
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True)
@@ -68,7 +74,7 @@ def main():
             rows.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
                 m, mode, batch, "%.2f" % ta if ta else "-", "%.2f" % tp if tp else "-",
                 "**%.2fx**" % (tp / ta) if ta and tp else "-", "%.3g" % gf if gf else "-",
-                "%.2g%%" % (100 * gf / peak_gflops) if gf else "-", mib(step_peak), mib(rss_a),
+                roof(100 * gf / peak_gflops) if gf else "-", mib(step_peak), mib(rss_a),
                 mib(rss_p)))
         if m in failed:
             rows.append("| %s | failed | | | | | | | | see the run's log |" % m)
@@ -79,7 +85,8 @@ def main():
            "- peer: PyTorch %s (%s) in the tuned environment of MACHINE.md lesson 4" % (
                torch_version, a.peer_python),
            "- measured fp32 FMA peak (aim-bench peak): %.1f GFLOP/s; %%roof = aim's analytic "
-           "GFLOP/s at its p50 over it" % peak_gflops,
+           "GFLOP/s at its p50 over it (a convolution counts its direct FLOPs, so steps of "
+           "Winograd convolutions can pass 100%%)" % peak_gflops,
            "- p50 = the median over rounds of each run's median step (train) or batch latency "
            "(infer); torch/aim > 1 means aim is faster",
            "- memory: aim's caching allocator's high-water mark inside a training step, and each "
