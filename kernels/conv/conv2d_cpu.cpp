@@ -734,9 +734,16 @@ namespace {
 // ---- cpu.widen --------------------------------------------------------------------------------
 // f16/bf16: every tensor widened to f32, the f32 algorithm the default selection takes for the
 // shape (cpu.winograd4 / cpu.winograd for 3x3 stride-1 convolutions with >= 16 channels, else
-// cpu.im2col), the
-// outputs rounded once to 16 bits (dw and dbias accumulate in f32 before their rounding): the
-// rounding points of a tensor-core convolution with f32 accumulation, at the f32 path's speed.
+// cpu.im2col), the outputs rounded once to 16 bits (dw and dbias accumulate in f32 before their
+// rounding): the rounding points of a tensor-core convolution with f32 accumulation, at the f32
+// path's speed.
+
+// Runs the f32 algorithm for conv2d_winograd_tile's answer: F(4x4), F(2x2) or im2col.
+template <class Args>
+void run_f32_algorithm(int tile, const Args& a, void (*f4)(const Args&), void (*f2)(const Args&),
+                       void (*im2col)(const Args&)) {
+  (tile == 4 ? f4 : tile == 2 ? f2 : im2col)(a);
+}
 
 Tensor widened(const Tensor& t) { return t.defined() ? t.to(DType::f32) : Tensor(); }
 
@@ -747,16 +754,8 @@ void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
   w.bias = widened(a.bias);
   w.residual = widened(a.residual);
   w.y = Tensor::empty(a.y.sizes(), DType::f32);
-  switch (conv2d_winograd_tile(w.w, w.p, w.y.size(2), w.y.size(3))) {
-    case 4:
-      conv2d_fwd_cpu_winograd4(w);
-      break;
-    case 2:
-      conv2d_fwd_cpu_winograd(w);
-      break;
-    default:
-      conv2d_fwd_cpu_im2col(w);
-  }
+  run_f32_algorithm(conv2d_winograd_tile(w.w, w.p, w.y.size(2), w.y.size(3)), w,
+                    conv2d_fwd_cpu_winograd4, conv2d_fwd_cpu_winograd, conv2d_fwd_cpu_im2col);
   a.y.copy_(w.y);
 }
 
@@ -765,16 +764,9 @@ void conv2d_bwd_data_cpu_widen(const Conv2dBwdDataArgs& a) {
   w.dy = widened(a.dy);
   w.w = widened(a.w);
   w.dx = Tensor::empty(a.dx.sizes(), DType::f32);
-  switch (conv2d_winograd_tile(w.w, w.p, w.dy.size(2), w.dy.size(3))) {
-    case 4:
-      conv2d_bwd_data_cpu_winograd4(w);
-      break;
-    case 2:
-      conv2d_bwd_data_cpu_winograd(w);
-      break;
-    default:
-      conv2d_bwd_data_cpu_im2col(w);
-  }
+  run_f32_algorithm(conv2d_winograd_tile(w.w, w.p, w.dy.size(2), w.dy.size(3)), w,
+                    conv2d_bwd_data_cpu_winograd4, conv2d_bwd_data_cpu_winograd,
+                    conv2d_bwd_data_cpu_im2col);
   a.dx.copy_(w.dx);
 }
 
@@ -784,16 +776,13 @@ void bwd_filter_widen(const Conv2dBwdFilterArgs& a, bool ordered) {
   w.x = widened(a.x);
   w.dw = widened(a.dw);
   w.dbias = widened(a.dbias);
-  switch (conv2d_winograd_tile(w.dw, w.p, w.dy.size(2), w.dy.size(3))) {
-    case 4:
-      ordered ? conv2d_bwd_filter_cpu_winograd4_ordered(w) : conv2d_bwd_filter_cpu_winograd4(w);
-      break;
-    case 2:
-      ordered ? conv2d_bwd_filter_cpu_winograd_ordered(w) : conv2d_bwd_filter_cpu_winograd(w);
-      break;
-    default:
-      bwd_filter_im2col(w, ordered);
-  }
+  const int tile = conv2d_winograd_tile(w.dw, w.p, w.dy.size(2), w.dy.size(3));
+  if (ordered)
+    run_f32_algorithm(tile, w, conv2d_bwd_filter_cpu_winograd4_ordered,
+                      conv2d_bwd_filter_cpu_winograd_ordered, conv2d_bwd_filter_cpu_im2col_ordered);
+  else
+    run_f32_algorithm(tile, w, conv2d_bwd_filter_cpu_winograd4, conv2d_bwd_filter_cpu_winograd,
+                      conv2d_bwd_filter_cpu_im2col);
   a.dw.copy_(w.dw);
   if (a.dbias.defined()) a.dbias.copy_(w.dbias);
 }
@@ -852,7 +841,7 @@ struct ConvCpuOp {
   void (*winograd4)(const Args&);
   Dims (*dims)(const Args&);
   const Tensor& (*weight)(const Args&);  // w, or dw for the filter gradient
-  std::string (*rule)(const Args&);      // cpu.winograd for the shapes where it wins
+  std::string (*rule)(const Args&);      // cpu.winograd4 / cpu.winograd where they win
   Cost (*cost)(const Args&);
   TestCase (*make_case)(const TestShape&, DType, uint64_t);
 };
@@ -893,7 +882,7 @@ void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
   op.set_shape_fields(conv_cpu::conv2d_shape_fields());
   op.add_test_shapes(conv_cpu::conv2d_test_shapes());
   op.tolerance = conv_cpu::conv2d_tolerance;
-  // F(4x4, 3x3) rounds a few times more than the direct sum (kernels/conv/README.md).
+  // F(4x4, 3x3) rounds ~10x more than F(2x2) (kernels/conv/README.md).
   op.variant_tolerance["cpu.winograd4"] = conv_cpu::conv2d_winograd4_tolerance;
   op.small_enough_for_simt = conv_cpu::conv2d_simt_small;
 }

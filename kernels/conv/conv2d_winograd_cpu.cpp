@@ -15,7 +15,7 @@
 //                 added)
 //     bwd_filter  dU[xi] += dM[xi] . V[xi]^T over all tiles,  dw += G^T dU G
 // so all three ops are exact convolutions up to f32 rounding (F(2x2): coefficients 1 and 1/2;
-// F(4x4): up to 8 and 1/24, a few times F(2x2)'s rounding error), tested against cpu.ref by the
+// F(4x4): up to 8 and 1/24, ~10x F(2x2)'s rounding error), tested against cpu.ref by the
 // registry test.
 //
 // Blocks: as cpu.im2col, several whole images per block when an image has fewer than the target
