@@ -80,9 +80,8 @@ class BatchNorm2d : public Module {
                        std::optional<double> momentum = 0.1, bool affine = true,
                        bool track_running_stats = true);
   Variable forward(const Variable& x) override;
-  // relu(forward(x)); at inference (no gradient) in one kernel pass (BatchNormFwdArgs::relu), and
-  // a folded batch norm's relu moves into its conv (layers/fold.h). With a gradient: forward,
-  // then relu (autograd/functions/batch_norm.cpp says why).
+  // relu(forward(x)) in one kernel pass (BatchNormFwdArgs::relu; its backward one pass too), and
+  // a folded batch norm's relu moves into its conv at inference (layers/fold.h).
   Variable forward_relu(const Variable& x);
   Shape count_flops(const Shape& in, double& flops) const override;
   std::string type_name() const override { return "BatchNorm2d"; }

@@ -2,7 +2,6 @@
 #include "autograd/functions/batch_norm.h"
 
 #include "autograd/amp.h"
-#include "autograd/functions/elementwise.h"
 #include "autograd/node.h"
 #include "kernels/norm/batchnorm.h"
 
@@ -11,6 +10,7 @@ namespace {
 
 struct BatchNormNode final : Node {
   Tensor x, gamma, save_mean, save_rstd;
+  Tensor y_relu;  // the output, when the forward fused relu: its backward masks dy with it
   bool training = true, affine = false;
   const char* name() const override { return "BatchNorm"; }
   void backward(Grads& g) override {
@@ -20,6 +20,7 @@ struct BatchNormNode final : Node {
     a.gamma = gamma;
     a.save_mean = save_mean;
     a.save_rstd = save_rstd;
+    a.y_relu = y_relu;
     a.training = training;
     if (g.needs(0)) a.dx = g.out(0);
     if (affine && g.needs(1)) a.dgamma = g.accum(1);
@@ -27,7 +28,7 @@ struct BatchNormNode final : Node {
     if (!a.dx.defined() && !a.dgamma.defined() && !a.dbeta.defined()) return;
     kernels::batchnorm_bwd(a);
   }
-  void release() override { x = gamma = save_mean = save_rstd = Tensor(); }
+  void release() override { x = gamma = save_mean = save_rstd = y_relu = Tensor(); }
 };
 
 }  // namespace
@@ -44,14 +45,9 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
             "batch_norm: weight and bias must both be given or both be undefined");
   AIM_CHECK(training || (running_mean.defined() && running_var.defined()),
             "batch_norm: evaluation needs running_mean and running_var");
-  // Fused only where no gradient is computed (inference), so no node below sees relu. With a
-  // gradient the kernels support it (BatchNormBwdArgs::y_relu, unused here), but bf16 training then
-  // took another trajectory than batch_norm followed by relu
-  // (AmpTraining.MixedPrecisionMatchesF32Metric, resnet50 top-1 0.976 -> 0.941; f32 stayed
-  // bit-identical), not understood yet: kept off until it is.
-  if (relu && (training || needs_grad({&x, &weight, &bias})))
-    return autograd::relu(
-        batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
+  // relu fused in training too: the backward masks dy by the saved output (y_relu) inside its
+  // passes, bit-identical to batch_norm followed by relu in every dtype (the kernel's sums run in
+  // fixed lanes; tests/autograd/test_batch_norm_relu.cpp).
   const Tensor xc = x.data().contiguous();
   const int64_t C = xc.size(1);
   const DType s = kernels::batchnorm_stat_dtype(xc.dtype());
@@ -82,6 +78,7 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
   n->save_rstd = a.save_rstd;
   n->training = training;
   n->affine = weight.defined();
+  if (relu) n->y_relu = a.y;
   return attach1(n, {x, weight, bias}, a.y);
 }
 

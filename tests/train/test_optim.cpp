@@ -175,8 +175,11 @@ void capturable_three_steps(const Factory& make, const Rows& want) {
     opt->step();
     expect_rows(p, want[size_t(s)], 1e-12, s + 1);
   }
-  for (const auto& [k, t] : opt->state_dict())
-    if (k == "w.step") EXPECT_EQ(t.item(), 3.0);
+  for (const auto& [k, t] : opt->state_dict()) {
+    if (k == "w.step") {
+      EXPECT_EQ(t.item(), 3.0);
+    }
+  }
 }
 TEST(OptimCapturable, SgdAdamAdamWAdagradMatchTorch) {
   capturable_three_steps(sgd_nesterov(), kSgdNesterov);
