@@ -93,6 +93,23 @@ std::string check_hyper(const char* op, const Tensor& h, const Tensor& param) {
 
 // ---- the update rules, per element, in compute type A ----------------------------------------
 
+// Calls f(std::bool_constant<b>...) for runtime flags b...: each combination gets its own loop
+// with the conditions resolved at compile time.
+template <class F>
+void with_flags(F&& f) {
+  f();
+}
+template <class F, class... B>
+void with_flags(F&& f, bool b0, B... rest) {
+  if (b0)
+    with_flags([&](auto... c) { f(std::true_type{}, c...); }, rest...);
+  else
+    with_flags([&](auto... c) { f(std::false_type{}, c...); }, rest...);
+}
+
+// The options (weight decay, momentum, first step, Nesterov) are compile-time flags of the loop:
+// tested per element they halved its rate (AlexNet's 61M parameters, momentum and weight decay:
+// 29 -> 15 ms per 151 MB tensor, two threads, ~49 GB/s: the memory's in-place rate).
 template <class A, class P, class S, bool kParallel>
 void sgd_loop(const SgdUpdateArgs& args) {
   const SgdUpdateArgs a = resolved(args);
@@ -101,19 +118,32 @@ void sgd_loop(const SgdUpdateArgs& args) {
   S* buf = a.momentum_buf.defined() ? static_cast<S*>(a.momentum_buf.raw_data()) : nullptr;
   const int64_t n = a.param.numel();
   const A lr = A(a.lr), mom = A(a.momentum), damp1 = A(1.0 - a.dampening), wd = A(a.weight_decay);
-  const bool first = a.first_step, nesterov = a.nesterov;
+  with_flags(
+      [=](auto has_wd, auto has_buf, auto first, auto nesterov) {
+        P* const p_ = p;  // locals, not closure members: g++ vectorises only then
+        const P* const g_ = g;
+        S* const buf_ = buf;
 #pragma omp parallel for simd schedule(static) if (kParallel && n > (int64_t(1) << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    const A pi = load<A>(p[i]);
-    A gi = load<A>(g[i]);
-    if (wd != A(0)) gi += wd * pi;
-    if (buf) {
-      const A b = first ? gi : mom * load<A>(buf[i]) + damp1 * gi;
-      buf[i] = store<S>(b);
-      gi = nesterov ? gi + mom * b : b;
-    }
-    p[i] = store<P>(pi - lr * gi);
-  }
+        for (int64_t i = 0; i < n; ++i) {
+          const A pi = load<A>(p_[i]);
+          A gi = load<A>(g_[i]);
+          if constexpr (has_wd) gi += wd * pi;
+          if constexpr (has_buf) {
+            A b;
+            if constexpr (first)
+              b = gi;
+            else
+              b = mom * load<A>(buf_[i]) + damp1 * gi;
+            buf_[i] = store<S>(b);
+            if constexpr (nesterov)
+              gi = gi + mom * b;
+            else
+              gi = b;
+          }
+          p_[i] = store<P>(pi - lr * gi);
+        }
+      },
+      wd != A(0), buf != nullptr, a.first_step, a.nesterov);
 }
 
 template <class A, class P, class S, bool kParallel>
