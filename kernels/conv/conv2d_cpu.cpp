@@ -768,15 +768,19 @@ Tensor images(const Tensor& t, int64_t n0, int64_t n) {
   return t.defined() ? t.narrow(0, n0, n) : Tensor();
 }
 
+// f(n0, n) over the chunks of images: the whole batch at once for Winograd (tile 2 or 4), chunks
+// of widen_chunk_images for im2col; `floats` is the f32 size of the chunked tensors together.
+template <class F>
+void for_image_chunks(int tile, int64_t N, int64_t floats, F f) {
+  const int64_t one = std::max<int64_t>(N, 1);
+  const int64_t step = tile ? one : widen_chunk_images(N, floats / one);
+  for (int64_t n0 = 0; n0 < N; n0 += step) f(n0, std::min(step, N - n0));
+}
+
 void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
   const Tensor wf = widened(a.w), bf = widened(a.bias);
   const int tile = conv2d_winograd_tile(wf, a.p, a.y.size(2), a.y.size(3));
-  const int64_t N = a.x.size(0);
-  const int64_t step =
-      tile ? std::max<int64_t>(N, 1)
-           : widen_chunk_images(N, (a.x.numel() + a.y.numel()) / std::max<int64_t>(N, 1));
-  for (int64_t n0 = 0; n0 < N; n0 += step) {
-    const int64_t n = std::min(step, N - n0);
+  for_image_chunks(tile, a.x.size(0), a.x.numel() + a.y.numel(), [&](int64_t n0, int64_t n) {
     Conv2dFwdArgs w = a;
     w.x = widened(images(a.x, n0, n));
     w.w = wf;
@@ -786,18 +790,13 @@ void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
     run_f32_algorithm(tile, w, conv2d_fwd_cpu_winograd4, conv2d_fwd_cpu_winograd,
                       conv2d_fwd_cpu_im2col);
     images(a.y, n0, n).copy_(w.y);
-  }
+  });
 }
 
 void conv2d_bwd_data_cpu_widen(const Conv2dBwdDataArgs& a) {
   const Tensor wf = widened(a.w);
   const int tile = conv2d_winograd_tile(wf, a.p, a.dy.size(2), a.dy.size(3));
-  const int64_t N = a.dy.size(0);
-  const int64_t step =
-      tile ? std::max<int64_t>(N, 1)
-           : widen_chunk_images(N, (a.dy.numel() + a.dx.numel()) / std::max<int64_t>(N, 1));
-  for (int64_t n0 = 0; n0 < N; n0 += step) {
-    const int64_t n = std::min(step, N - n0);
+  for_image_chunks(tile, a.dy.size(0), a.dy.numel() + a.dx.numel(), [&](int64_t n0, int64_t n) {
     Conv2dBwdDataArgs w = a;
     w.dy = widened(images(a.dy, n0, n));
     w.w = wf;
@@ -805,7 +804,7 @@ void conv2d_bwd_data_cpu_widen(const Conv2dBwdDataArgs& a) {
     run_f32_algorithm(tile, w, conv2d_bwd_data_cpu_winograd4, conv2d_bwd_data_cpu_winograd,
                       conv2d_bwd_data_cpu_im2col);
     images(a.dx, n0, n).copy_(w.dx);
-  }
+  });
 }
 
 void bwd_filter_widen(const Conv2dBwdFilterArgs& a, bool ordered) {

@@ -328,5 +328,23 @@ TEST(Conv2d, ImplicitGemmTcSeveralTilesOnGpu) {
   }
 }
 
+// cpu.widen runs cpu.im2col's forward and input gradient in chunks of images once a batch's f32
+// copies pass ~8 MiB (the registry's shapes are one chunk): 1x1 and 3x3 stride-2 convolutions of
+// 5 images of 64x96x96 (~0.6M floats each: chunks of 2, 2, 1), f16 and bf16 against cpu.ref.
+TEST(Conv2d, WidenChunksOfImages) {
+  const std::vector<TestShape> shapes = {{5, 64, 96, 96, 8, 1, 1, 1, 0, 1, 1, 1},
+                                         {5, 64, 96, 96, 8, 3, 3, 2, 1, 1, 1, 0}};
+  for (const char* name : {"conv2d_fwd", "conv2d_bwd_data"}) {
+    OpBase* op = registry().find(name);
+    ASSERT_NE(op, nullptr) << name;
+    for (DType t : {DType::f16, DType::bf16})
+      for (const TestShape& s : shapes) {
+        SCOPED_TRACE(std::string(name) + " " + dtype_name(t) + " {" + shape_str(s) + "}");
+        const CheckResult r = check_variant(*op, "cpu.widen", Backend::CPU, s, t, /*seed=*/7);
+        EXPECT_EQ(r.status, CheckStatus::Pass) << r.message;
+      }
+  }
+}
+
 }  // namespace
 }  // namespace aim::kernels
