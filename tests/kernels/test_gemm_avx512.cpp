@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +20,24 @@ using aim::kernels::sgemm_avx512;
 
 constexpr float kGuard = -12345.678f;
 constexpr int64_t kPad = 64;  // guard elements before and after each matrix
+
+// C's buffer is 64-byte aligned, so C (kPad floats in) is too: the non-temporal stores of a large
+// C written once need aligned rows.
+template <class T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U>
+  Aligned64(const Aligned64<U>&) {}
+  T* allocate(size_t n) {
+    void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  bool operator==(const Aligned64&) const { return true; }
+  bool operator!=(const Aligned64&) const { return false; }
+};
 
 struct Case {
   int64_t m, n, k;
@@ -47,7 +67,7 @@ void run_case(const Case& c, uint32_t seed = 1) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> a(size_t(std::max<int64_t>(a_rows, 1) * lda + 2 * kPad), kGuard);
   std::vector<float> b(size_t(std::max<int64_t>(b_rows, 1) * ldb + 2 * kPad), kGuard);
-  std::vector<float> cbuf(size_t(c.m * ldc + 2 * kPad), kGuard);
+  std::vector<float, Aligned64<float>> cbuf(size_t(c.m * ldc + 2 * kPad), kGuard);
   float* A = a.data() + kPad;
   float* B = b.data() + kPad;
   float* C = cbuf.data() + kPad;
@@ -58,7 +78,7 @@ void run_case(const Case& c, uint32_t seed = 1) {
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < c.n; ++j)
       C[i * ldc + j] = c.nan_c ? std::numeric_limits<float>::quiet_NaN() : dist(rng);
-  const std::vector<float> c0 = cbuf;
+  const auto c0 = cbuf;
 
   // Reference in double precision.
   std::vector<double> ref(size_t(c.m * c.n));
@@ -226,6 +246,17 @@ TEST_F(GemmAvx512, SkinnyM) {
   run_case({7, 500, 9000, true, true, 1.0f, 0.0f, 1, true});       // 9 k blocks, 5 + 1 panels
   run_case({16, 8200, 600, false, true, 1.0f, 1.0f, 0, false});    // K < one block, beta 1
   run_case({3, 4096, 1024, false, true, 2.0f, 0.0f, 0, true});     // M <= 4, op(B) = B^T
+}
+
+// A C of 32 MiB or more written once (beta 0, K within one KC block) is stored non-temporally:
+// full tiles of a 64-byte aligned C (AlexNet's fc6 weight gradient shape, M cut to 1100), edge
+// tiles (M = 78 x 14 + 8, N = 256 x 32 + 16) with plain stores, NaN in C ignored; and the cases
+// that keep plain stores (beta 1, rows not a multiple of 16 floats).
+TEST_F(GemmAvx512, LargeCWrittenOnceStreams) {
+  run_case({1100, 8208, 16, true, false, 1.0f, 0.0f, 0, true});
+  run_case({1100, 8192, 16, false, true, 2.0f, 0.0f, 0, true});
+  run_case({1100, 8200, 16, true, false, 1.0f, 1.0f, 0, false});
+  run_case({1030, 8192, 20, true, false, 1.0f, 0.0f, 1, true});
 }
 
 // The unpacked small-M (M <= 4, op(B) = B) and small-N (N <= 4, op(A) = A) paths, with their
