@@ -47,7 +47,7 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
             "batch_norm: evaluation needs running_mean and running_var");
   // relu fused in training too: the backward masks dy by the saved output (y_relu) inside its
   // passes, bit-identical to batch_norm followed by relu in every dtype (the kernel's sums run in
-  // fixed lanes; tests/autograd/test_batch_norm_relu.cpp).
+  // fixed lanes; ConvGrad.BatchNormFusedReluMatchesBatchNormThenRelu).
   const Tensor xc = x.data().contiguous();
   const int64_t C = xc.size(1);
   const DType s = kernels::batchnorm_stat_dtype(xc.dtype());

@@ -303,18 +303,17 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float*
   }
 
   const __m512 va = _mm512_set1_ps(alpha);
-  if (stream) {
+  if (beta == 0.0f) {  // (stream implies beta == 0)
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v)
-        _mm512_stream_ps(c + r * ldc + 16 * v, _mm512_mul_ps(acc[r][v], va));
-  } else if (beta == 0.0f) {
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v)
-        _mm512_storeu_ps(c + r * ldc + 16 * v, _mm512_mul_ps(acc[r][v], va));
+      for (int v = 0; v < NV; ++v) {
+        const __m512 t = _mm512_mul_ps(acc[r][v], va);
+        if (stream)
+          _mm512_stream_ps(c + r * ldc + 16 * v, t);
+        else
+          _mm512_storeu_ps(c + r * ldc + 16 * v, t);
+      }
   } else if (beta == 1.0f) {
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)

@@ -451,7 +451,7 @@ void bwd_omp(const BatchNormBwdArgs& a) {
       else
         for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * (A(dyp[s]) - m1 - (A(xp[s]) - m) * q));
     } else if (yp) {
-      for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * (relu_grad(A(yp[s]), A(dyp[s]))));
+      for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * relu_grad(A(yp[s]), A(dyp[s])));
     } else {
       for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * A(dyp[s]));
     }

@@ -108,8 +108,8 @@ void with_flags(F&& f, bool b0, B... rest) {
 }
 
 // The options (weight decay, momentum, first step, Nesterov) are compile-time flags of the loop:
-// tested per element they halved its rate (AlexNet's 61M parameters, momentum and weight decay:
-// 29 -> 15 ms per 151 MB tensor, two threads, ~49 GB/s: the memory's in-place rate).
+// tested per element (the momentum buffer's loads and stores conditional) they kept g++ from
+// vectorising it (momentum + weight decay on a 151 MB tensor, two threads: 29 -> 16 ms).
 template <class A, class P, class S, bool kParallel>
 void sgd_loop(const SgdUpdateArgs& args) {
   const SgdUpdateArgs a = resolved(args);
