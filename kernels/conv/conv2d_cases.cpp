@@ -46,6 +46,8 @@ std::vector<TestShape> conv2d_test_shapes() {
       {1, 8, 70, 66, 5, 3, 3, 1, 1, 1, 1, 1},     // winograd: chunks of tile rows of one image
       {2, 48, 21, 21, 40, 3, 3, 1, 1, 1, 1, 2},   // winograd4: partial tiles, SSD-ResNet layer3
       {3, 24, 38, 37, 20, 3, 3, 1, 1, 1, 1, 1},   // winograd4: 38x37 (SSD's 38x38 maps)
+      {2, 3, 27, 25, 4, 11, 11, 4, 2, 1, 1, 1},   // 11x11 stride 4 (AlexNet conv1): 4 phases
+      {1, 3, 13, 14, 4, 3, 3, 2, 2, 2, 1, 0},     // stride 2 with dilation 2
       {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 2}};  // ResNet-like, relu (too big for the emulator)
 }
 

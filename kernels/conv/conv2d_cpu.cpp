@@ -373,8 +373,117 @@ inline void q_range(int64_t iw0, int64_t sw, int64_t W, int64_t Q, int64_t& q0, 
 // Stride 1 with Q == W (same padding): source and destination rows have the same stride, so the
 // valid rows of one tap are one contiguous copy, then the few columns that wrapped around from
 // the neighbouring row (or read padding) are zeroed.
+// Output rows [pa, pb) of tap row r whose input row lies inside the image, clipped to [p0, p1);
+// ih0 is the input row of output row 0.
+struct RowRange {
+  int64_t ih0, pa, pb;
+};
+RowRange row_range(int64_t r, const Dims& d, const Conv2dParams& p, int64_t p0, int64_t p1) {
+  const int64_t ih0 = r * p.dil_h - p.pad_top;
+  int64_t pa = ih0 >= 0 ? 0 : (-ih0 + p.stride_h - 1) / p.stride_h;
+  int64_t pb = d.H - ih0 <= 0 ? 0 : (d.H - ih0 + p.stride_h - 1) / p.stride_h;
+  pa = std::min(std::max(pa, p0), p1);
+  pb = std::max(pa, std::min(pb, p1));
+  return {ih0, pa, pb};
+}
+
+// Strided convolutions with wide kernels (stride_w > 1, S >= 5: the 7x7/2 stems, AlexNet's
+// 11x11/4) see each input row as stride_w phases, phase k holding columns k, k + sw, k + 2 sw,
+// ...: a tap's columns q*sw + iw0 are one contiguous run of phase mod(iw0, sw). One input row is
+// split into its phases once for all S taps (a strided gather per tap otherwise: the ResNet
+// stem's im2col took as long as its GEMM), and col2im gathers the taps' sums per phase before one
+// interleaving pass adds them into dx. With S <= 3 the split costs more than it saves (measured:
+// 3x3/2 on 14x14 and 1x1/2 10-20% slower), so those keep the gather.
+bool use_phases(const Dims& d, const Conv2dParams& p) { return p.stride_w > 1 && d.S >= 5; }
+struct Phases {
+  int64_t sw, len;  // phases, floats per phase (ceil(W / sw))
+  float* buf;       // [sw, len], thread_local
+  Phases(int64_t stride, int64_t W) : sw(stride), len((W + stride - 1) / stride) {
+    thread_local std::vector<float> storage;
+    if (storage.size() < size_t(sw * len)) storage.resize(size_t(sw * len));
+    buf = storage.data();
+  }
+  // Where tap columns q = 0, 1, ... (input columns q*sw + iw0) start; valid for [q0, q1).
+  const float* tap(int64_t iw0) const { return tap_mut(iw0); }
+  float* tap_mut(int64_t iw0) const {
+    const int64_t k = ((iw0 % sw) + sw) % sw;
+    return buf + k * len + (iw0 - k) / sw;
+  }
+  void split(const float* row, int64_t W) {
+    if (sw == 2) {
+      float *even = buf, *odd = buf + len;
+      int64_t i = 0;
+      for (; 2 * i + 1 < W; ++i) {
+        even[i] = row[2 * i];
+        odd[i] = row[2 * i + 1];
+      }
+      if (2 * i < W) even[i] = row[2 * i];
+      return;
+    }
+    for (int64_t k = 0; k < sw; ++k)
+      for (int64_t i = 0; k + i * sw < W; ++i) buf[k * len + i] = row[k + i * sw];
+  }
+  // row[w] += phase sums, every column of the row.
+  void add_into(float* row, int64_t W) const {
+    for (int64_t k = 0; k < sw; ++k)
+      for (int64_t i = 0; k + i * sw < W; ++i) row[k + i * sw] += buf[k * len + i];
+  }
+  void zero() { std::fill(buf, buf + sw * len, 0.0f); }
+};
+
+void im2col_phases(const float* x, float* col, int64_t ld, const Dims& d, const Conv2dParams& p,
+                   int64_t p0, int64_t p1) {
+  Phases ph(p.stride_w, d.W);
+  for (int64_t c = 0; c < d.Cg; ++c)
+    for (int64_t r = 0; r < d.R; ++r) {
+      const RowRange rr = row_range(r, d, p, p0, p1);
+      float* taps = col + (c * d.R + r) * d.S * ld;  // tap s's row at taps + s * ld
+      for (int64_t s = 0; s < d.S; ++s) {
+        float* out = taps + s * ld;
+        std::fill(out, out + (rr.pa - p0) * d.Q, 0.0f);
+        std::fill(out + (rr.pb - p0) * d.Q, out + (p1 - p0) * d.Q, 0.0f);
+      }
+      for (int64_t op = rr.pa; op < rr.pb; ++op) {
+        ph.split(x + (c * d.H + op * p.stride_h + rr.ih0) * d.W, d.W);
+        for (int64_t s = 0; s < d.S; ++s) {
+          float* o = taps + s * ld + (op - p0) * d.Q;
+          const int64_t iw0 = s * p.dil_w - p.pad_left;
+          int64_t q0, q1;
+          q_range(iw0, p.stride_w, d.W, d.Q, q0, q1);
+          const float* in = ph.tap(iw0);
+          for (int64_t q = 0; q < q0; ++q) o[q] = 0.0f;
+          for (int64_t q = q0; q < q1; ++q) o[q] = in[q];
+          for (int64_t q = std::max(q0, q1); q < d.Q; ++q) o[q] = 0.0f;
+        }
+      }
+    }
+}
+
+void col2im_add_phases(const float* col, int64_t ld, float* dx, const Dims& d,
+                       const Conv2dParams& p, int64_t p0, int64_t p1) {
+  Phases ph(p.stride_w, d.W);
+  for (int64_t c = 0; c < d.Cg; ++c)
+    for (int64_t r = 0; r < d.R; ++r) {
+      const RowRange rr = row_range(r, d, p, p0, p1);
+      const float* taps = col + (c * d.R + r) * d.S * ld;
+      for (int64_t op = rr.pa; op < rr.pb; ++op) {
+        ph.zero();
+        for (int64_t s = 0; s < d.S; ++s) {
+          const float* i = taps + s * ld + (op - p0) * d.Q;
+          const int64_t iw0 = s * p.dil_w - p.pad_left;
+          int64_t q0, q1;
+          q_range(iw0, p.stride_w, d.W, d.Q, q0, q1);
+          float* acc = ph.tap_mut(iw0);
+          for (int64_t q = q0; q < q1; ++q) acc[q] += i[q];
+        }
+        ph.add_into(dx + (c * d.H + op * p.stride_h + rr.ih0) * d.W, d.W);
+      }
+    }
+}
+
 void im2col(const float* x, float* col, int64_t ld, const Dims& d, const Conv2dParams& p,
             int64_t p0, int64_t p1) {
+  if (use_phases(d, p)) return im2col_phases(x, col, ld, d, p, p0, p1);
   const bool bulk = p.stride_w == 1 && p.stride_h == 1 && d.Q == d.W;
   for (int64_t c = 0; c < d.Cg; ++c)
     for (int64_t r = 0; r < d.R; ++r)
@@ -383,12 +492,7 @@ void im2col(const float* x, float* col, int64_t ld, const Dims& d, const Conv2dP
         const int64_t iw0 = s * p.dil_w - p.pad_left;
         int64_t q0, q1;
         q_range(iw0, p.stride_w, d.W, d.Q, q0, q1);
-        // Output rows whose input row is inside the image: [pa, pb).
-        const int64_t ih0 = r * p.dil_h - p.pad_top;  // input row of output row 0
-        int64_t pa = ih0 >= 0 ? 0 : (-ih0 + p.stride_h - 1) / p.stride_h;
-        int64_t pb = d.H - ih0 <= 0 ? 0 : (d.H - ih0 + p.stride_h - 1) / p.stride_h;
-        pa = std::min(std::max(pa, p0), p1);
-        pb = std::max(pa, std::min(pb, p1));
+        const auto [ih0, pa, pb] = row_range(r, d, p, p0, p1);
         if (pa > p0) std::memset(out, 0, size_t((pa - p0) * d.Q) * sizeof(float));
         if (pb < p1) std::memset(out + (pb - p0) * d.Q, 0, size_t((p1 - pb) * d.Q) * sizeof(float));
         if (pb == pa) continue;
@@ -421,6 +525,7 @@ void im2col(const float* x, float* col, int64_t ld, const Dims& d, const Conv2dP
 // adds one contiguous range per tap.
 void col2im_add(float* col, int64_t ld, float* dx, const Dims& d, const Conv2dParams& p, int64_t p0,
                 int64_t p1) {
+  if (use_phases(d, p)) return col2im_add_phases(col, ld, dx, d, p, p0, p1);
   const bool bulk = p.stride_w == 1 && p.stride_h == 1 && d.Q == d.W;
   for (int64_t c = 0; c < d.Cg; ++c)
     for (int64_t r = 0; r < d.R; ++r)
@@ -429,11 +534,7 @@ void col2im_add(float* col, int64_t ld, float* dx, const Dims& d, const Conv2dPa
         const int64_t iw0 = s * p.dil_w - p.pad_left;
         int64_t q0, q1;
         q_range(iw0, p.stride_w, d.W, d.Q, q0, q1);
-        const int64_t ih0 = r * p.dil_h - p.pad_top;
-        int64_t pa = ih0 >= 0 ? 0 : (-ih0 + p.stride_h - 1) / p.stride_h;
-        int64_t pb = d.H - ih0 <= 0 ? 0 : (d.H - ih0 + p.stride_h - 1) / p.stride_h;
-        pa = std::min(std::max(pa, p0), p1);
-        pb = std::max(pa, std::min(pb, p1));
+        const auto [ih0, pa, pb] = row_range(r, d, p, p0, p1);
         if (pb == pa || q1 <= q0) continue;
         if (bulk) {
           float* i = in + (pa - p0) * d.Q;
