@@ -66,14 +66,46 @@ inline void advance(int64_t* off, const int64_t* st, int nin, int64_t by) {
   for (int j = 0; j < nin; ++j) off[j] += by * st[j];
 }
 
+// Writes dst[0, m) through fill(out, i, c), called for consecutive pieces in order, each writing
+// values i..i+c-1 to out[0, c): straight into dst, or (stream) into an L1-resident buffer streamed
+// out in whole 32-byte units (the head up to 32-byte alignment and the tail stored normally).
+// Short rows stream too (a broadcast [B, T, H] * [B, 1, H] has rows of H = 128 floats): the
+// read-for-ownership saved is the same per byte; only rows under 256 bytes are not worth it.
+template <class Out, class F>
+void write_rows(Out* dst, int64_t m, bool stream, const F& fill) {
+  if (!stream || m * int64_t(sizeof(Out)) < 256 ||
+      reinterpret_cast<uintptr_t>(dst) % sizeof(Out) != 0) {
+    fill(dst, 0, m);
+    return;
+  }
+  constexpr int64_t kBuf = int64_t(kBufBytes / sizeof(Out));
+  alignas(64) unsigned char raw[kBufBytes];  // raw: no per-call construction of 16-bit types
+  Out* buf = reinterpret_cast<Out*>(raw);
+  const int64_t mis = int64_t(reinterpret_cast<uintptr_t>(dst) % 32);
+  const int64_t head = std::min(m, mis ? (32 - mis) / int64_t(sizeof(Out)) : 0);
+  if (head) fill(dst, 0, head);
+  int64_t i = head;
+  for (; i + kBuf <= m; i += kBuf) {
+    fill(buf, i, kBuf);
+    stream_bytes(dst + i, buf, kBufBytes);
+  }
+  const int64_t c = (m - i) * int64_t(sizeof(Out)) / 32 * 32 / int64_t(sizeof(Out));
+  if (c > 0) {
+    fill(buf, i, c);
+    stream_bytes(dst + i, buf, size_t(c) * sizeof(Out));
+    i += c;
+  }
+  if (i < m) fill(dst + i, i, m - i);
+}
+
 // One row segment of m elements: dst (stride ys), inputs at off with strides st.
 template <class Out, class K>
 void segment(const K& k, int nin, Out* dst, int64_t ys, int64_t* off, const int64_t* st, int64_t m,
              bool stream) {
-  constexpr int64_t kBuf = int64_t(kBufBytes / sizeof(Out));
-  alignas(64) unsigned char raw[kBufBytes];  // raw: no per-call construction of 16-bit types
-  Out* buf = reinterpret_cast<Out*>(raw);
   if (ys != 1) {  // strided output: compute into the buffer, scatter
+    constexpr int64_t kBuf = int64_t(kBufBytes / sizeof(Out));
+    alignas(64) unsigned char raw[kBufBytes];
+    Out* buf = reinterpret_cast<Out*>(raw);
     for (int64_t i = 0; i < m; i += kBuf) {
       const int64_t c = std::min(kBuf, m - i);
       k(buf, off, st, c);
@@ -82,35 +114,10 @@ void segment(const K& k, int nin, Out* dst, int64_t ys, int64_t* off, const int6
     }
     return;
   }
-  // Short rows stream too (a broadcast [B, T, H] * [B, 1, H] has rows of H = 128 floats): the
-  // read-for-ownership saved is the same per byte; only rows under 256 bytes are not worth it.
-  if (!stream || m * int64_t(sizeof(Out)) < 256 ||
-      reinterpret_cast<uintptr_t>(dst) % sizeof(Out) != 0) {
-    k(dst, off, st, m);
-    return;
-  }
-  // Head up to 32-byte alignment, streamed whole buffers, tail.
-  const int64_t mis = int64_t(reinterpret_cast<uintptr_t>(dst) % 32);
-  const int64_t head = mis ? (32 - mis) / int64_t(sizeof(Out)) : 0;
-  if (head) {
-    k(dst, off, st, head);
-    advance(off, st, nin, head);
-  }
-  int64_t i = head;
-  for (; i + kBuf <= m; i += kBuf) {
-    k(buf, off, st, kBuf);
-    stream_bytes(dst + i, buf, kBufBytes);
-    advance(off, st, nin, kBuf);
-  }
-  // The rest: its whole 32-byte units streamed too, then the tail stored normally.
-  const int64_t c = (m - i) * int64_t(sizeof(Out)) / 32 * 32 / int64_t(sizeof(Out));
-  if (c > 0) {
-    k(buf, off, st, c);
-    stream_bytes(dst + i, buf, size_t(c) * sizeof(Out));
+  write_rows(dst, m, stream, [&](Out* out, int64_t, int64_t c) {
+    k(out, off, st, c);
     advance(off, st, nin, c);
-    i += c;
-  }
-  if (i < m) k(dst + i, off, st, m - i);
+  });
 }
 
 // Elements [lo, hi) of the flat output index.

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/elementwise/loops_cpu.h"
 #include "kernels/norm/batchnorm.h"
 #include "kernels/registry.h"
 
@@ -247,6 +248,26 @@ void batchnorm_bwd_cpu_ref(const BatchNormBwdArgs& a) {
 template <class T>
 using AccOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+// Outputs beyond the shared L3 (32 MiB: ResNet's 256-channel 56x56 maps at batch 16) are written
+// with non-temporal stores: no read-for-ownership of each line, a third of the forward's memory
+// traffic (16x256x56x56 f32 forward ~4.8 -> ~4.1 ms, backward ~7.0 -> ~6.2). Smaller outputs stay
+// cached for the next layer (streaming a 12.8 MB one was slower).
+bool streams(const Tensor& out) {
+  return out.numel() * dtype_size(out.dtype()) >= (int64_t(32) << 20);
+}
+
+// f(i) for i < n over the team (when par), each thread fencing its streamed stores before the
+// region's barrier.
+template <class F>
+void for_each_streamed(int64_t n, bool par, bool stream, const F& f) {
+#pragma omp parallel if (par)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t i = 0; i < n; ++i) f(i);
+    if (stream) ew_detail::stream_fence();
+  }
+}
+
 // Parallel loops only above this many elements (thread start-up costs more below).
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 
@@ -309,30 +330,31 @@ void fwd_omp(const BatchNormFwdArgs& a) {
       rv[c] = A((1.0 - a.momentum) * double(rv[c]) + a.momentum * m2 / (M - 1.0));
     }
   };
+  const bool stream = streams(a.y);
   auto apply = [&](int64_t p) {
     const int64_t c = p % C;
     const A m = mean[size_t(c)];
     const A k = g ? rstd[size_t(c)] * g[c] : rstd[size_t(c)];
     const A sh = b ? b[c] : A(0);
-    const T* xp = x + p * S;
-    T* yp = y + p * S;
-    if (a.relu) {
-      for (int64_t s = 0; s < S; ++s) {
-        const A v = (A(xp[s]) - m) * k + sh;
-        yp[s] = T(v < A(0) ? A(0) : v);  // NaN stays NaN
+    ew_detail::write_rows(y + p * S, S, stream, [&](T* yp, int64_t i, int64_t n) {
+      const T* xp = x + p * S + i;
+      if (a.relu) {
+        for (int64_t s = 0; s < n; ++s) {
+          const A v = (A(xp[s]) - m) * k + sh;
+          yp[s] = T(v < A(0) ? A(0) : v);  // NaN stays NaN
+        }
+      } else {
+        for (int64_t s = 0; s < n; ++s) yp[s] = T((A(xp[s]) - m) * k + sh);
       }
-    } else {
-      for (int64_t s = 0; s < S; ++s) yp[s] = T((A(xp[s]) - m) * k + sh);
-    }
+    });
   };
 
   if (a.training && S >= kChannelMajorMinS) {
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t c = 0; c < C; ++c) {
+    for_each_streamed(C, par, stream, [&](int64_t c) {
       for (int64_t n = 0; n < N; ++n) plane_stats(n * C + c);
       channel_stats(c);
       for (int64_t n = 0; n < N; ++n) apply(n * C + c);
-    }
+    });
   } else {
     if (a.training) {
 #pragma omp parallel for schedule(static) if (par)
@@ -346,8 +368,7 @@ void fwd_omp(const BatchNormFwdArgs& a) {
         rstd[size_t(c)] = A(1.0 / std::sqrt(double(erv[c]) + a.eps));
       }
     }
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t p = 0; p < P; ++p) apply(p);
+    for_each_streamed(P, par, stream, apply);
   }
   if (a.save_mean.defined()) std::copy(mean.begin(), mean.end(), a.save_mean.data<A>());
   if (a.save_rstd.defined()) std::copy(rstd.begin(), rstd.end(), a.save_rstd.data<A>());
@@ -433,37 +454,38 @@ void bwd_omp(const BatchNormBwdArgs& a) {
   };
   T* dx = a.dx.defined() ? a.dx.data<T>() : nullptr;
   const A inv_m = A(1.0 / double(N * S));
+  const bool stream = dx && streams(a.dx);
   auto apply = [&](int64_t p) {
     const int64_t c = p % C;
     const A r = rstd[c];
     const A k = g ? g[c] * r : r;  // dx = k * (dy - m1 - (x - mean) * q)
-    const T* dyp = dy + p * S;
-    T* dxp = dx + p * S;
-    const T* yp = yr ? yr + p * S : nullptr;
-    if (a.training) {
-      const A m = mean[c], m1 = sdy[size_t(c)] * inv_m, q = r * sdyx[size_t(c)] * inv_m;
-      const T* xp = x + p * S;
-      if (yp)
-        for (int64_t s = 0; s < S; ++s) {
-          const A d = relu_grad(A(yp[s]), A(dyp[s]));
-          dxp[s] = T(k * (d - m1 - (A(xp[s]) - m) * q));
-        }
-      else
-        for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * (A(dyp[s]) - m1 - (A(xp[s]) - m) * q));
-    } else if (yp) {
-      for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * relu_grad(A(yp[s]), A(dyp[s])));
-    } else {
-      for (int64_t s = 0; s < S; ++s) dxp[s] = T(k * A(dyp[s]));
-    }
+    ew_detail::write_rows(dx + p * S, S, stream, [&](T* dxp, int64_t i, int64_t n) {
+      const T* dyp = dy + p * S + i;
+      const T* yp = yr ? yr + p * S + i : nullptr;
+      if (a.training) {
+        const A m = mean[c], m1 = sdy[size_t(c)] * inv_m, q = r * sdyx[size_t(c)] * inv_m;
+        const T* xp = x + p * S + i;
+        if (yp)
+          for (int64_t s = 0; s < n; ++s) {
+            const A d = relu_grad(A(yp[s]), A(dyp[s]));
+            dxp[s] = T(k * (d - m1 - (A(xp[s]) - m) * q));
+          }
+        else
+          for (int64_t s = 0; s < n; ++s) dxp[s] = T(k * (A(dyp[s]) - m1 - (A(xp[s]) - m) * q));
+      } else if (yp) {
+        for (int64_t s = 0; s < n; ++s) dxp[s] = T(k * relu_grad(A(yp[s]), A(dyp[s])));
+      } else {
+        for (int64_t s = 0; s < n; ++s) dxp[s] = T(k * A(dyp[s]));
+      }
+    });
   };
 
   if (need_sums && dx && S >= kChannelMajorMinS) {
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t c = 0; c < C; ++c) {
+    for_each_streamed(C, par, stream, [&](int64_t c) {
       for (int64_t n = 0; n < N; ++n) plane_sums(n * C + c);
       channel_sums(c);
       for (int64_t n = 0; n < N; ++n) apply(n * C + c);
-    }
+    });
     return;
   }
   if (need_sums) {
@@ -472,8 +494,7 @@ void bwd_omp(const BatchNormBwdArgs& a) {
     for (int64_t c = 0; c < C; ++c) channel_sums(c);
   }
   if (!dx) return;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t p = 0; p < P; ++p) apply(p);
+  for_each_streamed(P, par, stream, apply);
 }
 
 void batchnorm_fwd_cpu_omp(const BatchNormFwdArgs& a) {

@@ -495,6 +495,59 @@ TEST(BatchNorm, ArgumentErrors) {
 
 // Not a correctness test: cpu.omp against cpu.ref on a ResNet-50 stage-1 activation.
 // Run with --gtest_also_run_disabled_tests --gtest_filter='*Timing*'.
+// Outputs of 32 MiB and more are written with non-temporal stores through an L1 buffer (a head
+// up to 32-byte alignment, whole buffers, the rest): 47x47 planes start at every alignment, so
+// each part is exercised; cpu.omp's training forward (fused relu) and backward (masked by it)
+// must still match cpu.ref everywhere.
+TEST(BatchNorm, StreamedLargeOutputsMatchReference) {
+  const int64_t C = 240;
+  const Shape xs = {16, C, 47, 47};  // 32.4 MiB of f32
+  const Tensor x = random_tensor(xs, DType::f32, 3, -2.0, 3.0);
+  const Tensor dy = random_tensor(xs, DType::f32, 4, -1.0, 1.0);
+  std::vector<double> out[2][4];  // per variant: y, dx, dgamma, dbeta
+  for (int v = 0; v < 2; ++v) {
+    ScopedVariant sf("batchnorm_fwd", kCpuVariants[v]);
+    ScopedVariant sb("batchnorm_bwd", kCpuVariants[v]);
+    BatchNormFwdArgs a;
+    a.x = x;
+    a.gamma = random_tensor({C}, DType::f32, 5, 0.5, 1.5);
+    a.beta = random_tensor({C}, DType::f32, 6, -0.5, 0.5);
+    const double nan = std::nan("");  // every output value must be written
+    a.y = Tensor::full(xs, nan);
+    a.save_mean = Tensor::empty({C});
+    a.save_rstd = Tensor::empty({C});
+    a.training = true;
+    a.relu = true;
+    batchnorm_fwd(a);
+    BatchNormBwdArgs b;
+    b.dy = dy;
+    b.x = x;
+    b.y_relu = a.y;
+    b.gamma = a.gamma;
+    b.save_mean = a.save_mean;
+    b.save_rstd = a.save_rstd;
+    b.dx = Tensor::full(xs, nan);
+    b.dgamma = Tensor::zeros({C});
+    b.dbeta = Tensor::zeros({C});
+    batchnorm_bwd(b);
+    out[v][0] = a.y.to_vector<double>();
+    out[v][1] = b.dx.to_vector<double>();
+    out[v][2] = b.dgamma.to_vector<double>();
+    out[v][3] = b.dbeta.to_vector<double>();
+  }
+  const char* names[4] = {"y", "dx", "dgamma", "dbeta"};
+  const double tol[4] = {1e-5, 1e-4, 1e-3, 1e-3};  // dgamma, dbeta: sums of 35k values
+  for (int k = 0; k < 4; ++k) {
+    const std::vector<double>&want = out[0][k], &got = out[1][k];
+    ASSERT_EQ(got.size(), want.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (!(std::fabs(got[i] - want[i]) <= tol[k] * (1.0 + std::fabs(want[i]))) && bad++ < 5)
+        ADD_FAILURE() << names[k] << "[" << i << "]: cpu.omp " << got[i] << ", cpu.ref " << want[i];
+    EXPECT_EQ(bad, 0) << names[k];
+  }
+}
+
 TEST(BatchNorm, DISABLED_TimingOmpVsRef) {
   const Shape xs = {16, 64, 56, 56};
   const int64_t C = 64;
