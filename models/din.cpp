@@ -32,8 +32,8 @@ std::vector<int64_t> mlp_dims(int64_t in, const std::vector<int64_t>& hidden) {
 
 Din::Din(const DinConfig& cfg) : cfg_(cfg) {
   AIM_CHECK(cfg.n_mid > 0 && cfg.n_cat > 0 && cfg.emb_dim > 0, "Din: sizes must be positive");
-  AIM_CHECK(cfg.att_impl == "split" || cfg.att_impl == "concat",
-            "Din: att_impl must be split or concat, got \"", cfg.att_impl, "\"");
+  AIM_CHECK(cfg.att_impl == "split" || cfg.att_impl == "concat" || cfg.att_impl == "fold",
+            "Din: att_impl must be split, concat or fold, got \"", cfg.att_impl, "\"");
   AIM_CHECK(cfg.act == "sigmoid" || cfg.act == "dice", "Din: act must be sigmoid or dice, got \"",
             cfg.act, "\"");
   const int64_t E = cfg.emb_dim, H = cfg.hidden();
@@ -62,11 +62,18 @@ Variable Din::attention_scores(const Variable& q, const Variable& k) {
   const Variable& w = fc1->weight;  // [A, 4H]
   const Variable wd = ag::slice(w, 1, 2 * H, 3 * H);
   const Variable w_q = ag::add(ag::slice(w, 1, 0, H), wd);                   // [A, H]
-  const Variable w_kp = ag::concat({ag::sub(ag::slice(w, 1, H, 2 * H), wd),  // [A, 2H]
-                                    ag::slice(w, 1, 3 * H, 4 * H)},
-                                   1);
-  const Variable per_row = ag::unsqueeze(ag::linear(q, w_q, fc1->bias), 1);        // [B,1,A]
-  const Variable per_pos = ag::linear(ag::concat({k, ag::mul(qe, k)}, -1), w_kp);  // [B,T,A]
+  const Variable w_k = ag::sub(ag::slice(w, 1, H, 2 * H), wd);               // [A, H]
+  const Variable w_p = ag::slice(w, 1, 3 * H, 4 * H);                        // [A, H]
+  const Variable per_row = ag::unsqueeze(ag::linear(q, w_q, fc1->bias), 1);  // [B,1,A]
+  Variable per_pos;                                                          // [B,T,A]
+  if (cfg_.att_impl == "fold") {
+    // Per row b: W_b = w_k + q_b * w_p (q_b scaling each column h), then k_b W_b'.
+    const Variable w_b = ag::add(ag::unsqueeze(w_k, 0),
+                                 ag::mul(ag::unsqueeze(q, 1), ag::unsqueeze(w_p, 0)));  // [B,A,H]
+    per_pos = ag::matmul(k, w_b, false, true);
+  } else {
+    per_pos = ag::linear(ag::concat({k, ag::mul(qe, k)}, -1), ag::concat({w_k, w_p}, 1));
+  }
   Variable x = ag::add(per_pos, per_row);
   for (size_t i = 1; i < layers.size(); ++i) x = layers[i].second->forward(x);
   return x;
@@ -188,8 +195,13 @@ double Din::flops_per_sample(const DinConfig& cfg, int64_t T, bool training) {
     f += t * mlp_flops(4 * H, cfg.att_hidden);  // attention MLP per position
   } else {
     const double a1 = double(cfg.att_hidden.front());
-    f += t * H;                                   // q * k
-    f += 2 * H * a1 + t * (2 * 2 * H * a1 + a1);  // per-row FC1 part, per-position part, add
+    if (cfg.att_impl == "fold") {
+      f += 2 * H * a1 + 2 * H * a1 + t * (2 * H * a1 + a1);  // per-row weights, per-row part,
+                                                             // per-position part, add
+    } else {
+      f += t * H;                                   // q * k
+      f += 2 * H * a1 + t * (2 * 2 * H * a1 + a1);  // per-row FC1 part, per-position part, add
+    }
     f += t * (act * a1 + mlp_flops(a1, {cfg.att_hidden.begin() + 1, cfg.att_hidden.end()}));
   }
   f += t + 5 * t;                                     // scale, masked softmax

@@ -58,7 +58,11 @@ struct DinConfig {
   //             q Wq' + k Wk' + (q - k) Wd' + (q k) Wp' = q (Wq + Wd)' + [k, q k] [Wk - Wd | Wp]'
   //             so the per-position GEMM has K = 2H instead of 4H and the per-candidate part is
   //             computed once per row instead of once per position: half the FLOPs and bytes.
-  std::string att_impl = "split";
+  //   "fold":   as split, with q's product folded into per-row weights:
+  //             [k, q k] [Wk - Wd | Wp]' = k (Wk - Wd + diag(q) Wp)', one batched GEMM with
+  //             K = H and no [B, T, 2H] operand (the weights [B, A, H] are per row, not per
+  //             position): a quarter of concat's per-position FLOPs.
+  std::string att_impl = "fold";
   uint64_t seed = 0;  // parameter initialisation
 
   int64_t hidden() const { return 2 * emb_dim; }  // H = 128 in the reference

@@ -94,9 +94,10 @@ std::vector<ModelEntry> make_registry() {
       {"act", "sigmoid", {"sigmoid", "dice"}, "MLP activation (reference: sigmoid)"},
       {"bn", "affine", {"affine", "train"}, "affine: the reference's frozen-BN quirk; train"},
       {"att",
-       "split",
-       {"split", "concat"},
-       "attention FC1: split (regrouped weight, half the FLOPs) | concat (reference graph)"}};
+       "fold",
+       {"split", "concat", "fold"},
+       "attention FC1: fold (q folded into per-row weights, a quarter of the FLOPs) | split "
+       "(regrouped weight, half) | concat (reference graph)"}};
   din.data_doc = "a DIN export directory (tools/din_pickle_export.py, docs/din-data.md)";
   din.metrics = {"auc", "gauc"};
   din.build = [](const ModelConfig& c, uint64_t seed) -> std::unique_ptr<Model> {

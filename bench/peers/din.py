@@ -50,6 +50,10 @@ class DinSplit(Din):
     weight W = [Wq | Wk | Wd | Wp] regrouped so the per-position GEMM has K = 2H instead of 4H:
     q Wq' + k Wk' + (q - k) Wd' + (q k) Wp' = q (Wq + Wd)' + [k, q k] [Wk - Wd | Wp]'."""
 
+    def per_position(self, q, k, w_k, w_p):
+        """[k, q k] [w_k | w_p]': [B, T, A]."""
+        return F.linear(torch.cat([k, q.unsqueeze(1) * k], -1), torch.cat([w_k, w_p], 1))
+
     def forward(self, item, cate, hist_item, hist_cate, mask):
         H = self.H
         q = torch.cat([self.item_emb(item), self.cate_emb(cate)], -1)
@@ -57,8 +61,7 @@ class DinSplit(Din):
         fc1, w = self.att[0], self.att[0].weight
         wd = w[:, 2 * H:3 * H]
         w_q = w[:, :H] + wd
-        w_kp = torch.cat([w[:, H:2 * H] - wd, w[:, 3 * H:]], 1)
-        x = F.linear(torch.cat([k, q.unsqueeze(1) * k], -1), w_kp) + F.linear(q, w_q, fc1.bias).unsqueeze(1)
+        x = self.per_position(q, k, w[:, H:2 * H] - wd, w[:, 3 * H:]) + F.linear(q, w_q, fc1.bias).unsqueeze(1)
         for layer in list(self.att)[1:]:
             x = layer(x)
         s = x.squeeze(-1)
@@ -69,6 +72,16 @@ class DinSplit(Din):
         u = self.hist_fcn(self.bn(self.hist_bn, h))
         out = self.mlp(self.bn(self.b1, torch.cat([u, q], -1))).squeeze(-1)
         return out + self.item_b[item]
+
+
+class DinFold(DinSplit):
+    """aim's att=fold (models/din.h): split's per-position product with q folded into per-row
+    weights, [k, q k] [w_k | w_p]' = k (w_k + diag(q) w_p)': one bmm with K = H."""
+
+    def per_position(self, q, k, w_k, w_p):
+        w_b = w_k.unsqueeze(0) + q.unsqueeze(1) * w_p.unsqueeze(0)  # [B, A, H]
+        return torch.bmm(k, w_b.transpose(1, 2))
+
 
 # MODELS.md §4.1, as aim's DinConfig defaults.
 N_MID, N_CAT, EMB, ATT, MLP, MAX_HIST = 63001, 801, 64, [80, 40], [80, 40], 100
@@ -161,7 +174,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (also the OpenMP BLAS pool)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--att", choices=["split", "concat"], default="split",
+    ap.add_argument("--att", choices=["fold", "split", "concat"], default="fold",
                     help="attention FC1 formulation (as aim's --config att=; same function)")
     ap.add_argument("--foreach", action="store_true", help="multi-tensor optimizer (foreach=True)")
     ap.add_argument("--no-set-to-none", action="store_true", help="zero_grad writes zeros instead of freeing")
@@ -181,7 +194,7 @@ def main():
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    model = (DinSplit if a.att == "split" else Din)(N_MID, N_CAT, EMB, ATT, MLP, act="sigmoid", bn_train=False)
+    model = {"split": DinSplit, "fold": DinFold, "concat": Din}[a.att](N_MID, N_CAT, EMB, ATT, MLP, act="sigmoid", bn_train=False)
     batches = make_batches(a.batch_size, N_BATCHES, torch.Generator().manual_seed(a.seed))
 
     if a.mode == "train":

@@ -3,7 +3,7 @@
 #
 #   bench/peers/run_din.sh [BUILD_DIR] [--threads T] [--rounds R] [--out FILE]
 #                          [--optimizer OPT] [--lr LR] [--modes train,infer] [--peer-env tuned|stock]
-#                          [--att split|concat]
+#                          [--att fold|split|concat]
 #
 # BUILD_DIR (default build/) holds aim-train and aim-infer. Per mode, aim and PyTorch alternate
 # (aim, torch, aim, torch, ...: R rounds each, default 2), so drift on a shared machine hits both.
@@ -11,8 +11,9 @@
 # they are); the peer runs in the tuned environment of ../shared/MACHINE.md (lesson 4): OpenMP
 # OpenBLAS with its AVX-512 kernels (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset), a caching
 # malloc (tcmalloc via LD_PRELOAD) and ATen's AVX-512 kernels (ATEN_CPU_CAPABILITY=avx512).
-# --att chooses DIN's attention FC1 formulation on both sides (split: the regrouped weight, aim's
-# default; concat: the reference graph on the materialised [q, k, q-k, q*k]; models/din.h).
+# --att chooses DIN's attention FC1 formulation on both sides (fold: q folded into per-row weights,
+# one batched GEMM, aim's default; split: the regrouped weight; concat: the reference graph on the
+# materialised [q, k, q-k, q*k]; models/din.h).
 # --peer-env stock runs the peer as Debian ships it instead (for reference only). Why each knob:
 # bench/peers/README.md.
 #
@@ -24,7 +25,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=build threads=2 rounds=2 out=bench-din.jsonl optimizer=adam lr=0.01 modes=train,infer att=split
+build=build threads=2 rounds=2 out=bench-din.jsonl optimizer=adam lr=0.01 modes=train,infer att=fold
 peer_env=tuned
 die() { echo "run_din.sh: $*" >&2; exit 1; }
 while [[ $# -gt 0 ]]; do

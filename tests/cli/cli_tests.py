@@ -604,7 +604,7 @@ else:
                                   "--batch-size", "16", "--eval-samples", "100"],
         0, "note: batch statistics are per rank (16 samples, not 32; --sync-bn synchronises them)")
     run([TRAIN, "din"] + TINY + ["--ranks", "2", "--steps", "1", "--sync-bn"], 1,
-        "--sync-bn: din (act=sigmoid,att=split,bn=affine,size=tiny) has no layer that normalises "
+        "--sync-bn: din (act=sigmoid,att=fold,bn=affine,size=tiny) has no layer that normalises "
         "with batch statistics")
     for args, frag in [
         (["--sync-bn"], "--sync-bn synchronises batch statistics over data-parallel ranks: it needs "

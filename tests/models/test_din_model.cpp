@@ -92,36 +92,43 @@ TEST(DinModel, StateDictKeysAndShapesTiny) {
   DinConfig concat;
   concat.att_impl = "concat";
   EXPECT_GT(Din::flops_per_sample(concat, 100), 2.0 * 100 * (512 * 80 + 80 * 40));
-  // The split attention does the per-position FC1 with K = 2H instead of 4H.
-  EXPECT_LT(Din::flops_per_sample(DinConfig(), 100), 0.6 * Din::flops_per_sample(concat, 100));
+  // The split attention does the per-position FC1 with K = 2H instead of 4H, fold (the default)
+  // with K = H.
+  DinConfig split;
+  split.att_impl = "split";
+  EXPECT_LT(Din::flops_per_sample(split, 100), 0.6 * Din::flops_per_sample(concat, 100));
+  EXPECT_LT(Din::flops_per_sample(DinConfig(), 100), 0.75 * Din::flops_per_sample(split, 100));
 }
 
-// att_impl split and concat compute the same function with the same parameters: logits and
-// every gradient agree (f32 rounding only).
-TEST(DinModel, SplitAttentionEqualsConcat) {
-  for (const char* act : {"sigmoid", "dice"}) {
-    DinConfig a = DinConfig::tiny(), b = DinConfig::tiny();
-    a.act = b.act = act;
-    b.att_impl = "concat";
-    Din ma(a), mb(b);
-    mb.load_state_dict(ma.state_dict());
-    data::DinSynthetic gen(data::DinSyntheticConfig::tiny());
-    const data::RecBatch batch = gen.next(40);
-    Variable la = Din::loss(ma.forward(batch), batch.label);
-    Variable lb = Din::loss(mb.forward(batch), batch.label);
-    EXPECT_NEAR(la.data().to_vector<float>()[0], lb.data().to_vector<float>()[0], 1e-6) << act;
-    la.backward();
-    lb.backward();
-    const auto pa = ma.named_parameters(), pb = mb.named_parameters();
-    ASSERT_EQ(pa.size(), pb.size());
-    for (size_t i = 0; i < pa.size(); ++i) {
-      const auto ga = pa[i].second.grad().to_vector<float>();
-      const auto gb = pb[i].second.grad().to_vector<float>();
-      ASSERT_EQ(ga.size(), gb.size()) << pa[i].first;
-      for (size_t j = 0; j < ga.size(); ++j)
-        ASSERT_NEAR(ga[j], gb[j], 1e-6 + 1e-4 * std::abs(gb[j])) << act << " " << pa[i].first;
+// att_impl split and fold compute concat's function with the same parameters: logits and every
+// gradient agree (f32 rounding only).
+TEST(DinModel, SplitAndFoldAttentionEqualConcat) {
+  for (const char* impl : {"split", "fold"})
+    for (const char* act : {"sigmoid", "dice"}) {
+      SCOPED_TRACE(std::string(impl) + " " + act);
+      DinConfig a = DinConfig::tiny(), b = DinConfig::tiny();
+      a.act = b.act = act;
+      a.att_impl = impl;
+      b.att_impl = "concat";
+      Din ma(a), mb(b);
+      mb.load_state_dict(ma.state_dict());
+      data::DinSynthetic gen(data::DinSyntheticConfig::tiny());
+      const data::RecBatch batch = gen.next(40);
+      Variable la = Din::loss(ma.forward(batch), batch.label);
+      Variable lb = Din::loss(mb.forward(batch), batch.label);
+      EXPECT_NEAR(la.data().to_vector<float>()[0], lb.data().to_vector<float>()[0], 1e-6) << act;
+      la.backward();
+      lb.backward();
+      const auto pa = ma.named_parameters(), pb = mb.named_parameters();
+      ASSERT_EQ(pa.size(), pb.size());
+      for (size_t i = 0; i < pa.size(); ++i) {
+        const auto ga = pa[i].second.grad().to_vector<float>();
+        const auto gb = pb[i].second.grad().to_vector<float>();
+        ASSERT_EQ(ga.size(), gb.size()) << pa[i].first;
+        for (size_t j = 0; j < ga.size(); ++j)
+          ASSERT_NEAR(ga[j], gb[j], 1e-6 + 1e-4 * std::abs(gb[j])) << act << " " << pa[i].first;
+      }
     }
-  }
 }
 
 void forward_backward(const std::string& act) {

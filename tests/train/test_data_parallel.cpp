@@ -440,7 +440,7 @@ TEST(DataParallel, BadOptionsAreErrors) {
   o = on_ranks(options(1, 8), 2);
   o.sync_batchnorm = true;  // DIN's default (bn=affine, sigmoid) has no batch statistics
   EXPECT_NE(error_of([&] { train_model(din(), cfg, o, log); })
-                .find("--sync-bn: din (act=sigmoid,att=split,bn=affine,size=tiny) has no layer "
+                .find("--sync-bn: din (act=sigmoid,att=fold,bn=affine,size=tiny) has no layer "
                       "that normalises with batch statistics"),
             std::string::npos);
   o = options(1, 8);
