@@ -495,6 +495,21 @@ TEST(BatchNorm, ArgumentErrors) {
 
 // Not a correctness test: cpu.omp against cpu.ref on a ResNet-50 stage-1 activation.
 // Run with --gtest_also_run_disabled_tests --gtest_filter='*Timing*'.
+// The training backward of forward `a`: gradient dy, dx written into `dx`, dgamma and dbeta from 0.
+BatchNormBwdArgs training_bwd_args(const BatchNormFwdArgs& a, const Tensor& dy, const Tensor& dx) {
+  const Shape c = {a.x.size(1)};
+  BatchNormBwdArgs b;
+  b.dy = dy;
+  b.x = a.x;
+  b.gamma = a.gamma;
+  b.save_mean = a.save_mean;
+  b.save_rstd = a.save_rstd;
+  b.dx = dx;
+  b.dgamma = Tensor::zeros(c);
+  b.dbeta = Tensor::zeros(c);
+  return b;
+}
+
 // Outputs of 32 MiB and more are written with non-temporal stores through an L1 buffer (a head
 // up to 32-byte alignment, whole buffers, the rest): 47x47 planes start at every alignment, so
 // each part is exercised; cpu.omp's training forward (fused relu) and backward (masked by it)
@@ -519,16 +534,8 @@ TEST(BatchNorm, StreamedLargeOutputsMatchReference) {
     a.training = true;
     a.relu = true;
     batchnorm_fwd(a);
-    BatchNormBwdArgs b;
-    b.dy = dy;
-    b.x = x;
+    BatchNormBwdArgs b = training_bwd_args(a, dy, Tensor::full(xs, nan));
     b.y_relu = a.y;
-    b.gamma = a.gamma;
-    b.save_mean = a.save_mean;
-    b.save_rstd = a.save_rstd;
-    b.dx = Tensor::full(xs, nan);
-    b.dgamma = Tensor::zeros({C});
-    b.dbeta = Tensor::zeros({C});
     batchnorm_bwd(b);
     out[v][0] = a.y.to_vector<double>();
     out[v][1] = b.dx.to_vector<double>();
@@ -565,15 +572,7 @@ TEST(BatchNorm, DISABLED_TimingOmpVsRef) {
     a.y = Tensor::empty(xs);
     a.save_mean = Tensor::empty({C});
     a.save_rstd = Tensor::empty({C});
-    BatchNormBwdArgs b;
-    b.dy = dy;
-    b.x = x;
-    b.gamma = a.gamma;
-    b.save_mean = a.save_mean;
-    b.save_rstd = a.save_rstd;
-    b.dx = Tensor::empty(xs);
-    b.dgamma = Tensor::zeros({C});
-    b.dbeta = Tensor::zeros({C});
+    const BatchNormBwdArgs b = training_bwd_args(a, dy, Tensor::empty(xs));
     double best_f = 1e30, best_b = 1e30;
     for (int rep = 0; rep < 5; ++rep) {
       auto t0 = std::chrono::steady_clock::now();
