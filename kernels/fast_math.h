@@ -7,22 +7,18 @@
 #include <cstdint>
 #include <cstring>
 
-namespace aim::kernels {
+#include "tensor/half.h"  // AIM_HALF_INLINE: the project's forced-inline macro
 
-// Forced inline: GCC left fast_expf an out-of-line call inside the elementwise functors' loops,
-// which kept them scalar (`omp simd` cannot vectorise a call): DIN's sigmoids ran at 1.5 ns per
-// value.
-#if defined(__GNUC__)
-#define AIM_FAST_MATH_INLINE inline __attribute__((always_inline))
-#else
-#define AIM_FAST_MATH_INLINE inline
-#endif
+namespace aim::kernels {
 
 // x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-part ln2), a degree-6 polynomial for e^r
 // (Cephes expf coefficients), 2^n from the exponent bits. Max relative error ~2 ulp on
 // [-87, 88]; inputs are clamped there (e^-87 ~ 1.6e-38, the float normal range: exp(-inf) gives
 // 1.6e-38, not 0, which only matters beside a term >= 1).
-AIM_FAST_MATH_INLINE float fast_expf(float x) {
+// Forced inline (AIM_HALF_INLINE, as the f16 conversions): GCC had left it an out-of-line call
+// inside the elementwise functors' loops, which kept them scalar: DIN's sigmoids ran at 1.5 ns per
+// value.
+AIM_HALF_INLINE float fast_expf(float x) {
   x = x < -87.0f ? -87.0f : x;  // selects, not std::min/max: they vectorise (-fno-trapping-math)
   x = x > 88.0f ? 88.0f : x;
   const float n = std::floor(x * 1.44269504088896341f + 0.5f);
@@ -47,7 +43,7 @@ AIM_FAST_MATH_INLINE float fast_expf(float x) {
 
 // Cephes logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in m - 1; ~2 ulp
 // for positive normal x (all a log-sum-exp needs).
-AIM_FAST_MATH_INLINE float fast_logf(float x) {
+AIM_HALF_INLINE float fast_logf(float x) {
   int32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   float e = float(((bits >> 23) & 0xff) - 126);  // x = m 2^e, m in [0.5, 1)

@@ -54,9 +54,11 @@ Din::Din(const DinConfig& cfg) : cfg_(cfg) {
 
 Variable Din::attention_scores(const Variable& q, const Variable& k) {
   const int64_t B = k.size(0), T = k.size(1), H = cfg_.hidden();
-  const Variable qe = ag::expand(ag::unsqueeze(q, 1), {B, T, H});
-  if (cfg_.att_impl == "concat")
-    return att->forward(ag::concat({qe, k, ag::sub(qe, k), ag::mul(qe, k)}, -1));  // [B,T,4H]
+  auto qe = [&] { return ag::expand(ag::unsqueeze(q, 1), {B, T, H}); };  // q per position
+  if (cfg_.att_impl == "concat") {
+    const Variable e = qe();
+    return att->forward(ag::concat({e, k, ag::sub(e, k), ag::mul(e, k)}, -1));  // [B,T,4H]
+  }
   const auto& layers = att->children();
   const auto* fc1 = static_cast<const layers::Linear*>(layers.front().second.get());
   const Variable& w = fc1->weight;  // [A, 4H]
@@ -72,7 +74,7 @@ Variable Din::attention_scores(const Variable& q, const Variable& k) {
                                  ag::mul(ag::unsqueeze(q, 1), ag::unsqueeze(w_p, 0)));  // [B,A,H]
     per_pos = ag::matmul(k, w_b, false, true);
   } else {
-    per_pos = ag::linear(ag::concat({k, ag::mul(qe, k)}, -1), ag::concat({w_k, w_p}, 1));
+    per_pos = ag::linear(ag::concat({k, ag::mul(qe(), k)}, -1), ag::concat({w_k, w_p}, 1));
   }
   Variable x = ag::add(per_pos, per_row);
   for (size_t i = 1; i < layers.size(); ++i) x = layers[i].second->forward(x);

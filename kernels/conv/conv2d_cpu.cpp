@@ -367,12 +367,6 @@ inline void q_range(int64_t iw0, int64_t sw, int64_t W, int64_t Q, int64_t& q0, 
   q1 = std::max(q0, std::min(q1, Q));
 }
 
-// Output rows [p0, p1) of one image's columns from the image slice x [Cg, H, W]: row (c, r, s)
-// of the column matrix starts at col + ((c*R + r)*S + s) * ld and this image's (p1-p0)*Q columns
-// are its first ones (ld >= that: several images side by side); every one of them written.
-// Stride 1 with Q == W (same padding): source and destination rows have the same stride, so the
-// valid rows of one tap are one contiguous copy, then the few columns that wrapped around from
-// the neighbouring row (or read padding) are zeroed.
 // Output rows [pa, pb) of tap row r whose input row lies inside the image, clipped to [p0, p1);
 // ih0 is the input row of output row 0.
 struct RowRange {
@@ -404,8 +398,7 @@ struct Phases {
     buf = storage.data();
   }
   // Where tap columns q = 0, 1, ... (input columns q*sw + iw0) start; valid for [q0, q1).
-  const float* tap(int64_t iw0) const { return tap_mut(iw0); }
-  float* tap_mut(int64_t iw0) const {
+  float* tap(int64_t iw0) const {
     const int64_t k = ((iw0 % sw) + sw) % sw;
     return buf + k * len + (iw0 - k) / sw;
   }
@@ -473,7 +466,7 @@ void col2im_add_phases(const float* col, int64_t ld, float* dx, const Dims& d,
           const int64_t iw0 = s * p.dil_w - p.pad_left;
           int64_t q0, q1;
           q_range(iw0, p.stride_w, d.W, d.Q, q0, q1);
-          float* acc = ph.tap_mut(iw0);
+          float* acc = ph.tap(iw0);
           for (int64_t q = q0; q < q1; ++q) acc[q] += i[q];
         }
         ph.add_into(dx + (c * d.H + op * p.stride_h + rr.ih0) * d.W, d.W);
@@ -481,6 +474,12 @@ void col2im_add_phases(const float* col, int64_t ld, float* dx, const Dims& d,
     }
 }
 
+// Output rows [p0, p1) of one image's columns from the image slice x [Cg, H, W]: row (c, r, s)
+// of the column matrix starts at col + ((c*R + r)*S + s) * ld and this image's (p1-p0)*Q columns
+// are its first ones (ld >= that: several images side by side); every one of them written.
+// Stride 1 with Q == W (same padding): source and destination rows have the same stride, so the
+// valid rows of one tap are one contiguous copy, then the few columns that wrapped around from
+// the neighbouring row (or read padding) are zeroed.
 void im2col(const float* x, float* col, int64_t ld, const Dims& d, const Conv2dParams& p,
             int64_t p0, int64_t p1) {
   if (use_phases(d, p)) return im2col_phases(x, col, ld, d, p, p0, p1);
