@@ -879,7 +879,7 @@ void for_image_chunks(int tile, int64_t N, int64_t floats, F f) {
 
 void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
   const Tensor wf = widened(a.w), bf = widened(a.bias);
-  const int tile = conv2d_winograd_tile(wf, a.p, a.y.size(2), a.y.size(3));
+  const int tile = conv2d_winograd_tile(wf, a.p, a.y.size(0), a.y.size(2), a.y.size(3));
   for_image_chunks(tile, a.x.size(0), a.x.numel() + a.y.numel(), [&](int64_t n0, int64_t n) {
     Conv2dFwdArgs w = a;
     w.x = widened(images(a.x, n0, n));
@@ -895,7 +895,7 @@ void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
 
 void conv2d_bwd_data_cpu_widen(const Conv2dBwdDataArgs& a) {
   const Tensor wf = widened(a.w);
-  const int tile = conv2d_winograd_tile(wf, a.p, a.dy.size(2), a.dy.size(3));
+  const int tile = conv2d_winograd_tile(wf, a.p, a.dy.size(0), a.dy.size(2), a.dy.size(3));
   for_image_chunks(tile, a.dy.size(0), a.dy.numel() + a.dx.numel(), [&](int64_t n0, int64_t n) {
     Conv2dBwdDataArgs w = a;
     w.dy = widened(images(a.dy, n0, n));
@@ -913,7 +913,7 @@ void bwd_filter_widen(const Conv2dBwdFilterArgs& a, bool ordered) {
   w.x = widened(a.x);
   w.dw = widened(a.dw);
   w.dbias = widened(a.dbias);
-  const int tile = conv2d_winograd_tile(w.dw, w.p, w.dy.size(2), w.dy.size(3));
+  const int tile = conv2d_winograd_tile(w.dw, w.p, w.dy.size(0), w.dy.size(2), w.dy.size(3));
   if (ordered)
     run_f32_algorithm(tile, w, conv2d_bwd_filter_cpu_winograd4_ordered,
                       conv2d_bwd_filter_cpu_winograd_ordered, conv2d_bwd_filter_cpu_im2col_ordered);
@@ -947,12 +947,12 @@ void conv2d_bwd_filter(const Conv2dBwdFilterArgs& a) {
 }
 
 // The default CPU f32 variant per call: cpu.winograd4 or cpu.winograd where Winograd is preferred
-// (3x3 stride 1, >= 16 channels each way; F(4x4) from a 16x16 output up: conv2d_winograd.h), else
+// (3x3 stride 1, >= 16 channels each way; F(4x4) where conv2d_winograd_tile finds it wins), else
 // the registered default (cpu.im2col).
 std::string winograd_rule(const Tensor& t, const Tensor& w, const Conv2dParams& p,
                           const Tensor& out) {
   if (t.dtype() != DType::f32 || w.dim() != 4 || out.dim() != 4) return "";
-  switch (conv2d_winograd_tile(w, p, out.size(2), out.size(3))) {
+  switch (conv2d_winograd_tile(w, p, out.size(0), out.size(2), out.size(3))) {
     case 4:
       return "cpu.winograd4";
     case 2:

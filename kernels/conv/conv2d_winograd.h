@@ -12,14 +12,17 @@ namespace aim::kernels {
 // CPU; else why not.
 std::string conv2d_winograd_supports(const Tensor& w, const Conv2dParams& p);
 std::string conv2d_winograd4_supports(const Tensor& w, const Conv2dParams& p);
-// The Winograd tile the default CPU f32 selection takes for this convolution: 0 (none: not
-// supported, or fewer than 16 input or output channels, where the transforms cost more than the
-// fewer multiplications save, or an output below 2x2), 4 (cpu.winograd4, F(4x4, 3x3)) for an
-// output of at least 16x16, else 2 (cpu.winograd, F(2x2, 3x3)): measured on this machine,
-// F(4x4) is 1.1-1.5x faster from 16x16 up (fewer, larger GEMMs per output) and 0.5-0.9x at 14x14
-// and below (padding tiles and short GEMMs); kernels/conv/README.md has the table. --winograd
+// The Winograd tile the default CPU f32 selection takes for this convolution (N images of P x Q
+// outputs): 0 (none: not supported, or fewer than 16 input or output channels, where the
+// transforms cost more than the fewer multiplications save, or an output below 2x2), 4
+// (cpu.winograd4, F(4x4, 3x3)) where its padded 4x4 tiles need at most 0.7x F(2x2)'s products
+// (16x16 and up, 4x25 and 8x25 (CRNN), 7x7; not 14x14: 16 tiles of 16 for 196 outputs) and the
+// batch has at least 96 of them per thread, else 2 (cpu.winograd, F(2x2, 3x3)). Measured on this
+// machine (kernels/conv/README.md has the table): F(4x4) 1.1-1.5x faster where both hold, slower
+// at 14x14 and on small batches (batch 1 at 28x28, batch 16 at 4x25: every block of tiles pays
+// the transformed filters' packing and the filter gradient's accumulator again). --winograd
 // (kernels/math_mode.h winograd_tile()) caps the tile: 2 (F(2x2) only) or 0 (none).
-int conv2d_winograd_tile(const Tensor& w, const Conv2dParams& p, int64_t P, int64_t Q);
+int conv2d_winograd_tile(const Tensor& w, const Conv2dParams& p, int64_t N, int64_t P, int64_t Q);
 
 void conv2d_fwd_cpu_winograd(const Conv2dFwdArgs& a);
 void conv2d_bwd_data_cpu_winograd(const Conv2dBwdDataArgs& a);

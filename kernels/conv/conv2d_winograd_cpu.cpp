@@ -70,13 +70,20 @@ std::string conv2d_winograd4_supports(const Tensor& w, const Conv2dParams& p) {
 }
 
 // Checked on every default dispatch of a convolution: plain comparisons, no message built.
-int conv2d_winograd_tile(const Tensor& w, const Conv2dParams& p, int64_t P, int64_t Q) {
+int conv2d_winograd_tile(const Tensor& w, const Conv2dParams& p, int64_t N, int64_t P, int64_t Q) {
   const bool ok = w.dtype() == DType::f32 && w.size(2) == 3 && w.size(3) == 3 && p.stride_h == 1 &&
                   p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
                   cpu_has_avx512() && w.size(0) >= 16 && w.size(1) >= 16 && P >= 2 && Q >= 2;
   const int most = winograd_tile();  // --winograd (kernels/math_mode.h)
   if (!ok || most == 0) return 0;
-  return most >= 4 && P >= 16 && Q >= 16 ? 4 : 2;
+  if (most < 4) return 2;
+  // F(4x4) computes 36 products per 4x4 tile, F(2x2) 16 per 2x2 tile: the padded tiles' ratio,
+  // and F(4x4)'s tiles per thread (its fixed costs per block: the transformed filters packed per
+  // GEMM, the filter gradient's accumulator, are paid again for every block of tiles).
+  const int64_t t4 = ((P + 3) / 4) * ((Q + 3) / 4), t2 = ((P + 1) / 2) * ((Q + 1) / 2);
+  const bool fewer_products = 36 * t4 <= 0.7 * 16 * t2;
+  const bool enough_tiles = N * t4 >= 96 * std::max(1, omp_get_max_threads());
+  return fewer_products && enough_tiles ? 4 : 2;
 }
 
 #pragma GCC push_options
@@ -346,46 +353,37 @@ struct F23 {
     });
   }
 
-  // U[xi][k][c] = (G g G^T)[xi] of w [K, C, 3, 3].
-  static void weight_transform(const float* w, int64_t K, int64_t C, float* U, bool team) {
-#pragma omp parallel for schedule(static) if (team)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t c = 0; c < C; ++c) {
-        const float* f = w + (k * C + c) * 9;
-        float gg[4][3];  // G g: rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2
-        for (int s = 0; s < 3; ++s) {
-          gg[0][s] = f[s];
-          gg[1][s] = 0.5f * (f[s] + f[3 + s] + f[6 + s]);
-          gg[2][s] = 0.5f * (f[s] - f[3 + s] + f[6 + s]);
-          gg[3][s] = f[6 + s];
-        }
-        for (int a = 0; a < 4; ++a) {
-          const float r0 = gg[a][0], r1 = gg[a][1], r2 = gg[a][2];
-          const float u[4] = {r0, 0.5f * (r0 + r1 + r2), 0.5f * (r0 - r1 + r2), r2};
-          for (int b = 0; b < 4; ++b) U[((4 * a + b) * K + k) * C + c] = u[b];
-        }
-      }
+  // u[xi] = (G g G^T)[xi] of the 3x3 filter g (f[3 r + s]), 16 filters at once (lane = c).
+  static void filter_tile(const __m512* f, __m512* u) {
+    __m512 gg[4][3];  // G g: rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2
+    for (int s = 0; s < 3; ++s) {
+      gg[0][s] = f[s];
+      gg[1][s] = 0.5f * (f[s] + f[3 + s] + f[6 + s]);
+      gg[2][s] = 0.5f * (f[s] - f[3 + s] + f[6 + s]);
+      gg[3][s] = f[6 + s];
+    }
+    for (int a = 0; a < 4; ++a) {
+      const __m512 r0 = gg[a][0], r1 = gg[a][1], r2 = gg[a][2];
+      u[4 * a] = r0;
+      u[4 * a + 1] = 0.5f * (r0 + r1 + r2);
+      u[4 * a + 2] = 0.5f * (r0 - r1 + r2);
+      u[4 * a + 3] = r2;
+    }
   }
 
-  // dw [K, C, 3, 3] += G^T dU G.
-  static void weight_grad_transform(const float* dU, int64_t K, int64_t C, float* dw) {
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t c = 0; c < C; ++c) {
-        float u[4][4];
-        for (int xi = 0; xi < 16; ++xi) u[xi / 4][xi % 4] = dU[(xi * K + k) * C + c];
-        float e[3][4];  // G^T u: rows u0 + (u1 + u2) / 2, (u1 - u2) / 2, (u1 + u2) / 2 + u3
-        for (int b = 0; b < 4; ++b) {
-          e[0][b] = u[0][b] + 0.5f * (u[1][b] + u[2][b]);
-          e[1][b] = 0.5f * (u[1][b] - u[2][b]);
-          e[2][b] = 0.5f * (u[1][b] + u[2][b]) + u[3][b];
-        }
-        float* o = dw + (k * C + c) * 9;
-        for (int r = 0; r < 3; ++r) {
-          o[3 * r] += e[r][0] + 0.5f * (e[r][1] + e[r][2]);
-          o[3 * r + 1] += 0.5f * (e[r][1] - e[r][2]);
-          o[3 * r + 2] += 0.5f * (e[r][1] + e[r][2]) + e[r][3];
-        }
-      }
+  // o[3 r + s] = (G^T u G)[r][s] of the transformed gradient u[xi].
+  static void filter_grad_tile(const __m512* u, __m512* o) {
+    __m512 e[3][4];  // G^T u: rows u0 + (u1 + u2) / 2, (u1 - u2) / 2, (u1 + u2) / 2 + u3
+    for (int b = 0; b < 4; ++b) {
+      e[0][b] = u[b] + 0.5f * (u[4 + b] + u[8 + b]);
+      e[1][b] = 0.5f * (u[4 + b] - u[8 + b]);
+      e[2][b] = 0.5f * (u[4 + b] + u[8 + b]) + u[12 + b];
+    }
+    for (int r = 0; r < 3; ++r) {
+      o[3 * r] = e[r][0] + 0.5f * (e[r][1] + e[r][2]);
+      o[3 * r + 1] = 0.5f * (e[r][1] - e[r][2]);
+      o[3 * r + 2] = 0.5f * (e[r][1] + e[r][2]) + e[r][3];
+    }
   }
 
 };  // F23
@@ -638,67 +636,93 @@ struct F43 {
   }
 
   // G's rows: 1/4 g0, -(g0 + g1 + g2) / 6, -(g0 - g1 + g2) / 6, g0 / 24 + g1 / 12 + g2 / 6,
-  // g0 / 24 - g1 / 12 + g2 / 6, g2.
-  static void gmul(const float* f, float* o) {
-    o[0] = 0.25f * f[0];
-    o[1] = -(f[0] + f[1] + f[2]) / 6.0f;
-    o[2] = -(f[0] - f[1] + f[2]) / 6.0f;
-    o[3] = f[0] / 24.0f + f[1] / 12.0f + f[2] / 6.0f;
-    o[4] = f[0] / 24.0f - f[1] / 12.0f + f[2] / 6.0f;
-    o[5] = f[2];
+  // g0 / 24 - g1 / 12 + g2 / 6, g2 (f[0], f[stride], f[2 stride] -> o[0..5]).
+  static void gmul(const __m512* f, int stride, __m512* o) {
+    const __m512 f0 = f[0], f1 = f[stride], f2 = f[2 * stride];
+    o[0] = 0.25f * f0;
+    o[1] = -(f0 + f1 + f2) / 6.0f;
+    o[2] = -(f0 - f1 + f2) / 6.0f;
+    o[3] = f0 / 24.0f + f1 / 12.0f + f2 / 6.0f;
+    o[4] = f0 / 24.0f - f1 / 12.0f + f2 / 6.0f;
+    o[5] = f2;
   }
 
-  // G^T u (3 values from 6): u0 / 4 - (u1 + u2) / 6 + (u3 + u4) / 24, (u2 - u1) / 6 + (u3 - u4) /
-  // 12,
-  // -(u1 + u2) / 6 + (u3 + u4) / 6 + u5.
-  static void gtmul(const float* u, float* o) {
+  // G^T u (3 values from 6: u[0], u[stride], ..): u0 / 4 - (u1 + u2) / 6 + (u3 + u4) / 24,
+  // (u2 - u1) / 6 + (u3 - u4) / 12, -(u1 + u2) / 6 + (u3 + u4) / 6 + u5.
+  static void gtmul(const __m512* v, int stride, __m512* o) {
+    __m512 u[6];
+    for (int i = 0; i < 6; ++i) u[i] = v[i * stride];
     o[0] = 0.25f * u[0] - (u[1] + u[2]) / 6.0f + (u[3] + u[4]) / 24.0f;
     o[1] = (u[2] - u[1]) / 6.0f + (u[3] - u[4]) / 12.0f;
     o[2] = (u[3] + u[4] - u[1] - u[2]) / 6.0f + u[5];
   }
 
-  // U[xi][k][c] = (G g G^T)[xi] of w [K, C, 3, 3].
-  static void weight_transform(const float* w, int64_t K, int64_t C, float* U, bool team) {
-#pragma omp parallel for schedule(static) if (team)
-    for (int64_t kk = 0; kk < K; ++kk)
-      for (int64_t c = 0; c < C; ++c) {
-        const float* f = w + (kk * C + c) * 9;
-        float gg[6][3];  // G g
-        for (int s = 0; s < 3; ++s) {
-          const float col[3] = {f[s], f[3 + s], f[6 + s]};
-          float o[6];
-          gmul(col, o);
-          for (int r = 0; r < 6; ++r) gg[r][s] = o[r];
-        }
-        for (int r = 0; r < 6; ++r) {
-          float u[6];
-          gmul(gg[r], u);
-          for (int s = 0; s < 6; ++s) U[((6 * r + s) * K + kk) * C + c] = u[s];
-        }
-      }
+  // u[6 r + s] = (G g G^T)[r][s] of the 3x3 filter g (f[3 r + s]), 16 filters at once.
+  static void filter_tile(const __m512* f, __m512* u) {
+    __m512 gg[6][3];  // G g
+    for (int s = 0; s < 3; ++s) {
+      __m512 o[6];
+      gmul(f + s, 3, o);
+      for (int r = 0; r < 6; ++r) gg[r][s] = o[r];
+    }
+    for (int r = 0; r < 6; ++r) gmul(gg[r], 1, u + 6 * r);
   }
 
-  // dw [K, C, 3, 3] += G^T dU G.
-  static void weight_grad_transform(const float* dU, int64_t K, int64_t C, float* dw) {
-    for (int64_t kk = 0; kk < K; ++kk)
-      for (int64_t c = 0; c < C; ++c) {
-        float e[3][6];  // G^T dU
-        for (int s = 0; s < 6; ++s) {
-          float col[6], o[3];
-          for (int r = 0; r < 6; ++r) col[r] = dU[((6 * r + s) * K + kk) * C + c];
-          gtmul(col, o);
-          for (int r = 0; r < 3; ++r) e[r][s] = o[r];
-        }
-        float* o = dw + (kk * C + c) * 9;
-        for (int r = 0; r < 3; ++r) {
-          float v[3];
-          gtmul(e[r], v);
-          for (int s = 0; s < 3; ++s) o[3 * r + s] += v[s];
-        }
-      }
+  // o[3 r + s] = (G^T u G)[r][s] of the transformed gradient u[6 r + s].
+  static void filter_grad_tile(const __m512* u, __m512* o) {
+    __m512 e[3][6];  // G^T u
+    for (int s = 0; s < 6; ++s) {
+      __m512 v[3];
+      gtmul(u + s, 6, v);
+      for (int r = 0; r < 3; ++r) e[r][s] = v[r];
+    }
+    for (int r = 0; r < 3; ++r) gtmul(e[r], 1, o + 3 * r);
   }
 
 };  // F43
+
+// U[xi][k][c] = (G g G^T)[xi] of w [K, C, 3, 3], 16 input channels at a time (lane = c): the
+// 9 taps of 16 filters gathered (stride 9), 16 contiguous values stored per xi. (Per filter and
+// scalar, this took a quarter of F(4x4)'s forward time at 512 channels.)
+template <class F>
+void weight_transform(const float* w, int64_t K, int64_t C, float* U, bool team) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(9));
+#pragma omp parallel for schedule(static) if (team)
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+      const __mmask16 m = lanes(c0, C);
+      const float* f = w + (k * C + c0) * 9;
+      __m512 g[9], u[F::xis];
+      for (int t = 0; t < 9; ++t)
+        g[t] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
+                                        _mm512_add_epi32(idx, _mm512_set1_epi32(t)), f, 4);
+      F::filter_tile(g, u);
+      for (int xi = 0; xi < F::xis; ++xi)
+        _mm512_mask_storeu_ps(U + (xi * K + k) * C + c0, m, u[xi]);
+    }
+}
+
+// dw [K, C, 3, 3] += G^T dU G, 16 input channels at a time as weight_transform.
+template <class F>
+void weight_grad_transform(const float* dU, int64_t K, int64_t C, float* dw) {
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+      const __mmask16 m = lanes(c0, C);
+      __m512 u[F::xis], o[9];
+      for (int xi = 0; xi < F::xis; ++xi)
+        u[xi] = _mm512_maskz_loadu_ps(m, dU + (xi * K + k) * C + c0);
+      F::filter_grad_tile(u, o);
+      alignas(64) float t[9][16];
+      for (int i = 0; i < 9; ++i) _mm512_store_ps(t[i], o[i]);
+      float* d = dw + (k * C + c0) * 9;
+      const int64_t n = std::min<int64_t>(16, C - c0);
+      for (int64_t l = 0; l < n; ++l)
+        for (int i = 0; i < 9; ++i) d[9 * l + i] += t[i][l];
+    }
+}
 
 // Runs body(chunk, tid, team) for the chunks of every block (blocks over the team when there are
 // enough; `team`: the transforms may use the team themselves).
@@ -730,7 +754,7 @@ void fwd(const Conv2dFwdArgs& a) {
   float* y = a.y.data<float>();
   // U in the calling thread's slot 2; the blocks use slots 0 and 1 of their threads.
   float* U = thread_buffer(2, size_t(F::xis * g.K * g.C));
-  F::weight_transform(a.w.data<float>(), g.K, g.C, U, !omp_in_parallel());
+  weight_transform<F>(a.w.data<float>(), g.K, g.C, U, !omp_in_parallel());
   for_chunks(g, pl, false, [&](const Chunk& ch, int, bool team) {
     float* V = thread_buffer(0, size_t(F::xis * g.C * Tm));
     float* M = thread_buffer(1, size_t(F::xis * g.K * Tm));
@@ -763,7 +787,7 @@ void bwd_data(const Conv2dBwdDataArgs& a) {
   const float* dy = a.dy.data<float>();
   float* dx = a.dx.data<float>();
   float* U = thread_buffer(2, size_t(F::xis * g.K * g.C));
-  F::weight_transform(a.w.data<float>(), g.K, g.C, U, !omp_in_parallel());
+  weight_transform<F>(a.w.data<float>(), g.K, g.C, U, !omp_in_parallel());
   for_chunks(g, pl, false, [&](const Chunk& ch, int, bool team) {
     float* dM = thread_buffer(0, size_t(F::xis * g.K * Tm));
     float* dV = thread_buffer(1, size_t(F::xis * g.C * Tm));
@@ -804,7 +828,7 @@ void bwd_filter(const Conv2dBwdFilterArgs& a, bool ordered) {
   });
   for (int t = 1; t < nt; ++t)
     for (int64_t i = 0; i < usize; ++i) dU[i] += dU[t * usize + i];
-  F::weight_grad_transform(dU, g.K, g.C, a.dw.data<float>());
+  weight_grad_transform<F>(dU, g.K, g.C, a.dw.data<float>());
   if (a.dbias.defined()) conv2d_bias_grad_cpu(a.dy, a.dbias);
 }
 

@@ -1,6 +1,7 @@
 // Variant selection (DESIGN §4): override > --kernels > default; unsupported choices are errors
 // naming the reason unless fallback is allowed, and then the substitution is recorded.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "kernels/conv/conv2d.h"
 #include "kernels/math_mode.h"
@@ -41,32 +42,42 @@ TEST(Registry, OverrideSelectsAndCounts) {
   EXPECT_EQ(op.select(small_matmul(DType::f16)).name, fast ? "cpu.widen" : "cpu.ref");
 }
 
-Conv2dFwdArgs conv(int64_t C, int64_t K, int64_t R, int64_t H = 6, int64_t W = 7) {
+Conv2dFwdArgs conv(int64_t C, int64_t K, int64_t R, int64_t H = 6, int64_t W = 7, int64_t N = 2) {
   Conv2dFwdArgs a;
-  a.x = random_tensor({2, C, H, W}, DType::f32, 1);
+  a.x = random_tensor({N, C, H, W}, DType::f32, 1);
   a.w = random_tensor({K, C, R, R}, DType::f32, 2);
   a.p.pad_top = a.p.pad_bottom = a.p.pad_left = a.p.pad_right = R / 2;
-  a.y = Tensor::empty({2, K, H, W}, DType::f32);
+  a.y = Tensor::empty({N, K, H, W}, DType::f32);
   return a;
 }
 
+// A batch of H x W outputs with at least 96 F(4x4) tiles per thread.
+Conv2dFwdArgs conv_batch(int64_t H, int64_t W) {
+  const int64_t tiles = ((H + 3) / 4) * ((W + 3) / 4), want = 96 * omp_get_max_threads();
+  return conv(16, 32, 3, H, W, (want + tiles - 1) / tiles);
+}
+
 // A default rule picks the variant per call (conv2d: Winograd for 3x3 stride-1 convolutions with
-// >= 16 channels each way, F(4x4) from a 16x16 output up); --kernels own keeps that choice, an
-// override still wins.
+// >= 16 channels each way, F(4x4) where its padded tiles need <= 0.7x F(2x2)'s products and the
+// batch has >= 96 of them per thread); --kernels own keeps that choice, an override still wins.
 TEST(Registry, DefaultRuleChoosesPerCall) {
   if (!cpu_has_avx512()) GTEST_SKIP() << "cpu.winograd needs AVX-512";
   auto& op = registry().op<Conv2dFwdArgs>("conv2d_fwd");
   EXPECT_EQ(op.select(conv(16, 32, 3)).name, "cpu.winograd");
-  EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16)).name, "cpu.winograd4");
-  EXPECT_EQ(op.select(conv(16, 32, 3, 15, 40)).name, "cpu.winograd");
+  EXPECT_EQ(op.select(conv_batch(16, 16)).name, "cpu.winograd4");
+  EXPECT_EQ(op.select(conv_batch(4, 25)).name, "cpu.winograd4");   // CRNN's 4x25: 7 tiles of 16
+  EXPECT_EQ(op.select(conv_batch(14, 14)).name, "cpu.winograd");   // 16 tiles of 16 for 196
+  EXPECT_EQ(op.select(conv_batch(15, 40)).name, "cpu.winograd4");  // 16 rows either way
+  EXPECT_EQ(op.select(conv_batch(6, 7)).name, "cpu.winograd");     // 8x8 for 6x7: F(2x2) 6x8
+  EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16, 1)).name, "cpu.winograd");  // 16 tiles: too few
   {  // --winograd 2 | off caps the tile
     const ScopedWinogradTile f2(2);
-    EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16)).name, "cpu.winograd");
+    EXPECT_EQ(op.select(conv_batch(16, 16)).name, "cpu.winograd");
     const ScopedWinogradTile off(0);
-    EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16)).name, "cpu.im2col");
+    EXPECT_EQ(op.select(conv_batch(16, 16)).name, "cpu.im2col");
     EXPECT_EQ(op.select(conv(16, 32, 3)).name, "cpu.im2col");
   }
-  EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16)).name, "cpu.winograd4");
+  EXPECT_EQ(op.select(conv_batch(16, 16)).name, "cpu.winograd4");
   EXPECT_EQ(op.select(conv(3, 32, 3)).name, "cpu.im2col");   // too few input channels
   EXPECT_EQ(op.select(conv(16, 32, 1)).name, "cpu.im2col");  // 1x1
   set_kernel_selection("own", false);
