@@ -754,12 +754,14 @@ void bwd_filter_im2col(const Conv2dBwdFilterArgs& a, bool ordered) {
   const bool par = blocks_parallel(pl.blocks, ordered);
   const int nt = par ? omp_get_max_threads() : 1;
   const int64_t wsize = d.K * CRS;
-  // In parallel each thread sums its images into its own partial dw, added in thread order.
+  // In parallel each thread sums its images into its own partial dw, added in thread order. A
+  // thread's first block writes its partial (GEMM beta 0 on its first rows), later ones add: no
+  // zeroing pass and no read of zeros.
   float* part = nullptr;
+  std::vector<char> started(size_t(nt), 0);
   if (par) {
     thread_local std::vector<float> partials;
     if (partials.size() < size_t(nt * wsize)) partials.resize(size_t(nt * wsize));
-    std::fill(partials.begin(), partials.begin() + nt * wsize, 0.0f);
     part = partials.data();
   }
   for_blocks(pl.blocks, ordered, [&](int64_t b, int tid) {
@@ -783,16 +785,23 @@ void bwd_filter_im2col(const Conv2dBwdFilterArgs& a, bool ordered) {
           lda = ld;
         }
         // dw_g [Kg, CRS] += dy_g[:, chunk] [Kg, ld] . col^T [ld, CRS]
+        const float beta = !par || started[size_t(tid)] || p0 > 0 ? 1.0f : 0.0f;
         gemm(false, true, d.Kg, CRS, ld, A, lda, pl.direct ? xg + p0 * d.Q : col,
-             pl.direct ? PQ : ld, 1.0f, acc + g * d.Kg * CRS, CRS);
+             pl.direct ? PQ : ld, beta, acc + g * d.Kg * CRS, CRS);
       }
     }
+    started[size_t(tid)] = 1;
   });
-  if (par)
+  if (par) {
+    // dw[i] + partial 0 + partial 1 + ..., in that order for every i (the bits do not depend on
+    // how the elements are split over the threads); the passes over the team.
     for (int t = 0; t < nt; ++t) {
+      if (!started[size_t(t)]) continue;
       const float* src = part + t * wsize;
+#pragma omp parallel for simd schedule(static) if (wsize >= (int64_t(1) << 16))
       for (int64_t i = 0; i < wsize; ++i) dw[i] += src[i];
     }
+  }
   if (a.dbias.defined()) conv2d_bias_grad_cpu(a.dy, a.dbias);
 }
 
