@@ -344,10 +344,11 @@ bool have_fast_gemm() {
 }
 
 // Row-major C[M,N] = alpha op(A) op(B) + beta C. Single-threaded inside a parallel region.
+// stream_c: sgemm_avx512's hint (C part of an output beyond the caches).
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc, bool stream_c = false) {
   if (cpu_has_avx512()) {
-    sgemm_avx512(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    sgemm_avx512(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, stream_c);
     return;
   }
 #ifdef AIM_HAVE_OPENBLAS
@@ -559,6 +560,12 @@ void col2im_add(float* col, int64_t ld, float* dx, const Dims& d, const Conv2dPa
       }
 }
 
+// A tensor larger than the shared L3 (32 MiB): written once by a convolution, it leaves the caches
+// before the next layer reads it, so its GEMMs stream it (sgemm_avx512's stream_c).
+bool beyond_l3(const Tensor& t) {
+  return t.numel() * int64_t(sizeof(float)) >= (int64_t(32) << 20);
+}
+
 bool is_pointwise(const Dims& d, const Conv2dParams& p) {
   return d.R == 1 && d.S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
          p.pad_bottom == 0 && p.pad_left == 0 && p.pad_right == 0;
@@ -666,6 +673,8 @@ void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
   const float* res = a.residual.defined() ? a.residual.data<float>() : nullptr;
   float* y = a.y.data<float>();
   const Plan pl = plan_of(d, p);
+  // An output beyond the L3 that no epilogue reads back: the GEMMs stream it to memory.
+  const bool stream = !bias && !res && !a.relu && beyond_l3(a.y);
   for_blocks(pl.blocks, [&](int64_t b, int) {
     const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
     float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
@@ -688,7 +697,7 @@ void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
           continue;
         }
         gemm(false, false, d.Kg, cols, CRS, w + g * d.Kg * CRS, CRS, B, pl.direct ? PQ : cols, 0.0f,
-             yg + p0 * d.Q, PQ);
+             yg + p0 * d.Q, PQ, stream);
         // Bias, residual and relu on the chunk just computed (while it is in cache).
         if (bg || res || a.relu)
           for (int64_t k = 0; k < d.Kg; ++k) {
@@ -708,6 +717,7 @@ void conv2d_bwd_data_cpu_im2col(const Conv2dBwdDataArgs& a) {
   const float* w = a.w.data<float>();
   float* dx = a.dx.data<float>();
   const Plan pl = plan_of(d, p);
+  const bool stream = beyond_l3(a.dx);
   for_blocks(pl.blocks, [&](int64_t b, int) {
     const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
     float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
@@ -716,7 +726,7 @@ void conv2d_bwd_data_cpu_im2col(const Conv2dBwdDataArgs& a) {
       const float* dyg = dy + (n0 * d.K + g * d.Kg) * PQ;
       float* dxg = dx + (n0 * d.C + g * d.Cg) * HW;
       if (pl.direct) {  // dx_g [Cg, HW] = w_g^T [Cg, Kg] . dy_g [Kg, HW]
-        gemm(true, false, CRS, PQ, d.Kg, w + g * d.Kg * CRS, CRS, dyg, PQ, 0.0f, dxg, PQ);
+        gemm(true, false, CRS, PQ, d.Kg, w + g * d.Kg * CRS, CRS, dyg, PQ, 0.0f, dxg, PQ, stream);
         continue;
       }
       for (int64_t i = 0; i < nb; ++i)

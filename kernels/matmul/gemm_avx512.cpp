@@ -685,7 +685,7 @@ bool cpu_has_avx512() {
 
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc) {
+                  int64_t ldc, bool stream_c) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc);
@@ -780,8 +780,9 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   // lines then go to memory without being read first (this machine writes ~20 GB/s with plain
   // stores, ~54 GB/s streamed). A fully connected layer's weight gradient at batch 16, 4096 x 9216
   // x 16 (AlexNet's fc6): 8.1 -> 3.8 ms.
-  const bool stream = beta == 0.0f && K <= KC && ldc % 16 == 0 &&
-                      double(M) * double(ldc) * sizeof(float) >= double(kStreamMinBytes);
+  const bool stream =
+      beta == 0.0f && K <= KC && ldc % 16 == 0 &&
+      (stream_c || double(M) * double(ldc) * sizeof(float) >= double(kStreamMinBytes));
   const int64_t nc_max = std::min<int64_t>(NC, ceil_div(N, kNR) * kNR);
   const int64_t kc_max = std::min<int64_t>(KC, K);
   // Packed B: with pm > 1 row groups the KC x NC block is shared by the whole team (the calling

@@ -7,8 +7,13 @@ namespace aim::kernels {
 //
 // The implementation lives in gemm_avx512.cpp, which is compiled with AVX-512 flags; this header
 // needs none. Only call sgemm_avx512() when cpu_has_avx512() returns true.
+//
+// stream_c: the caller knows C is part of an output larger than the caches that nobody reads
+// before it leaves them (a convolution's whole output, written image by image): C is then written
+// with non-temporal stores wherever it would be for a C of 32 MiB or more (beta 0, K within one
+// KC block; no read for ownership, ~54 instead of ~20 GB/s here).
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc);
+                  int64_t ldc, bool stream_c = false);
 bool cpu_has_avx512();  // runtime check (__builtin_cpu_supports("avx512f"))
 }  // namespace aim::kernels
