@@ -10,6 +10,8 @@
 // Test cases: batchnorm_cases.cpp.
 #include "kernels/norm/batchnorm_cpu.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -278,6 +280,18 @@ constexpr int64_t kParallelMin = int64_t(1) << 15;
 // sums and their combination in plane order are the same in both schedules: so are the bits.
 constexpr int64_t kChannelMajorMinS = 16;
 
+// Channel by channel, a thread reads N planes of S values at a stride of C*S: each one a few
+// pages that the hardware prefetchers pick up anew (they stop at page boundaries). The forward's
+// statistics request the next plane's lines before summing this one: 16x256x56x56 4.2 / 3.8 ->
+// 3.7 / 3.5 ms, 16x512x28x28 (relu) 2.8 / 2.0 -> 1.7 / 1.8 (alternating). The backward's three
+// tensors (x, dy, relu's y) prefetched likewise measured 0-7% slower: not done there.
+template <class T>
+inline void prefetch_plane(const T* p, int64_t S) {
+  const char* b = reinterpret_cast<const char*>(p);
+  const int64_t bytes = S * int64_t(sizeof(T));
+  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
+}
+
 template <class T>
 void fwd_omp(const BatchNormFwdArgs& a) {
   using A = AccOf<T>;
@@ -351,7 +365,10 @@ void fwd_omp(const BatchNormFwdArgs& a) {
 
   if (a.training && S >= kChannelMajorMinS) {
     for_each_streamed(C, par, stream, [&](int64_t c) {
-      for (int64_t n = 0; n < N; ++n) plane_stats(n * C + c);
+      for (int64_t n = 0; n < N; ++n) {
+        if (n + 1 < N) prefetch_plane(x + ((n + 1) * C + c) * S, S);
+        plane_stats(n * C + c);
+      }
       channel_stats(c);
       for (int64_t n = 0; n < N; ++n) apply(n * C + c);
     });
