@@ -1,6 +1,7 @@
 #include "layers/fold.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <typeinfo>
@@ -21,14 +22,21 @@ struct FoldTraceScope {
 FoldTrace* FoldTrace::active() { return t_trace; }
 
 namespace {
-// FNV-1a over the tensor's bytes: tells a conv output from a later in-place result in its buffer
-// (an in-place activation after the batch norm): the trace run only.
+// FNV-1a over the tensor's 8-byte words (then its last bytes): tells a conv output from a later
+// in-place result in its buffer (an in-place activation after the batch norm): the trace run
+// only. Byte by byte it took ~9% of a 12-batch `aim-infer resnet50` at batch 16 (1.3 GB hashed).
 uint64_t content_hash(const Tensor& t) {
   const Tensor h = t.to(kCPU).contiguous();
   const auto* p = static_cast<const unsigned char*>(h.raw_data());
   const size_t n = size_t(h.nbytes());
   uint64_t v = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) v = (v ^ p[i]) * 1099511628211ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    v = (v ^ w) * 1099511628211ull;
+  }
+  for (; i < n; ++i) v = (v ^ p[i]) * 1099511628211ull;
   return v;
 }
 }  // namespace
