@@ -17,11 +17,12 @@ std::string conv2d_winograd4_supports(const Tensor& w, const Conv2dParams& p);
 // transforms cost more than the fewer multiplications save, or an output below 2x2), 4
 // (cpu.winograd4, F(4x4, 3x3)) where its padded 4x4 tiles need at most 0.7x F(2x2)'s products
 // (16x16 and up, 4x25 and 8x25 (CRNN), 7x7; not 14x14: 16 tiles of 16 for 196 outputs) and the
-// batch has at least 96 of them per thread, else 2 (cpu.winograd, F(2x2, 3x3)). Measured on this
-// machine (kernels/conv/README.md has the table): F(4x4) 1.1-1.5x faster where both hold, slower
-// at 14x14 and on small batches (batch 1 at 28x28, batch 16 at 4x25: every block of tiles pays
-// the transformed filters' packing and the filter gradient's accumulator again). --winograd
-// (kernels/math_mode.h winograd_tile()) caps the tile: 2 (F(2x2) only) or 0 (none).
+// batch has at least 192 of them (a fixed count: the choice must not depend on --threads), else 2
+// (cpu.winograd, F(2x2, 3x3)). Measured on this machine (kernels/conv/README.md has the table):
+// F(4x4) 1.1-1.5x faster where both hold, slower at 14x14 and on small batches (batch 1 at 28x28,
+// batch 16 at 4x25: every block of tiles pays the transformed filters' packing and the filter
+// gradient's accumulator again). --winograd (kernels/math_mode.h winograd_tile()) caps the tile: 2
+// (F(2x2) only) or 0 (none).
 int conv2d_winograd_tile(const Tensor& w, const Conv2dParams& p, int64_t N, int64_t P, int64_t Q);
 
 void conv2d_fwd_cpu_winograd(const Conv2dFwdArgs& a);

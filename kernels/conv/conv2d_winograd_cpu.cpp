@@ -79,11 +79,13 @@ int conv2d_winograd_tile(const Tensor& w, const Conv2dParams& p, int64_t N, int6
   if (!ok || most == 0) return 0;
   if (most < 4) return 2;
   // F(4x4) computes 36 products per 4x4 tile, F(2x2) 16 per 2x2 tile: the padded tiles' ratio,
-  // and F(4x4)'s tiles per thread (its fixed costs per block: the transformed filters packed per
-  // GEMM, the filter gradient's accumulator, are paid again for every block of tiles).
+  // and F(4x4)'s tiles in the batch (its fixed costs per block: the transformed filters packed per
+  // GEMM, the filter gradient's accumulator, are paid again for every block of tiles). A fixed
+  // count (96 per thread on this 2-core machine), not one per thread: the choice, and so the
+  // bits, must not depend on --threads (docs/determinism.md).
   const int64_t t4 = ((P + 3) / 4) * ((Q + 3) / 4), t2 = ((P + 1) / 2) * ((Q + 1) / 2);
   const bool fewer_products = 36 * t4 <= 0.7 * 16 * t2;
-  const bool enough_tiles = N * t4 >= 96 * std::max(1, omp_get_max_threads());
+  const bool enough_tiles = N * t4 >= 192;
   return fewer_products && enough_tiles ? 4 : 2;
 }
 

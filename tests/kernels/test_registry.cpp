@@ -1,7 +1,6 @@
 // Variant selection (DESIGN §4): override > --kernels > default; unsupported choices are errors
 // naming the reason unless fallback is allowed, and then the substitution is recorded.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "kernels/conv/conv2d.h"
 #include "kernels/math_mode.h"
@@ -51,15 +50,15 @@ Conv2dFwdArgs conv(int64_t C, int64_t K, int64_t R, int64_t H = 6, int64_t W = 7
   return a;
 }
 
-// A batch of H x W outputs with at least 96 F(4x4) tiles per thread.
+// A batch of H x W outputs with at least 192 F(4x4) tiles.
 Conv2dFwdArgs conv_batch(int64_t H, int64_t W) {
-  const int64_t tiles = ((H + 3) / 4) * ((W + 3) / 4), want = 96 * omp_get_max_threads();
+  const int64_t tiles = ((H + 3) / 4) * ((W + 3) / 4), want = 192;
   return conv(16, 32, 3, H, W, (want + tiles - 1) / tiles);
 }
 
 // A default rule picks the variant per call (conv2d: Winograd for 3x3 stride-1 convolutions with
 // >= 16 channels each way, F(4x4) where its padded tiles need <= 0.7x F(2x2)'s products and the
-// batch has >= 96 of them per thread); --kernels own keeps that choice, an override still wins.
+// batch has >= 192 of them); --kernels own keeps that choice, an override still wins.
 TEST(Registry, DefaultRuleChoosesPerCall) {
   if (!cpu_has_avx512()) GTEST_SKIP() << "cpu.winograd needs AVX-512";
   auto& op = registry().op<Conv2dFwdArgs>("conv2d_fwd");
