@@ -350,11 +350,20 @@ TEST(Conv2d, WidenChunksOfImages) {
 // forward without an epilogue, the pointwise input gradient): every value written, equal to the
 // reference. 250 output rows: the 14-row micro-tiles end in a partial (plain-store) tile.
 TEST(Conv2d, StreamedLargeOutputsMatchReference) {
-  const double nan = std::nan("");
   const Shape big = {3, 250, 120, 128};  // 46 MB of f32
   const Shape small = {3, 8, 120, 128};
-  auto compare = [](const Tensor& got, const Tensor& want, const char* what) {
-    const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  // run(variant) fills the NaN-initialised output `out` by op under that variant; cpu.im2col's
+  // output must equal cpu.ref's everywhere.
+  auto check = [&](const char* op, const char* what, Tensor& out, const auto& run) {
+    Tensor got[2];
+    const char* variants[2] = {"cpu.ref", "cpu.im2col"};
+    for (int v = 0; v < 2; ++v) {
+      ScopedVariant sv(op, variants[v]);
+      out = Tensor::full(big, std::nan(""));
+      run();
+      got[v] = out;
+    }
+    const std::vector<double> g = got[1].to_vector<double>(), w = got[0].to_vector<double>();
     ASSERT_EQ(g.size(), w.size());
     int64_t bad = 0;
     for (size_t i = 0; i < g.size(); ++i)
@@ -362,34 +371,14 @@ TEST(Conv2d, StreamedLargeOutputsMatchReference) {
         ADD_FAILURE() << what << "[" << i << "]: cpu.im2col " << g[i] << ", cpu.ref " << w[i];
     EXPECT_EQ(bad, 0) << what;
   };
-  {
-    Conv2dFwdArgs a;
-    a.x = random_tensor(small, DType::f32, 1, -1.0, 1.0);
-    a.w = random_tensor({big[1], small[1], 1, 1}, DType::f32, 2, -1.0, 1.0);
-    Tensor y[2];
-    const char* variants[2] = {"cpu.ref", "cpu.im2col"};
-    for (int v = 0; v < 2; ++v) {
-      ScopedVariant sv("conv2d_fwd", variants[v]);
-      a.y = Tensor::full(big, nan);
-      conv2d_fwd(a);
-      y[v] = a.y;
-    }
-    compare(y[1], y[0], "y");
-  }
-  {
-    Conv2dBwdDataArgs a;
-    a.dy = random_tensor(small, DType::f32, 3, -1.0, 1.0);
-    a.w = random_tensor({small[1], big[1], 1, 1}, DType::f32, 4, -1.0, 1.0);
-    Tensor dx[2];
-    const char* variants[2] = {"cpu.ref", "cpu.im2col"};
-    for (int v = 0; v < 2; ++v) {
-      ScopedVariant sv("conv2d_bwd_data", variants[v]);
-      a.dx = Tensor::full(big, nan);
-      conv2d_bwd_data(a);
-      dx[v] = a.dx;
-    }
-    compare(dx[1], dx[0], "dx");
-  }
+  Conv2dFwdArgs f;
+  f.x = random_tensor(small, DType::f32, 1, -1.0, 1.0);
+  f.w = random_tensor({big[1], small[1], 1, 1}, DType::f32, 2, -1.0, 1.0);
+  check("conv2d_fwd", "y", f.y, [&] { conv2d_fwd(f); });
+  Conv2dBwdDataArgs d;
+  d.dy = random_tensor(small, DType::f32, 3, -1.0, 1.0);
+  d.w = random_tensor({small[1], big[1], 1, 1}, DType::f32, 4, -1.0, 1.0);
+  check("conv2d_bwd_data", "dx", d.dx, [&] { conv2d_bwd_data(d); });
 }
 
 }  // namespace
