@@ -43,6 +43,7 @@
 #include "kernels/conv/conv2d_cpu.h"
 #include "kernels/conv/conv2d_winograd.h"
 #include "kernels/conv/cpu_blocks.h"
+#include "kernels/elementwise/loops_cpu.h"
 #include "kernels/matmul/gemm_avx512.h"
 #include "kernels/registry.h"
 
@@ -560,12 +561,6 @@ void col2im_add(float* col, int64_t ld, float* dx, const Dims& d, const Conv2dPa
       }
 }
 
-// A tensor larger than the shared L3 (32 MiB): written once by a convolution, it leaves the caches
-// before the next layer reads it, so its GEMMs stream it (sgemm_avx512's stream_c).
-bool beyond_l3(const Tensor& t) {
-  return t.numel() * int64_t(sizeof(float)) >= (int64_t(32) << 20);
-}
-
 bool is_pointwise(const Dims& d, const Conv2dParams& p) {
   return d.R == 1 && d.S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
          p.pad_bottom == 0 && p.pad_left == 0 && p.pad_right == 0;
@@ -673,8 +668,9 @@ void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
   const float* res = a.residual.defined() ? a.residual.data<float>() : nullptr;
   float* y = a.y.data<float>();
   const Plan pl = plan_of(d, p);
-  // An output beyond the L3 that no epilogue reads back: the GEMMs stream it to memory.
-  const bool stream = !bias && !res && !a.relu && beyond_l3(a.y);
+  // An output beyond the L3 that no epilogue reads back: the GEMMs stream it to memory
+  // (sgemm_avx512's stream_c).
+  const bool stream = !bias && !res && !a.relu && beyond_l3(a.y.nbytes());
   for_blocks(pl.blocks, [&](int64_t b, int) {
     const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
     float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
@@ -717,7 +713,7 @@ void conv2d_bwd_data_cpu_im2col(const Conv2dBwdDataArgs& a) {
   const float* w = a.w.data<float>();
   float* dx = a.dx.data<float>();
   const Plan pl = plan_of(d, p);
-  const bool stream = beyond_l3(a.dx);
+  const bool stream = beyond_l3(a.dx.nbytes());
   for_blocks(pl.blocks, [&](int64_t b, int) {
     const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
     float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));

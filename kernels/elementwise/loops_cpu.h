@@ -33,6 +33,12 @@ constexpr int64_t kEwParallelMin = 32768;             // elements; below: one th
 constexpr int64_t kEwStreamBytes = int64_t(8) << 20;  // output bytes from which stores stream
 constexpr int kEwMaxInputs = 3;
 
+// The shared L3 (32 MiB, MACHINE.md). An output larger than it, written once, has left the caches
+// before the next op reads it: writing it with non-temporal stores costs that op nothing and saves
+// the read for ownership of every line (batch norm's outputs, the convolutions' GEMMs).
+constexpr int64_t kL3Bytes = int64_t(32) << 20;
+inline bool beyond_l3(int64_t bytes) { return bytes >= kL3Bytes; }
+
 namespace ew_detail {
 
 constexpr size_t kBufBytes = 2048;  // L1-resident staging buffer

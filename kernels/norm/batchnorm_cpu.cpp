@@ -250,13 +250,11 @@ void batchnorm_bwd_cpu_ref(const BatchNormBwdArgs& a) {
 template <class T>
 using AccOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// Outputs beyond the shared L3 (32 MiB: ResNet's 256-channel 56x56 maps at batch 16) are written
-// with non-temporal stores: no read-for-ownership of each line, a third of the forward's memory
-// traffic (16x256x56x56 f32, two rounds: forward 5.5/6.0 -> 4.3/3.7 ms, backward 7.2/6.6 ->
+// Outputs beyond the shared L3 (beyond_l3: ResNet's 256-channel 56x56 maps at batch 16) are
+// written with non-temporal stores: no read-for-ownership of each line, a third of the forward's
+// memory traffic (16x256x56x56 f32, two rounds: forward 5.5/6.0 -> 4.3/3.7 ms, backward 7.2/6.6 ->
 // 5.9/5.9). Smaller outputs stay cached for the next layer (streaming a 12.8 MB one was slower).
-bool streams(const Tensor& out) {
-  return out.numel() * dtype_size(out.dtype()) >= (int64_t(32) << 20);
-}
+bool streams(const Tensor& out) { return beyond_l3(out.nbytes()); }
 
 // f(i) for i < n over the team (when par), each thread fencing its streamed stores before the
 // region's barrier.
