@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "autograd/functions/embedding.h"
 #include "kernels/random/random.h"
@@ -48,5 +49,18 @@ class Embedding : public Module {
   int64_t num_embeddings_, embedding_dim_;
   int64_t padding_idx_ = -1;
 };
+
+// torch.cat([tables[k](indices[k]) for k], -1), each table's rows gathered straight into its
+// columns of the result (autograd::embedding_cat: no separate gathers and concatenation copy).
+inline Variable embedding_cat(const std::vector<const Embedding*>& tables,
+                              const std::vector<Tensor>& indices) {
+  std::vector<Variable> weights;
+  std::vector<int64_t> padding;
+  for (const Embedding* t : tables) {
+    weights.push_back(t->weight);
+    padding.push_back(t->padding_idx());
+  }
+  return autograd::embedding_cat(weights, indices, padding);
+}
 
 }  // namespace aim::layers

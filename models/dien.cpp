@@ -163,9 +163,9 @@ Dien::Out Dien::forward(const TensorMap& b) {
   std::optional<Scope> scope(std::in_place, "emb", ScopeKind::Layer);
   const Variable u = uid_emb->forward(get(b, "uid"));
   const Variable q =
-      ag::concat({mid_emb->forward(get(b, "item")), cat_emb->forward(get(b, "cate"))}, -1);
-  const Variable e = ag::concat(
-      {mid_emb->forward(get(b, "hist_item")), cat_emb->forward(get(b, "hist_cate"))}, -1);
+      layers::embedding_cat({mid_emb.get(), cat_emb.get()}, {get(b, "item"), get(b, "cate")});
+  const Variable e = layers::embedding_cat({mid_emb.get(), cat_emb.get()},
+                                           {get(b, "hist_item"), get(b, "hist_cate")});
   const Variable s = ag::sum(e, {1});  // unmasked, as the reference
   scope.reset();
   scope.emplace("gru", ScopeKind::Layer);
@@ -194,8 +194,8 @@ Variable Dien::aux_loss(const Out& o, const TensorMap& b) {
   const int64_t T = mask.size(1);
   if (T < 2) return Variable(Tensor::zeros({}, o.logits.dtype(), o.logits.device()));
   profiler::Scope scope("aux", profiler::ScopeKind::Layer);
-  const Variable neg = ag::concat(
-      {mid_emb->forward(get(b, "noclk_item")), cat_emb->forward(get(b, "noclk_cate"))}, -1);
+  const Variable neg = layers::embedding_cat({mid_emb.get(), cat_emb.get()},
+                                             {get(b, "noclk_item"), get(b, "noclk_cate")});
   const Variable hs = ag::slice(o.gru, 1, 0, T - 1);  // h_t, t < T - 1
   auto prob0 = [&](const Variable& next) {            // p(click) of (h_t, x_{t+1})
     const Variable in = bn(aux_bn, ag::concat({hs, ag::slice(next, 1, 1, T)}, -1));

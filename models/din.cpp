@@ -87,9 +87,9 @@ Variable Din::forward(const data::RecBatch& b) {
   using profiler::Scope;
   using profiler::ScopeKind;
   std::optional<Scope> scope(std::in_place, "emb", ScopeKind::Layer);
-  const Variable q = ag::concat({item_emb->forward(b.item), cate_emb->forward(b.cate)}, -1);
+  const Variable q = layers::embedding_cat({item_emb.get(), cate_emb.get()}, {b.item, b.cate});
   const Variable k =
-      ag::concat({item_emb->forward(b.hist_item), cate_emb->forward(b.hist_cate)}, -1);
+      layers::embedding_cat({item_emb.get(), cate_emb.get()}, {b.hist_item, b.hist_cate});
   scope.reset();
   scope.emplace("att", ScopeKind::Layer);
   const Variable qe = ag::expand(ag::unsqueeze(q, 1), {B, T, H});

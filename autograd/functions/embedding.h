@@ -11,4 +11,11 @@ namespace aim::autograd {
 // no gradient; < 0: none (the layer converts PyTorch's negative padding_idx before calling).
 Variable embedding(const Variable& weight, const Tensor& indices, int64_t padding_idx = -1);
 
+// torch.cat([embedding(weights[k], indices[k], padding_idx[k]) for k], -1): each table's rows
+// are gathered straight into its columns of the result, and its gradient read back from them
+// (no separate gathers and concatenation copy; DIN's and DIEN's [item, category] features).
+// The indices share one shape; the tables one dtype and device. padding_idx: one per table.
+Variable embedding_cat(const std::vector<Variable>& weights, const std::vector<Tensor>& indices,
+                       const std::vector<int64_t>& padding_idx);
+
 }  // namespace aim::autograd

@@ -1,5 +1,8 @@
 // Embedding lookup (F.embedding): out[n, :] = weight[indices[n], :].
-// Shapes: weight, dweight [V, C]; indices [N] (i32 or i64); out, dout [N, C].
+// Shapes: weight, dweight [V, C]; indices [N] (i32 or i64); out, dout [N, C] whose rows may be
+// spaced (stride(0) >= C, stride(1) == 1): a column slice of a wider tensor, so several tables'
+// rows are gathered straight into one concatenation (autograd::embedding_cat) and read back
+// from its gradient's slices.
 // padding_idx: a row in [0, V) that receives no gradient, or < 0 for none. (PyTorch's negative
 // padding_idx counts from the end; the layer converts it before calling these kernels.)
 // An index outside [0, V) is an error naming the index and V (CUDA variants: see README.md).
@@ -11,7 +14,7 @@ namespace aim::kernels {
 
 struct EmbeddingFwdArgs {
   Tensor weight, indices;  // weight: [V, C]; indices: [N] i32/i64
-  Tensor out;              // [N, C], weight's dtype: written
+  Tensor out;              // [N, C], weight's dtype, rows spaced stride(0) apart: written
   int64_t padding_idx = -1;
   Device device() const { return weight.device(); }
   DType dtype() const { return weight.dtype(); }
@@ -23,7 +26,7 @@ struct EmbeddingFwdArgs {
 };
 
 struct EmbeddingBwdArgs {
-  Tensor dout, indices;  // dout: [N, C]; indices: [N] i32/i64
+  Tensor dout, indices;  // dout: [N, C], rows spaced stride(0) apart; indices: [N] i32/i64
   Tensor dweight;        // [V, C]: accumulated (+=)
   int64_t padding_idx = -1;
   Device device() const { return dweight.device(); }
@@ -48,6 +51,10 @@ inline Cost embedding_bwd_cost(const EmbeddingBwdArgs& a) {
 }
 
 // Host-side validation shared by every variant (shapes, dtypes, padding_idx range).
+// The row stride of out / dout (elements between rows): C or more.
+inline int64_t embedding_row_stride(const Tensor& t) {
+  return t.size(0) > 1 ? t.stride(0) : t.size(1);
+}
 void check_embedding_fwd_args(const EmbeddingFwdArgs& a);
 void check_embedding_bwd_args(const EmbeddingBwdArgs& a);
 // Throws "[op] index <i> at position <n> is out of range for V = <V>" naming the first bad one.

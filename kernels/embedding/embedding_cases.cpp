@@ -9,14 +9,20 @@ DType index_dtype(int64_t code) { return code ? DType::i64 : DType::i32; }
 
 }  // namespace
 
-// Shapes: {N, V, C, index dtype (0: i32, 1: i64), padding_idx (-1: none)}. N >> V gives many
-// duplicates (stresses the scatter-add).
-std::vector<std::string> shape_fields() { return {"N", "V", "C", "index_dtype", "padding_idx"}; }
+// Shapes: {N, V, C, index dtype (0: i32, 1: i64), padding_idx (-1: none), gap}. N >> V gives
+// many duplicates (stresses the scatter-add). gap > 0: the backward's dout is a column slice of a
+// [N, C + gap] tensor (rows spaced, as embedding_cat's gradient); the forward's out stays a fresh
+// contiguous tensor here (the registry test's outputs are), its spaced rows are tested in
+// tests/kernels/test_embedding.cpp.
+std::vector<std::string> shape_fields() {
+  return {"N", "V", "C", "index_dtype", "padding_idx", "gap"};
+}
 
 std::vector<TestShape> test_shapes() {
-  return {{1, 1, 1, 1, -1},     {31, 17, 31, 0, -1},     {32, 5, 32, 1, 2},  {33, 40, 33, 1, 0},
-          {97, 3, 97, 0, 1},    {200, 7, 33, 1, 3},      {256, 1, 8, 0, -1}, {64, 1000, 37, 1, 999},
-          {4096, 50, 65, 0, 7}, {1031, 20011, 128, 1, 5}};
+  return {{1, 1, 1, 1, -1, 0},         {31, 17, 31, 0, -1, 0},    {32, 5, 32, 1, 2, 0},
+          {33, 40, 33, 1, 0, 0},       {97, 3, 97, 0, 1, 0},      {200, 7, 33, 1, 3, 5},
+          {256, 1, 8, 0, -1, 0},       {64, 1000, 37, 1, 999, 0}, {4096, 50, 65, 0, 7, 64},
+          {1031, 20011, 128, 1, 5, 0}, {300, 9, 64, 1, -1, 64}};
 }
 
 TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
@@ -30,7 +36,8 @@ TestCase make_fwd_case(const TestShape& s, DType t, uint64_t seed) {
 
 TestCase make_bwd_case(const TestShape& s, DType t, uint64_t seed) {
   EmbeddingBwdArgs a;
-  a.dout = random_tensor({s[0], s[2]}, t, seed, -1.0, 1.0);
+  const int64_t gap = s[5], lead = gap / 2;  // dout's columns sit inside a wider tensor
+  a.dout = random_tensor({s[0], s[2] + gap}, t, seed, -1.0, 1.0).slice(1, lead, lead + s[2]);
   a.indices = random_indices({s[0]}, s[1], index_dtype(s[3]), seed + 1);
   a.dweight = random_tensor({s[1], s[2]}, t, seed + 2, -1.0, 1.0);
   a.padding_idx = s[4];

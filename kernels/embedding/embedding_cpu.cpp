@@ -21,6 +21,14 @@ void embedding_index_error(const char* op, int64_t position, int64_t index, int6
            " (expected 0 <= index < ", V, ")");
 }
 
+namespace {
+// [N, C] with each row contiguous and rows at least C apart (not overlapping).
+bool rows_dense(const Tensor& t) {
+  return t.dim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1) &&
+         (t.size(0) <= 1 || t.stride(0) >= t.size(1));
+}
+}  // namespace
+
 void check_embedding_fwd_args(const EmbeddingFwdArgs& a) {
   AIM_CHECK(a.weight.dim() == 2 && a.weight.is_contiguous(),
             "[embedding_fwd] weight must be a contiguous [V, C], got ",
@@ -30,10 +38,10 @@ void check_embedding_fwd_args(const EmbeddingFwdArgs& a) {
             "[embedding_fwd] indices must be a contiguous [N] i32/i64, got ",
             to_string(a.indices.sizes()), " ", dtype_name(a.indices.dtype()));
   const Shape want{a.indices.size(0), a.weight.size(1)};
-  AIM_CHECK(a.out.sizes() == want && a.out.dtype() == a.weight.dtype() && a.out.is_contiguous(),
-            "[embedding_fwd] out must be a contiguous ", to_string(want), " ",
-            dtype_name(a.weight.dtype()), ", got ", to_string(a.out.sizes()), " ",
-            dtype_name(a.out.dtype()));
+  AIM_CHECK(a.out.sizes() == want && a.out.dtype() == a.weight.dtype() && rows_dense(a.out),
+            "[embedding_fwd] out must be a ", to_string(want), " ", dtype_name(a.weight.dtype()),
+            " with contiguous rows, got ", to_string(a.out.sizes()), " ", dtype_name(a.out.dtype()),
+            " strides ", to_string(a.out.strides()));
   AIM_CHECK(a.padding_idx < a.weight.size(0), "[embedding_fwd] padding_idx ", a.padding_idx,
             " out of range for V = ", a.weight.size(0));
 }
@@ -47,10 +55,10 @@ void check_embedding_bwd_args(const EmbeddingBwdArgs& a) {
             "[embedding_bwd] indices must be a contiguous [N] i32/i64, got ",
             to_string(a.indices.sizes()), " ", dtype_name(a.indices.dtype()));
   const Shape want{a.indices.size(0), a.dweight.size(1)};
-  AIM_CHECK(a.dout.sizes() == want && a.dout.dtype() == a.dweight.dtype() && a.dout.is_contiguous(),
-            "[embedding_bwd] dout must be a contiguous ", to_string(want), " ",
-            dtype_name(a.dweight.dtype()), ", got ", to_string(a.dout.sizes()), " ",
-            dtype_name(a.dout.dtype()));
+  AIM_CHECK(a.dout.sizes() == want && a.dout.dtype() == a.dweight.dtype() && rows_dense(a.dout),
+            "[embedding_bwd] dout must be a ", to_string(want), " ", dtype_name(a.dweight.dtype()),
+            " with contiguous rows, got ", to_string(a.dout.sizes()), " ",
+            dtype_name(a.dout.dtype()), " strides ", to_string(a.dout.strides()));
   AIM_CHECK(a.padding_idx < a.dweight.size(0), "[embedding_bwd] padding_idx ", a.padding_idx,
             " out of range for V = ", a.dweight.size(0));
 }
@@ -68,19 +76,21 @@ void check_indices(const char* op, const I* idx, int64_t N, int64_t V) {
 template <class T, class I>
 void fwd_ref(const EmbeddingFwdArgs& a) {
   const int64_t N = a.indices.size(0), V = a.weight.size(0), C = a.weight.size(1);
+  const int64_t ld = embedding_row_stride(a.out);
   const I* idx = a.indices.data<I>();
   const T* w = a.weight.data<T>();
   T* out = a.out.data<T>();
   for (int64_t n = 0; n < N; ++n) {
     const int64_t v = int64_t(idx[n]);
     if (v < 0 || v >= V) embedding_index_error("embedding_fwd", n, v, V);
-    for (int64_t c = 0; c < C; ++c) out[n * C + c] = w[v * C + c];
+    for (int64_t c = 0; c < C; ++c) out[n * ld + c] = w[v * C + c];
   }
 }
 
 template <class T, class I>
 void bwd_ref(const EmbeddingBwdArgs& a) {
   const int64_t N = a.indices.size(0), V = a.dweight.size(0), C = a.dweight.size(1);
+  const int64_t ld = embedding_row_stride(a.dout);
   const I* idx = a.indices.data<I>();
   const T* dout = a.dout.data<T>();
   T* dw = a.dweight.data<T>();
@@ -91,7 +101,7 @@ void bwd_ref(const EmbeddingBwdArgs& a) {
     if (v < 0 || v >= V) embedding_index_error("embedding_bwd", n, v, V);
     if (v == a.padding_idx) continue;  // the padding row gets no gradient
     touched[size_t(v)] = 1;
-    for (int64_t c = 0; c < C; ++c) acc[size_t(v * C + c)] += double(dout[n * C + c]);
+    for (int64_t c = 0; c < C; ++c) acc[size_t(v * C + c)] += double(dout[n * ld + c]);
   }
   for (int64_t v = 0; v < V; ++v)
     if (touched[size_t(v)])
@@ -122,9 +132,10 @@ void fwd_omp(const EmbeddingFwdArgs& a) {
   check_indices("embedding_fwd", idx, N, V);  // before any write: the first bad one is named
   const T* w = a.weight.data<T>();
   T* out = a.out.data<T>();
+  const int64_t ld = embedding_row_stride(a.out);
 #pragma omp parallel for schedule(static) if (N * C > (int64_t(1) << 15))
   for (int64_t n = 0; n < N; ++n)
-    std::copy(w + int64_t(idx[n]) * C, w + (int64_t(idx[n]) + 1) * C, out + n * C);
+    std::copy(w + int64_t(idx[n]) * C, w + (int64_t(idx[n]) + 1) * C, out + n * ld);
 }
 
 template <class T, class I>
@@ -134,6 +145,7 @@ void bwd_omp(const EmbeddingBwdArgs& a) {
   const I* idx = a.indices.data<I>();
   check_indices("embedding_bwd", idx, N, V);
   const T* dout = a.dout.data<T>();
+  const int64_t ld = embedding_row_stride(a.dout);
   T* dw = a.dweight.data<T>();
   // Positions grouped by index, each group in position order (so sums are deterministic).
   std::vector<int64_t> pos, starts;  // starts: start of each run of equal indices in pos
@@ -168,7 +180,7 @@ void bwd_omp(const EmbeddingBwdArgs& a) {
     for (int64_t r = 0; r < runs; ++r) {
       std::fill(acc.begin(), acc.end(), A(0));
       for (int64_t i = starts[size_t(r)]; i < starts[size_t(r) + 1]; ++i) {
-        const T* g = dout + pos[size_t(i)] * C;
+        const T* g = dout + pos[size_t(i)] * ld;
         for (int64_t c = 0; c < C; ++c) acc[size_t(c)] += A(g[c]);
       }
       T* row = dw + int64_t(idx[pos[size_t(starts[size_t(r)])]]) * C;

@@ -40,12 +40,12 @@ __device__ __forceinline__ void flag_bad(DeviceErrorRecord* err, DeviceErrorOp o
 
 template <class T, class I>
 __global__ void gather_kernel(const T* weight, const I* idx, T* out, int64_t N, int64_t V,
-                              int64_t C, DeviceErrorRecord* err) {
+                              int64_t C, int64_t ld, DeviceErrorRecord* err) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (n >= N) return;
   const int64_t v = int64_t(idx[n]);
-  T* o = out + n * C;
+  T* o = out + n * ld;
   if (v < 0 || v >= V) {
     if (lane == 0) flag_bad(err, DeviceErrorOp::embedding_fwd, n, v, V);
     for (int64_t c = lane; c < C; c += kWarpSize) o[c] = from_acc<T>(0.0f);
@@ -66,7 +66,7 @@ void embedding_fwd_cuda_gather(const EmbeddingFwdArgs& a) {
       AIM_LAUNCH(unsigned(ceil_div(N, kWarpsPerBlock)), kWarpsPerBlock * kWarpSize, 0,
                  stream_for(dev), gather_kernel<T, I>)
       (static_cast<const T*>(a.weight.raw_data()), a.indices.data<I>(),
-       static_cast<T*>(a.out.raw_data()), N, V, C, err);
+       static_cast<T*>(a.out.raw_data()), N, V, C, embedding_row_stride(a.out), err);
       AIM_CHECK_LAUNCH();
     });
   });
@@ -95,12 +95,12 @@ struct EmbeddingKey {
 
 template <class T, class I>
 __global__ void scatter_atomic_kernel(const T* dout, const I* idx, T* dw, int64_t N, int64_t V,
-                                      int64_t C, int64_t padding_idx) {
+                                      int64_t C, int64_t ld, int64_t padding_idx) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N * C;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i - n * C;
     const int64_t v = int64_t(idx[n]);  // a bad one was flagged by the count pass: skipped
-    if (v != padding_idx && v >= 0 && v < V) atomicAdd(dw + v * C + c, dout[i]);
+    if (v != padding_idx && v >= 0 && v < V) atomicAdd(dw + v * C + c, dout[n * ld + c]);
   }
 }
 
@@ -122,13 +122,13 @@ void embedding_bwd_cuda_atomic(const EmbeddingBwdArgs& a) {
         AIM_LAUNCH(grid_for(N * C, kThreads), kThreads, 0, stream_for(dev),
                    scatter_atomic_kernel<float, I>)
         (a.dout.data<float>(), a.indices.data<I>(), a.dweight.data<float>(), N, V, C,
-         a.padding_idx);
+         embedding_row_stride(a.dout), a.padding_idx);
         break;
       case DType::f64:
         AIM_LAUNCH(grid_for(N * C, kThreads), kThreads, 0, stream_for(dev),
                    scatter_atomic_kernel<double, I>)
         (a.dout.data<double>(), a.indices.data<I>(), a.dweight.data<double>(), N, V, C,
-         a.padding_idx);
+         embedding_row_stride(a.dout), a.padding_idx);
         break;
       default:
         AIM_FAIL("[embedding_bwd] cuda.atomic takes f32/f64, got ", dtype_name(a.dweight.dtype()));
@@ -143,7 +143,7 @@ constexpr int kColsPerLane = 4, kColsPerWarp = kColsPerLane * kWarpSize;
 
 template <class T>
 __global__ void accumulate_kernel(const T* dout, const int* offsets, const int* sorted,
-                                  const int* uniq, const int* meta, T* dw, int64_t C) {
+                                  const int* uniq, const int* meta, T* dw, int64_t C, int64_t ld) {
   using A = typename Acc<T>::type;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t u = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
@@ -153,7 +153,7 @@ __global__ void accumulate_kernel(const T* dout, const int* offsets, const int* 
   A acc[kColsPerLane];
   for (int k = 0; k < kColsPerLane; ++k) acc[k] = 0;
   for (int j = offsets[v]; j < offsets[v + 1]; ++j) {  // position order: deterministic
-    const T* g = dout + int64_t(sorted[j]) * C;
+    const T* g = dout + int64_t(sorted[j]) * ld;
     for (int k = 0; k < kColsPerLane; ++k) {
       const int64_t c = c0 + k * kWarpSize;
       if (c < C) acc[k] += to_acc<A>(g[c]);
@@ -181,7 +181,7 @@ void embedding_bwd_cuda_sorted(const EmbeddingBwdArgs& a) {
   AIM_DISPATCH_CUDA_FLOAT_TYPES(a.dweight.dtype(), T, {
     AIM_LAUNCH(grid, kWarpsPerBlock * kWarpSize, 0, stream, accumulate_kernel<T>)
     (static_cast<const T*>(a.dout.raw_data()), kb.offsets, kb.sorted, kb.uniq, kb.meta,
-     static_cast<T*>(a.dweight.raw_data()), C);
+     static_cast<T*>(a.dweight.raw_data()), C, embedding_row_stride(a.dout));
   });
   AIM_CHECK_LAUNCH();
 }

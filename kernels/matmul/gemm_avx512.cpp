@@ -599,9 +599,10 @@ void skinny_rows(int64_t rows, int64_t nr, int64_t K, float alpha, const float* 
 
 // op(B) = B: kc rows of nc floats at b (row by row: long contiguous reads the hardware
 // prefetchers follow; reading a 48-column strip down the rows of B touched a new page per row
-// and ran latency-bound) -> 48-column panels, panel p at dst + p * kc * 48.
-void pack_skinny_rows(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
-  constexpr int64_t W = kSkinnyW;
+// and ran latency-bound) -> W-column panels (W a multiple of 16, zero-padded), panel p at
+// dst + p * kc * W.
+void pack_skinny_rows(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* dst,
+                      int64_t W = kSkinnyW) {
   const int64_t npan = ceil_div(nc, W);
   for (int64_t k = 0; k < kc; ++k) {
     const float* src = b + k * ldb;
@@ -609,13 +610,12 @@ void pack_skinny_rows(const float* b, int64_t ldb, int64_t kc, int64_t nc, float
       const int64_t w = std::min(W, nc - p * W);
       float* d = dst + (p * kc + k) * W;
       if (w == W) {
-        _mm512_storeu_ps(d, _mm512_loadu_ps(src + p * W));
-        _mm512_storeu_ps(d + 16, _mm512_loadu_ps(src + p * W + 16));
-        _mm512_storeu_ps(d + 32, _mm512_loadu_ps(src + p * W + 32));
+        for (int64_t q = 0; q < W; q += 16)
+          _mm512_storeu_ps(d + q, _mm512_loadu_ps(src + p * W + q));
       } else {
-        for (int v = 0; v < 3; ++v) {
-          const __mmask16 m = mask_first(std::clamp<int64_t>(w - 16 * v, 0, 16));
-          _mm512_storeu_ps(d + 16 * v, _mm512_maskz_loadu_ps(m, src + p * W + 16 * v));
+        for (int64_t q = 0; q < W; q += 16) {
+          const __mmask16 m = mask_first(std::clamp<int64_t>(w - q, 0, 16));
+          _mm512_storeu_ps(d + q, _mm512_maskz_loadu_ps(m, src + p * W + q));
         }
       }
     }
@@ -624,8 +624,8 @@ void pack_skinny_rows(const float* b, int64_t ldb, int64_t kc, int64_t nc, float
 
 // op(B) = B^T: nc rows of B (the columns of op(B)), kc floats of each from b -> the same panels,
 // 16 rows x 16 k transposed in registers at a time (rows past nc and k past kc read as zero).
-void pack_skinny_t(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
-  constexpr int64_t W = kSkinnyW;
+void pack_skinny_t(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* dst,
+                   int64_t W = kSkinnyW) {
   const int64_t npan = ceil_div(nc, W);
   for (int64_t p = 0; p < npan; ++p)
     for (int64_t q = 0; q < W; q += 16) {
@@ -635,9 +635,10 @@ void pack_skinny_t(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* d
         const __mmask16 km = mask_first(nk);
         __m512 r[16];
 #pragma GCC unroll 16
-        for (int jj = 0; jj < 16; ++jj)
-          r[jj] =
-              jj < nrow ? _mm512_maskz_loadu_ps(km, b + (j + jj) * ldb + k) : _mm512_setzero_ps();
+        for (int jj = 0; jj < 16; ++jj) {
+          const int64_t row = j + std::min<int64_t>(jj, nrow - 1);  // rows past nc: masked off
+          r[jj] = _mm512_maskz_loadu_ps(jj < nrow ? km : __mmask16(0), b + row * ldb + k);
+        }
         transpose16(r);
         float* d = dst + (p * kc + k) * W + q;
         for (int kk = 0; kk < nk; ++kk) _mm512_storeu_ps(d + kk * W, r[kk]);
@@ -671,6 +672,131 @@ void skinny_m(bool trans_b, int64_t M, int64_t j0, int64_t j1, int64_t K, float 
                           buf + p * kc * W, beta_eff, C + r * ldc + jc + p * W, ldc);
       }
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Narrow-N path (kSmallN < N <= kNarrowN, or any N <= kNarrowN with op(A) = A^T): few columns and
+// many rows, e.g. DIN's attention (per row of the batch 100 x 80 x 128 NT, then 102400 x 40 x
+// 80) or a 7 x 7 feature map's per-image GEMM (N = 49). The packed path padded N to 32-column
+// panels (80 -> 96, 40 -> 64) and packed each MC x KC block of A only to use it against one to
+// three panels. Here op(B) is packed once, all N columns of a row (rounded up to whole vectors,
+// zero-padded) per k, and A is not packed: each micro-tile of MR rows x all N columns broadcasts
+// its A elements straight from A's rows (or columns). The k order of every output and the
+// epilogue are the packed path's (same KC blocks, one FMA chain per block), so the bits are the
+// same as there.
+// ---------------------------------------------------------------------------------------------
+constexpr int64_t kNarrowN = 96;
+
+// Rows per micro-tile for NV vectors of columns: MR x NV accumulators + NV registers of B <= 31.
+template <int NV>
+constexpr int narrow_mr() {
+  return NV <= 2 ? 14 : NV == 3 ? 9 : NV == 4 ? 6 : NV == 5 ? 5 : 4;
+}
+
+// MR rows x the N (<= 16 * NV) columns of C over kc steps of the packed op(B) rows (16 * NV
+// floats each), then C = alpha * acc + beta * C as micro_kernel (beta == 0: C not read).
+template <int MR, int NV>
+void narrow_tile(int64_t kc, const float* __restrict A, int64_t a_rs, int64_t a_cs,
+                 const float* __restrict b, int64_t N, float alpha, float beta, float* __restrict C,
+                 int64_t ldc) {
+  constexpr int64_t W = 16 * NV;
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + k * W + 16 * v);
+    const float* a = A + k * a_cs;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * a_rs]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __mmask16 last = mask_first(N - 16 * (NV - 1));
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = v == NV - 1 ? last : __mmask16(0xFFFF);
+      float* cp = C + r * ldc + 16 * v;
+      __m512 t;
+      if (beta == 0.0f)
+        t = _mm512_mul_ps(acc[r][v], va);
+      else if (beta == 1.0f)
+        t = _mm512_fmadd_ps(acc[r][v], va, _mm512_maskz_loadu_ps(m, cp));
+      else
+        t = _mm512_fmadd_ps(acc[r][v], va, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, cp)));
+      _mm512_mask_storeu_ps(cp, m, t);
+    }
+}
+
+// rows (<= MR) rows from A and C: a tile of that many rows.
+template <int MR, int NV>
+void narrow_rows(int rows, int64_t kc, const float* A, int64_t a_rs, int64_t a_cs, const float* b,
+                 int64_t N, float alpha, float beta, float* C, int64_t ldc) {
+  if constexpr (MR > 1) {
+    if (rows < MR)
+      return narrow_rows<MR - 1, NV>(rows, kc, A, a_rs, a_cs, b, N, alpha, beta, C, ldc);
+  }
+  narrow_tile<MR, NV>(kc, A, a_rs, a_cs, b, N, alpha, beta, C, ldc);
+}
+
+// Rows [i0, i1) of C against the packed op(B) (K rows of 16 * NV floats), K in KC blocks.
+template <int NV>
+void narrow_n(int64_t i0, int64_t i1, int64_t K, int64_t KC, float alpha, const float* A,
+              int64_t a_rs, int64_t a_cs, const float* pb, int64_t N, float beta, float* C,
+              int64_t ldc) {
+  constexpr int MR = narrow_mr<NV>();
+  for (int64_t pc = 0; pc < K; pc += KC) {
+    const int64_t kc = std::min(KC, K - pc);
+    const float beta_eff = pc == 0 ? beta : 1.0f;
+    for (int64_t i = i0; i < i1; i += MR)
+      narrow_rows<MR, NV>(int(std::min<int64_t>(MR, i1 - i)), kc, A + i * a_rs + pc * a_cs, a_rs,
+                          a_cs, pb + pc * 16 * NV, N, alpha, beta_eff, C + i * ldc, ldc);
+  }
+}
+
+void narrow_n_dispatch(int64_t i0, int64_t i1, int64_t K, int64_t KC, float alpha, const float* A,
+                       int64_t a_rs, int64_t a_cs, const float* pb, int64_t N, float beta, float* C,
+                       int64_t ldc) {
+  switch (ceil_div(N, 16)) {
+    case 1:
+      return narrow_n<1>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+    case 2:
+      return narrow_n<2>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+    case 3:
+      return narrow_n<3>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+    case 4:
+      return narrow_n<4>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+    case 5:
+      return narrow_n<5>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+    default:
+      return narrow_n<6>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+  }
+}
+
+int narrow_mr_for(int64_t N) {
+  switch (ceil_div(N, 16)) {
+    case 1:
+      return narrow_mr<1>();
+    case 2:
+      return narrow_mr<2>();
+    case 3:
+      return narrow_mr<3>();
+    case 4:
+      return narrow_mr<4>();
+    case 5:
+      return narrow_mr<5>();
+    default:
+      return narrow_mr<6>();
   }
 }
 
@@ -752,6 +878,31 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
         const int64_t i1 = std::min(M, blocks * (t + 1) / n * 4);
         if (i0 < i1) small_n(N, i0, i1, K, alpha, A, lda, bt, beta, C, ldc);
       }
+    }
+    return;
+  }
+
+  if (N <= kNarrowN && (N > kSmallN || trans_a)) {
+    // op(B) packed whole: K rows of W floats (zero-padded), shared read-only by the team.
+    const int64_t W = ceil_div(N, 16) * 16, KCn = blocking().kc;
+    float* pb = tl_pack_b.get(size_t(K) * size_t(W));
+    if (trans_b)
+      pack_skinny_t(B, ldb, K, N, pb, W);
+    else
+      pack_skinny_rows(B, ldb, K, N, pb, W);
+    const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
+    const int64_t mr = narrow_mr_for(N), groups = ceil_div(M, mr);
+    const int nt_s = std::max(1, int(std::min<int64_t>(nt, groups)));
+    auto part = [&](int t, int n) {
+      const int64_t i0 = std::min(M, groups * t / n * mr),
+                    i1 = std::min(M, groups * (t + 1) / n * mr);
+      if (i0 < i1) narrow_n_dispatch(i0, i1, K, KCn, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+    };
+    if (nt_s == 1) {
+      part(0, 1);
+    } else {
+#pragma omp parallel num_threads(nt_s)
+      part(omp_get_thread_num(), omp_get_num_threads());
     }
     return;
   }

@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions/embedding.h"
+#include "autograd/functions/index.h"
 #include "autograd/functions/layer_norm.h"
 #include "autograd/functions/loss.h"
 #include "autograd/functions/shape.h"
@@ -115,6 +116,34 @@ TEST(NnGrad, EmbeddingPaddingIdxGetsNoGradient) {
   w.zero_grad();
   embedding(w, i).backward(vec({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}));
   expect_near(w.grad().to_vector<double>(), {0, 0, 6, 8, 7, 8, 3, 4});
+}
+
+// embedding_cat: the tables' rows gathered into their column slices of one result equal the
+// concatenation of the separate lookups; gradcheck through both tables (one with a padding row,
+// one table used twice, which accumulates both slices' gradients).
+TEST(NnGrad, EmbeddingCatEqualsConcatOfLookups) {
+  Variable a = param({5, 3}, 21, "a"), b = param({4, 2}, 22, "b");
+  const Tensor ia = idx({1, 3, 1, 0, 4, 4}, {2, 3}), ib = idx({3, 0, 2, 2, 1, 0}, {2, 3});
+  const Variable y = embedding_cat({a, b}, {ia, ib}, {-1, -1});
+  ASSERT_EQ(y.sizes(), (Shape{2, 3, 5}));
+  const Variable want = concat({embedding(a, ia), embedding(b, ib)}, -1);
+  expect_near(y.data().to_vector<double>(), want.data().to_vector<double>(), 0);
+  expect_gradcheck(
+      [&](const std::vector<Variable>& v) {
+        return embedding_cat({v[0], v[1]}, {ia, ib.to(DType::i32)}, {-1, -1});
+      },
+      {a, b}, "two tables");
+  expect_gradcheck(
+      [&](const std::vector<Variable>& v) {
+        return embedding_cat({v[0], v[1], v[0]}, {ia, ib, ib}, {-1, -1, -1});
+      },
+      {a, b}, "a table used twice");
+  // The padding row (b's row 2) gets no gradient, as embedding's.
+  Variable c(vec({0, 1, 10, 11, 20, 21}, {3, 2}), true, "c");
+  const Tensor ic = idx({2, 0, 2}, {3});
+  embedding_cat({c, c}, {ic, ic}, {2, -1})
+      .backward(vec({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 4}));
+  expect_near(c.grad().to_vector<double>(), {5 + 7, 6 + 8, 0, 0, 3 + 11, 4 + 12});
 }
 
 TEST(NnGrad, ParameterGradientsAccumulateAcrossBackwards) {

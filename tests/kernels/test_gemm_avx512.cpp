@@ -274,6 +274,51 @@ TEST_F(GemmAvx512, SmallMAndSmallN) {
   }
 }
 
+// The narrow-N path (4 < N <= 96, or any N <= 96 with op(A) = A^T: op(B) packed whole, A read in
+// place): every row-tile height (M = 1..15 rows past whole tiles), the six widths (1-6 vectors,
+// partial last vector), K across the 512-deep blocks, every beta kind.
+TEST_F(GemmAvx512, NarrowN) {
+  for (int64_t n : {5, 16, 17, 40, 49, 64, 80, 96})
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      run_case({100, n, 128, ta, tb, 1.0f, 0.0f, 0, true});
+      run_case({n + 13, n, 1030, ta, tb, -0.5f, 1.0f, 3, false});
+      run_case({37, n, 77, ta, tb, 1.5f, 2.0f, 1, false});
+    }
+  for (int64_t m = 1; m <= 15; ++m) run_case({m, 80, 33, false, true, 1.0f, 0.0f, 0, true});
+  run_case({2000, 3, 50, true, false, 1.0f, 0.5f, 0, false});  // N <= 4, op(A) = A^T
+}
+
+// The narrow-N path gives the packed path's bits (same k order per output, same K blocks, same
+// epilogue): the first N columns of a 200-column product (packed path) equal the N-column product.
+TEST_F(GemmAvx512, NarrowNMatchesPackedPathBits) {
+  const int64_t wide = 200;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t n : {7, 40, 49, 80, 96})
+    for (int64_t k : {128, 700})
+      for (int t = 0; t < 4; ++t)
+        for (float beta : {0.0f, 1.0f}) {
+          const bool ta = t & 1, tb = t & 2;
+          const int64_t m = 45;
+          SCOPED_TRACE("N=" + std::to_string(n) + " K=" + std::to_string(k) +
+                       " t=" + std::to_string(t) + " beta=" + std::to_string(beta));
+          std::vector<float> a(size_t(m * k)), b(size_t(k * wide)), c0(size_t(m * wide));
+          for (auto& x : a) x = dist(rng);
+          for (auto& x : b) x = dist(rng);
+          for (auto& x : c0) x = dist(rng);
+          const int64_t lda = ta ? m : k, ldb = tb ? k : wide;  // op(B)'s first n columns: B's
+          std::vector<float> cw = c0, cn = c0;                  // first n rows (B^T) or columns
+          sgemm_avx512(ta, tb, m, wide, k, 1.0f, a.data(), lda, b.data(), ldb, beta, cw.data(),
+                       wide);
+          sgemm_avx512(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, beta, cn.data(), wide);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              ASSERT_EQ(cn[size_t(i * wide + j)], cw[size_t(i * wide + j)])
+                  << "C[" << i << "," << j << "]";
+        }
+}
+
 TEST_F(GemmAvx512, ThreadCounts) {
   const int saved = omp_get_max_threads();
   for (int nt : {1, 2, 3}) {
