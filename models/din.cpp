@@ -69,10 +69,14 @@ Variable Din::attention_scores(const Variable& q, const Variable& k) {
   const Variable per_row = ag::unsqueeze(ag::linear(q, w_q, fc1->bias), 1);  // [B,1,A]
   Variable per_pos;                                                          // [B,T,A]
   if (cfg_.att_impl == "fold") {
-    // Per row b: W_b = w_k + q_b * w_p (q_b scaling each column h), then k_b W_b'.
-    const Variable w_b = ag::add(ag::unsqueeze(w_k, 0),
-                                 ag::mul(ag::unsqueeze(q, 1), ag::unsqueeze(w_p, 0)));  // [B,A,H]
-    per_pos = ag::matmul(k, w_b, false, true);
+    // Per row b: W_b' = w_k' + q_b w_p' (q_b scaling each row h), then k_b W_b'. Built as
+    // [B, H, A] (not W_b [B, A, H] with a transposed product): the GEMM then reads its rows of A
+    // = 80 floats in place instead of transposing each row's 40 KB operand while packing it.
+    auto t = [](const Variable& w) { return ag::contiguous(ag::transpose(w, 0, 1)); };  // [H,A]
+    const Variable w_bt =
+        ag::add(ag::unsqueeze(t(w_k), 0),
+                ag::mul(ag::unsqueeze(q, 2), ag::unsqueeze(t(w_p), 0)));  // [B,H,A]
+    per_pos = ag::matmul(k, w_bt);
   } else {
     per_pos = ag::linear(ag::concat({k, ag::mul(qe(), k)}, -1), ag::concat({w_k, w_p}, 1));
   }

@@ -681,10 +681,10 @@ void skinny_m(bool trans_b, int64_t M, int64_t j0, int64_t j1, int64_t K, float 
 // 80) or a 7 x 7 feature map's per-image GEMM (N = 49). The packed path padded N to 32-column
 // panels (80 -> 96, 40 -> 64) and packed each MC x KC block of A only to use it against one to
 // three panels. Here op(B) is packed once, all N columns of a row (rounded up to whole vectors,
-// zero-padded) per k, and A is not packed: each micro-tile of MR rows x all N columns broadcasts
-// its A elements straight from A's rows (or columns). The k order of every output and the
-// epilogue are the packed path's (same KC blocks, one FMA chain per block), so the bits are the
-// same as there.
+// zero-padded) per k (or op(B) = B read in place when N is a multiple of 16), and A is not packed:
+// each micro-tile of MR rows x all N columns broadcasts its A elements straight from A's rows (or
+// columns). The k order of every output and the epilogue are the packed path's (same KC blocks, one
+// FMA chain per block), so the bits are the same as there.
 // ---------------------------------------------------------------------------------------------
 constexpr int64_t kNarrowN = 96;
 
@@ -694,13 +694,12 @@ constexpr int narrow_mr() {
   return NV <= 2 ? 14 : NV == 3 ? 9 : NV == 4 ? 6 : NV == 5 ? 5 : 4;
 }
 
-// MR rows x the N (<= 16 * NV) columns of C over kc steps of the packed op(B) rows (16 * NV
-// floats each), then C = alpha * acc + beta * C as micro_kernel (beta == 0: C not read).
+// MR rows x the N (<= 16 * NV) columns of C over kc rows of op(B) (16 * NV readable floats
+// each, ldbp apart), then C = alpha * acc + beta * C as micro_kernel (beta == 0: C not read).
 template <int MR, int NV>
 void narrow_tile(int64_t kc, const float* __restrict A, int64_t a_rs, int64_t a_cs,
-                 const float* __restrict b, int64_t N, float alpha, float beta, float* __restrict C,
-                 int64_t ldc) {
-  constexpr int64_t W = 16 * NV;
+                 const float* __restrict b, int64_t ldbp, int64_t N, float alpha, float beta,
+                 float* __restrict C, int64_t ldc) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
@@ -710,7 +709,7 @@ void narrow_tile(int64_t kc, const float* __restrict A, int64_t a_rs, int64_t a_
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + k * W + 16 * v);
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + k * ldbp + 16 * v);
     const float* a = A + k * a_cs;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
@@ -741,45 +740,46 @@ void narrow_tile(int64_t kc, const float* __restrict A, int64_t a_rs, int64_t a_
 // rows (<= MR) rows from A and C: a tile of that many rows.
 template <int MR, int NV>
 void narrow_rows(int rows, int64_t kc, const float* A, int64_t a_rs, int64_t a_cs, const float* b,
-                 int64_t N, float alpha, float beta, float* C, int64_t ldc) {
+                 int64_t ldbp, int64_t N, float alpha, float beta, float* C, int64_t ldc) {
   if constexpr (MR > 1) {
     if (rows < MR)
-      return narrow_rows<MR - 1, NV>(rows, kc, A, a_rs, a_cs, b, N, alpha, beta, C, ldc);
+      return narrow_rows<MR - 1, NV>(rows, kc, A, a_rs, a_cs, b, ldbp, N, alpha, beta, C, ldc);
   }
-  narrow_tile<MR, NV>(kc, A, a_rs, a_cs, b, N, alpha, beta, C, ldc);
+  narrow_tile<MR, NV>(kc, A, a_rs, a_cs, b, ldbp, N, alpha, beta, C, ldc);
 }
 
-// Rows [i0, i1) of C against the packed op(B) (K rows of 16 * NV floats), K in KC blocks.
+// Rows [i0, i1) of C against op(B) (K rows of 16 * NV readable floats, ldbp apart), K in KC
+// blocks.
 template <int NV>
 void narrow_n(int64_t i0, int64_t i1, int64_t K, int64_t KC, float alpha, const float* A,
-              int64_t a_rs, int64_t a_cs, const float* pb, int64_t N, float beta, float* C,
-              int64_t ldc) {
+              int64_t a_rs, int64_t a_cs, const float* pb, int64_t ldbp, int64_t N, float beta,
+              float* C, int64_t ldc) {
   constexpr int MR = narrow_mr<NV>();
   for (int64_t pc = 0; pc < K; pc += KC) {
     const int64_t kc = std::min(KC, K - pc);
     const float beta_eff = pc == 0 ? beta : 1.0f;
     for (int64_t i = i0; i < i1; i += MR)
       narrow_rows<MR, NV>(int(std::min<int64_t>(MR, i1 - i)), kc, A + i * a_rs + pc * a_cs, a_rs,
-                          a_cs, pb + pc * 16 * NV, N, alpha, beta_eff, C + i * ldc, ldc);
+                          a_cs, pb + pc * ldbp, ldbp, N, alpha, beta_eff, C + i * ldc, ldc);
   }
 }
 
 void narrow_n_dispatch(int64_t i0, int64_t i1, int64_t K, int64_t KC, float alpha, const float* A,
-                       int64_t a_rs, int64_t a_cs, const float* pb, int64_t N, float beta, float* C,
-                       int64_t ldc) {
+                       int64_t a_rs, int64_t a_cs, const float* pb, int64_t ldbp, int64_t N,
+                       float beta, float* C, int64_t ldc) {
   switch (ceil_div(N, 16)) {
     case 1:
-      return narrow_n<1>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+      return narrow_n<1>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
     case 2:
-      return narrow_n<2>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+      return narrow_n<2>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
     case 3:
-      return narrow_n<3>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+      return narrow_n<3>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
     case 4:
-      return narrow_n<4>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+      return narrow_n<4>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
     case 5:
-      return narrow_n<5>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+      return narrow_n<5>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
     default:
-      return narrow_n<6>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+      return narrow_n<6>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
   }
 }
 
@@ -883,20 +883,28 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   }
 
   if (N <= kNarrowN && (N > kSmallN || trans_a)) {
-    // op(B) packed whole: K rows of W floats (zero-padded), shared read-only by the team.
+    // op(B) packed whole: K rows of W floats (zero-padded), shared read-only by the team; read
+    // in place when its rows are already whole vectors (op(B) = B, N a multiple of 16).
     const int64_t W = ceil_div(N, 16) * 16, KCn = blocking().kc;
-    float* pb = tl_pack_b.get(size_t(K) * size_t(W));
-    if (trans_b)
-      pack_skinny_t(B, ldb, K, N, pb, W);
-    else
-      pack_skinny_rows(B, ldb, K, N, pb, W);
+    const float* pb = B;
+    int64_t ldbp = ldb;
+    if (trans_b || N != W) {
+      float* buf = tl_pack_b.get(size_t(K) * size_t(W));
+      if (trans_b)
+        pack_skinny_t(B, ldb, K, N, buf, W);
+      else
+        pack_skinny_rows(B, ldb, K, N, buf, W);
+      pb = buf;
+      ldbp = W;
+    }
     const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
     const int64_t mr = narrow_mr_for(N), groups = ceil_div(M, mr);
     const int nt_s = std::max(1, int(std::min<int64_t>(nt, groups)));
     auto part = [&](int t, int n) {
       const int64_t i0 = std::min(M, groups * t / n * mr),
                     i1 = std::min(M, groups * (t + 1) / n * mr);
-      if (i0 < i1) narrow_n_dispatch(i0, i1, K, KCn, alpha, A, a_rs, a_cs, pb, N, beta, C, ldc);
+      if (i0 < i1)
+        narrow_n_dispatch(i0, i1, K, KCn, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
     };
     if (nt_s == 1) {
       part(0, 1);
