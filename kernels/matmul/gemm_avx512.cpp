@@ -783,6 +783,14 @@ void narrow_n_dispatch(int64_t i0, int64_t i1, int64_t K, int64_t KC, float alph
   }
 }
 
+// part(t, n) for each thread t of a team of n = nt (called inline when nt == 1).
+template <class F>
+void on_team(int nt, F&& part) {
+  if (nt == 1) return part(0, 1);
+#pragma omp parallel num_threads(nt)
+  part(omp_get_thread_num(), omp_get_num_threads());
+}
+
 int narrow_mr_for(int64_t N) {
   switch (ceil_div(N, 16)) {
     case 1:
@@ -847,17 +855,11 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
     const int64_t strips = ceil_div(N, kSkinnyW);
     const int nt_s = std::max(1, int(std::min<int64_t>(nt, strips)));
-    auto part = [&](int t, int n) {
+    on_team(nt_s, [&](int t, int n) {
       const int64_t j0 = std::min(N, strips * t / n * kSkinnyW),
                     j1 = std::min(N, strips * (t + 1) / n * kSkinnyW);
       if (j0 < j1) skinny_m(trans_b, M, j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
-    };
-    if (nt_s == 1) {
-      part(0, 1);
-    } else {
-#pragma omp parallel num_threads(nt_s)
-      part(omp_get_thread_num(), omp_get_num_threads());
-    }
+    });
     return;
   }
 
@@ -900,18 +902,12 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
     const int64_t mr = narrow_mr_for(N), groups = ceil_div(M, mr);
     const int nt_s = std::max(1, int(std::min<int64_t>(nt, groups)));
-    auto part = [&](int t, int n) {
+    on_team(nt_s, [&](int t, int n) {
       const int64_t i0 = std::min(M, groups * t / n * mr),
                     i1 = std::min(M, groups * (t + 1) / n * mr);
       if (i0 < i1)
         narrow_n_dispatch(i0, i1, K, KCn, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
-    };
-    if (nt_s == 1) {
-      part(0, 1);
-    } else {
-#pragma omp parallel num_threads(nt_s)
-      part(omp_get_thread_num(), omp_get_num_threads());
-    }
+    });
     return;
   }
 
