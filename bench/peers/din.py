@@ -110,15 +110,19 @@ def run_train(args, model, batches):
     model.train()
     opt = make_optimizer(args.optimizer, model.parameters(), args.lr, args.foreach)
     set_to_none = not args.no_set_to_none
+    fwd = torch.compile(model) if args.compile else model
 
     def step(b):
-        logits = model(b["item"], b["cate"], b["hist_item"], b["hist_cate"], b["mask"])
+        logits = fwd(b["item"], b["cate"], b["hist_item"], b["hist_cate"], b["mask"])
         loss = Din.loss(logits, b["label"])
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=set_to_none)
         return float(loss)  # as aim, which reads the loss back every step
 
+    if args.compile:
+        for b in batches:  # compile every history length before the timed loop
+            step(b)
     times, losses = [], []
     for i in range(args.warmup + args.steps):
         b = batches[i % len(batches)]
@@ -142,11 +146,16 @@ def run_infer(args, model, batches):
         with torch.no_grad():
             traced = torch.jit.trace(model, (b["item"], b["cate"], b["hist_item"], b["hist_cate"], b["mask"]))
             fwd = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+    elif args.compile:
+        fwd = torch.compile(model)
 
     def once(b):
         with torch.inference_mode():
             return torch.sigmoid(fwd(b["item"], b["cate"], b["hist_item"], b["hist_cate"], b["mask"]))
 
+    if args.compile:
+        for b in batches:  # compile every history length before the timed loop
+            once(b)
     times = []
     checksum = 0.0
     for i in range(args.warmup + args.iters):
@@ -179,6 +188,9 @@ def main():
     ap.add_argument("--foreach", action="store_true", help="multi-tensor optimizer (foreach=True)")
     ap.add_argument("--no-set-to-none", action="store_true", help="zero_grad writes zeros instead of freeing")
     ap.add_argument("--jit", action="store_true", help="infer: torch.jit.trace + freeze + optimize_for_inference")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (Inductor, default mode); every cycled batch runs once, "
+                         "untimed, before the warm-up, so each history length is compiled before timing")
     ap.add_argument("--profile", type=int, default=0, help="extra profiled iterations (0: none)")
     ap.add_argument("--profile-top", type=int, default=12)
     a = ap.parse_args()
@@ -191,6 +203,11 @@ def main():
             ap.error("--%s must be > 0, got %d" % (name.replace("_", "-"), getattr(a, name)))
     if a.warmup < 0 or a.profile < 0 or not a.lr > 0:
         ap.error("--warmup and --profile must be >= 0 and --lr > 0")
+    if a.compile and not hasattr(torch, "compile"):
+        ap.error("--compile needs torch >= 2.0 (this is %s)" % torch.__version__)
+    if a.compile and a.jit:
+        ap.error("--compile and --jit are two ways of compiling: choose one")
+
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)

@@ -3,7 +3,7 @@
 #
 #   bench/peers/run_din.sh [BUILD_DIR] [--threads T] [--rounds R] [--out FILE]
 #                          [--optimizer OPT] [--lr LR] [--modes train,infer] [--peer-env tuned|stock]
-#                          [--att fold|split|concat]
+#                          [--att fold|split|concat] [--peer-python PY] [--peer-args "..."]
 #
 # BUILD_DIR (default build/) holds aim-train and aim-infer. Per mode, aim and PyTorch alternate
 # (aim, torch, aim, torch, ...: R rounds each, default 2), so drift on a shared machine hits both.
@@ -15,7 +15,9 @@
 # one batched GEMM, aim's default; split: the regrouped weight; concat: the reference graph on the
 # materialised [q, k, q-k, q*k]; models/din.h).
 # --peer-env stock runs the peer as Debian ships it instead (for reference only). Why each knob:
-# bench/peers/README.md.
+# bench/peers/README.md. --peer-python runs the peer with another Python (e.g.
+# /work/venv-torch/bin/python: PyPI's current torch, docs/bert-bench.md); --peer-args passes extra
+# flags to din.py (e.g. "--compile": torch.compile, compiled in the untimed warm-up).
 #
 # Output: a table (mode, batch, p50 of each side = median over rounds of each run's p50, ratio
 # torch/aim = speed-up of aim) and every run's raw JSON line appended to --out (default
@@ -26,7 +28,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 build=build threads=2 rounds=2 out=bench-din.jsonl optimizer=adam lr=0.01 modes=train,infer att=fold
-peer_env=tuned
+peer_env=tuned peer_python=/usr/bin/python3 peer_extra=""
 die() { echo "run_din.sh: $*" >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -38,6 +40,8 @@ while [[ $# -gt 0 ]]; do
     --att) att=${2:?--att needs a value}; shift 2 ;;
     --modes) modes=${2:?--modes needs a value}; shift 2 ;;
     --peer-env) peer_env=${2:?--peer-env needs a value}; shift 2 ;;
+    --peer-python) peer_python=${2:?--peer-python needs a value}; shift 2 ;;
+    --peer-args) peer_extra=${2?--peer-args needs a value}; shift 2 ;;
     -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) build=$1; shift ;;
@@ -48,8 +52,9 @@ done
 [[ $peer_env == tuned || $peer_env == stock ]] || die "--peer-env must be tuned or stock, got '$peer_env'"
 [[ -d $build ]] || die "build directory '$build' does not exist (build aim-train/aim-infer first)"
 build=$(cd "$build" && pwd)
-python=/usr/bin/python3
-[[ -x $python ]] || die "$python not found (the peer needs Debian's python3-torch)"
+python=$peer_python
+[[ -x $python ]] || die "$python not found (the peer needs a Python with torch: Debian's python3-torch)"
+read -r -a extra <<< "$peer_extra"
 
 # shellcheck source=lib.sh
 source "$here/lib.sh"
@@ -77,13 +82,13 @@ for mode in ${modes//,/ }; do
       aim_args=(din --device cpu --batch-size 256 --steps 60 --eval-every 0 --eval-samples 1000
                 --optimizer "$optimizer" --lr "$lr" --threads "$threads" --config "att=$att")
       peer_args=(--mode train --batch-size 256 --steps 60 --warmup 10 --optimizer "$optimizer"
-                 --lr "$lr" --threads "$threads" --att "$att") ;;
+                 --lr "$lr" --threads "$threads" --att "$att" "${extra[@]}") ;;
     infer)
       batch=1024 key=latency_ms aim_bin=$build/aim-infer
       aim_args=(din --device cpu --batch-size 1024 --iters 30 --warmup 5 --threads "$threads"
                 --config "att=$att")
       peer_args=(--mode infer --batch-size 1024 --iters 30 --warmup 5 --threads "$threads"
-                 --att "$att") ;;
+                 --att "$att" "${extra[@]}") ;;
     *) die "unknown mode '$mode' in --modes (allowed: train, infer)" ;;
   esac
   compare_mode "$here/din.py"
