@@ -5,7 +5,7 @@ Inputs are synthetic (random images and labels made before timing), NCHW float32
 Run with /usr/bin/python3 (Debian torch 1.13, torchvision 0.14):
   cnn.py --model resnet50 --mode train --batch-size 16 --steps 10 --warmup 3 --threads 2
   cnn.py --model resnet50 --mode infer --batch-size 16 --iters 10 --warmup 3 --threads 2
-  [--channels-last] [--jit] [--profile N]
+  [--channels-last] [--jit] [--compile] [--profile N]
 Prints one JSON line (step_time_ms or latency_ms p50/p90/p99, throughput in images/s at p50) with
 the environment the run saw. bench/peers/run_cnn.sh runs it beside aim in the tuned environment
 of MACHINE.md (bench/peers/README.md).
@@ -52,9 +52,18 @@ def main():
     ap.add_argument("--foreach", action="store_true")
     ap.add_argument("--no-set-to-none", action="store_true")
     ap.add_argument("--jit", action="store_true", help="infer: trace + freeze + optimize_for_inference")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (torch >= 2.0, Inductor, default mode); it compiles in the "
+                         "first, untimed warm-up iteration")
     ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--profile-top", type=int, default=12)
     a = ap.parse_args()
+    if a.compile and not hasattr(torch, "compile"):
+        ap.error("--compile needs torch >= 2.0 (this is %s)" % torch.__version__)
+    if a.compile and a.jit:
+        ap.error("--compile and --jit are two ways of compiling: choose one")
+    if a.compile and a.warmup < 1:
+        ap.error("--compile needs --warmup >= 1 (the compilation is not timed)")
     for name in ("batch_size", "steps", "iters", "threads", "image"):
         if getattr(a, name) <= 0:
             ap.error("--%s must be > 0" % name.replace("_", "-"))
@@ -75,10 +84,11 @@ def main():
         opt = make_optimizer(a.optimizer, model.parameters(), a.lr, a.foreach)
         if a.optimizer == "sgd":  # momentum SGD, as the CNN recipes (MODELS.md §2.1) and aim's run
             opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+        net = torch.compile(model) if a.compile else model
 
         def step(i):
             x, y = batches[i % len(batches)]
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(net(x), y)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=not a.no_set_to_none)
@@ -90,6 +100,8 @@ def main():
         if a.jit:
             with torch.no_grad():
                 fwd = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, batches[0][0])))
+        elif a.compile:
+            fwd = torch.compile(model)
 
         def step(i):
             with torch.inference_mode():
@@ -106,7 +118,7 @@ def main():
     prof = profile(a, fn)
     p50 = percentile(times, 50)
     r = {"framework": "pytorch", "model": a.model, "mode": a.mode, "batch": a.batch_size, "image": a.image,
-         "threads": a.threads, "channels_last": a.channels_last,
+         "threads": a.threads, "channels_last": a.channels_last, "compile": a.compile,
          key: {"p50": p50, "p90": percentile(times, 90), "p99": percentile(times, 99),
                "mean": sum(times) / len(times)},
          "throughput": a.batch_size / p50 * 1e3, "throughput_unit": "images/s",
