@@ -8,9 +8,11 @@
 #include "kernels/embedding/embedding_cpu.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
+#include "kernels/elementwise/loops_cpu.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/registry.h"
 
@@ -125,6 +127,25 @@ void embedding_bwd_cpu_ref(const EmbeddingBwdArgs& a) {
 
 // ---- cpu.omp --------------------------------------------------------------------------------
 
+// One gathered row: plain copies, or (stream) non-temporal stores of its whole 32-byte pieces
+// (dst 32-byte aligned), the rest copied.
+template <class T>
+void copy_row(const T* src, int64_t C, T* dst, bool stream) {
+#if defined(__AVX__)
+  if (stream) {
+    const int64_t bytes = C * int64_t(sizeof(T)), whole = bytes / 32 * 32;
+    const char* s = reinterpret_cast<const char*>(src);
+    char* d = reinterpret_cast<char*>(dst);
+    for (int64_t i = 0; i < whole; i += 32)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+    std::memcpy(d + whole, s + whole, size_t(bytes - whole));
+    return;
+  }
+#endif
+  std::copy(src, src + C, dst);
+}
+
 template <class T, class I>
 void fwd_omp(const EmbeddingFwdArgs& a) {
   const int64_t N = a.indices.size(0), V = a.weight.size(0), C = a.weight.size(1);
@@ -133,9 +154,16 @@ void fwd_omp(const EmbeddingFwdArgs& a) {
   const T* w = a.weight.data<T>();
   T* out = a.out.data<T>();
   const int64_t ld = embedding_row_stride(a.out);
-#pragma omp parallel for schedule(static) if (N * C > (int64_t(1) << 15))
-  for (int64_t n = 0; n < N; ++n)
-    std::copy(w + int64_t(idx[n]) * C, w + (int64_t(idx[n]) + 1) * C, out + n * ld);
+  // An output beyond the L3 has left the caches before its reader runs: streamed, its lines are
+  // not read for ownership first (DIN's 52 MB history keys at batch 1024: ~5.0 -> ~3.5 ms).
+  const bool stream = beyond_l3(N * ld * int64_t(sizeof(T))) &&
+                      reinterpret_cast<uintptr_t>(out) % 32 == 0 && (ld * sizeof(T)) % 32 == 0;
+#pragma omp parallel if (N * C > (int64_t(1) << 15))
+  {
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) copy_row(w + int64_t(idx[n]) * C, C, out + n * ld, stream);
+    if (stream) ew_detail::stream_fence();  // each thread orders its own streamed stores
+  }
 }
 
 template <class T, class I>

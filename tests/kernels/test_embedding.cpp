@@ -1,6 +1,8 @@
 // embedding: error paths and padding semantics beyond the registry-driven comparison.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kernels/embedding/embedding.h"
 #include "kernels/registry.h"
 #include "kernels/testing.h"
@@ -67,6 +69,33 @@ TEST(Embedding, ForwardWritesIntoAColumnSlice) {
         ASSERT_EQ(got[size_t(n * W + c)], want) << "row " << n << " column " << c;
       }
   }
+}
+
+// An output beyond the L3 (32 MiB) is written with non-temporal stores (cpu.omp): the same rows as
+// cpu.ref, into a whole tensor and into a column slice (rows 1 KiB apart), the other columns kept.
+TEST(Embedding, StreamedLargeOutputMatchesReference) {
+  const int64_t N = 70000, V = 5000, C = 128, W = 256, lead = 128;  // 35.8 MB of out rows
+  const Tensor w = random_tensor({V, C}, DType::f32, 9, -1.0, 1.0);
+  const Tensor idx = random_indices({N}, V, DType::i64, 10);
+  Tensor want = Tensor::empty({N, C});
+  {
+    ScopedVariant sv("embedding_fwd", "cpu.ref");
+    embedding_fwd({w, idx, want, -1});
+  }
+  const std::vector<float> wv = want.to_vector<float>();
+  ScopedVariant sv("embedding_fwd", "cpu.omp");
+  Tensor got = Tensor::full({N, C}, std::nanf(""), DType::f32);
+  embedding_fwd({w, idx, got, -1});
+  EXPECT_TRUE(got.to_vector<float>() == wv) << "whole output";
+  Tensor wide = Tensor::full({N, W}, 7.0, DType::f32);
+  embedding_fwd({w, idx, wide.slice(1, lead, lead + C), -1});
+  const std::vector<float> g = wide.to_vector<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < W; ++c) {
+      const bool in = c >= lead && c < lead + C;
+      ASSERT_EQ(g[size_t(n * W + c)], in ? wv[size_t(n * C + c - lead)] : 7.0f)
+          << "row " << n << " column " << c;
+    }
 }
 
 }  // namespace
