@@ -43,20 +43,20 @@ namespace ew_detail {
 
 constexpr size_t kBufBytes = 2048;  // L1-resident staging buffer
 
-// dst and bytes are multiples of the store width (32 bytes).
+// dst (aligned) and bytes are multiples of the store width (32 bytes); src may be unaligned.
 inline void stream_bytes(void* dst, const void* src, size_t bytes) {
 #if defined(__AVX__)
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
   for (size_t i = 0; i < bytes; i += 32)
     _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
-                        _mm256_load_si256(reinterpret_cast<const __m256i*>(s + i)));
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
 #elif AIM_EW_CAN_STREAM
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
   for (size_t i = 0; i < bytes; i += 16)
     _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
-                     _mm_load_si128(reinterpret_cast<const __m128i*>(s + i)));
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
 #else
   std::memcpy(dst, src, bytes);
 #endif

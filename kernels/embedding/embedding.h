@@ -50,11 +50,12 @@ inline Cost embedding_bwd_cost(const EmbeddingBwdArgs& a) {
   return Cost{N * C, N * C * e + N * double(dtype_size(a.indices.dtype())) + N * C * e, N * C * e};
 }
 
-// Host-side validation shared by every variant (shapes, dtypes, padding_idx range).
 // The row stride of out / dout (elements between rows): C or more.
 inline int64_t embedding_row_stride(const Tensor& t) {
   return t.size(0) > 1 ? t.stride(0) : t.size(1);
 }
+
+// Host-side validation shared by every variant (shapes, dtypes, padding_idx range).
 void check_embedding_fwd_args(const EmbeddingFwdArgs& a);
 void check_embedding_bwd_args(const EmbeddingBwdArgs& a);
 // Throws "[op] index <i> at position <n> is out of range for V = <V>" naming the first bad one.

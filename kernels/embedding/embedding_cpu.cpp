@@ -131,19 +131,11 @@ void embedding_bwd_cpu_ref(const EmbeddingBwdArgs& a) {
 // (dst 32-byte aligned), the rest copied.
 template <class T>
 void copy_row(const T* src, int64_t C, T* dst, bool stream) {
-#if defined(__AVX__)
-  if (stream) {
-    const int64_t bytes = C * int64_t(sizeof(T)), whole = bytes / 32 * 32;
-    const char* s = reinterpret_cast<const char*>(src);
-    char* d = reinterpret_cast<char*>(dst);
-    for (int64_t i = 0; i < whole; i += 32)
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
-    std::memcpy(d + whole, s + whole, size_t(bytes - whole));
-    return;
-  }
-#endif
-  std::copy(src, src + C, dst);
+  if (!stream) return void(std::copy(src, src + C, dst));
+  const size_t bytes = size_t(C) * sizeof(T), whole = bytes / 32 * 32;
+  ew_detail::stream_bytes(dst, src, whole);
+  std::memcpy(reinterpret_cast<char*>(dst) + whole, reinterpret_cast<const char*>(src) + whole,
+              bytes - whole);
 }
 
 template <class T, class I>
@@ -157,7 +149,7 @@ void fwd_omp(const EmbeddingFwdArgs& a) {
   // An output beyond the L3 has left the caches before its reader runs: streamed, its lines are
   // not read for ownership first (DIN's 52 MB history keys at batch 1024: embedding_fwd 5.0 ->
   // 3.4-3.9 ms per batch in `aim-infer din --profile`).
-  const bool stream = beyond_l3(N * ld * int64_t(sizeof(T))) &&
+  const bool stream = AIM_EW_CAN_STREAM && beyond_l3(N * ld * int64_t(sizeof(T))) &&
                       reinterpret_cast<uintptr_t>(out) % 32 == 0 && (ld * sizeof(T)) % 32 == 0;
 #pragma omp parallel if (N * C > (int64_t(1) << 15))
   {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
 
 namespace aim::kernels {
 namespace {
@@ -635,10 +636,9 @@ void pack_skinny_t(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* d
         const __mmask16 km = mask_first(nk);
         __m512 r[16];
 #pragma GCC unroll 16
-        for (int jj = 0; jj < 16; ++jj) {
-          const int64_t row = j + std::min<int64_t>(jj, nrow - 1);  // rows past nc: masked off
-          r[jj] = _mm512_maskz_loadu_ps(jj < nrow ? km : __mmask16(0), b + row * ldb + k);
-        }
+        for (int jj = 0; jj < 16; ++jj)
+          r[jj] =
+              jj < nrow ? _mm512_maskz_loadu_ps(km, b + (j + jj) * ldb + k) : _mm512_setzero_ps();
         transpose16(r);
         float* d = dst + (p * kc + k) * W + q;
         for (int kk = 0; kk < nk; ++kk) _mm512_storeu_ps(d + kk * W, r[kk]);
@@ -764,22 +764,22 @@ void narrow_n(int64_t i0, int64_t i1, int64_t K, int64_t KC, float alpha, const 
   }
 }
 
-void narrow_n_dispatch(int64_t i0, int64_t i1, int64_t K, int64_t KC, float alpha, const float* A,
-                       int64_t a_rs, int64_t a_cs, const float* pb, int64_t ldbp, int64_t N,
-                       float beta, float* C, int64_t ldc) {
+// f(std::integral_constant<int, NV>) for the NV = ceil(N / 16) of N <= kNarrowN.
+template <class F>
+decltype(auto) with_narrow_nv(int64_t N, F&& f) {
   switch (ceil_div(N, 16)) {
     case 1:
-      return narrow_n<1>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
+      return f(std::integral_constant<int, 1>());
     case 2:
-      return narrow_n<2>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
+      return f(std::integral_constant<int, 2>());
     case 3:
-      return narrow_n<3>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
+      return f(std::integral_constant<int, 3>());
     case 4:
-      return narrow_n<4>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
+      return f(std::integral_constant<int, 4>());
     case 5:
-      return narrow_n<5>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
+      return f(std::integral_constant<int, 5>());
     default:
-      return narrow_n<6>(i0, i1, K, KC, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
+      return f(std::integral_constant<int, 6>());
   }
 }
 
@@ -789,23 +789,6 @@ void on_team(int nt, F&& part) {
   if (nt == 1) return part(0, 1);
 #pragma omp parallel num_threads(nt)
   part(omp_get_thread_num(), omp_get_num_threads());
-}
-
-int narrow_mr_for(int64_t N) {
-  switch (ceil_div(N, 16)) {
-    case 1:
-      return narrow_mr<1>();
-    case 2:
-      return narrow_mr<2>();
-    case 3:
-      return narrow_mr<3>();
-    case 4:
-      return narrow_mr<4>();
-    case 5:
-      return narrow_mr<5>();
-    default:
-      return narrow_mr<6>();
-  }
 }
 
 }  // namespace
@@ -900,13 +883,17 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
       ldbp = W;
     }
     const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
-    const int64_t mr = narrow_mr_for(N), groups = ceil_div(M, mr);
+    const int64_t mr = with_narrow_nv(N, [](auto nv) { return narrow_mr<decltype(nv)::value>(); });
+    const int64_t groups = ceil_div(M, mr);
     const int nt_s = std::max(1, int(std::min<int64_t>(nt, groups)));
     on_team(nt_s, [&](int t, int n) {
       const int64_t i0 = std::min(M, groups * t / n * mr),
                     i1 = std::min(M, groups * (t + 1) / n * mr);
       if (i0 < i1)
-        narrow_n_dispatch(i0, i1, K, KCn, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C, ldc);
+        with_narrow_nv(N, [&](auto nv) {
+          narrow_n<decltype(nv)::value>(i0, i1, K, KCn, alpha, A, a_rs, a_cs, pb, ldbp, N, beta, C,
+                                        ldc);
+        });
     });
     return;
   }
