@@ -60,9 +60,9 @@ void set_tf32(const std::string& value);
 // --winograd 4|2|off: the largest Winograd tile of the CPU's fp32 3x3 convolutions
 // (kernels/math_mode.h); anything else is a UsageError naming the flag and the allowed values.
 inline constexpr const char* kWinogradHelp =
-    "CPU fp32 3x3 convolutions: 4 (default: Winograd F(4x4,3x3) from 16x16 outputs up, F(2x2) "
-    "below; fastest, ~5e-4 from the direct sum) | 2 (F(2x2,3x3) only, ~1e-4) | off (im2col: "
-    "the direct sum's rounding, as PyTorch's CPU convolutions)";
+    "CPU fp32 3x3 and 5x5 convolutions: 4 (default: Winograd F(4x4,3x3) from 16x16 outputs up, "
+    "F(2x2,3x3) below, F(2x2,5x5) for 5x5; fastest, ~5e-4 from the direct sum) | 2 (F(2x2,3x3) "
+    "only, ~1e-4) | off (im2col: the direct sum's rounding, as PyTorch's CPU convolutions)";
 void set_winograd(const std::string& value);
 inline constexpr const char* kDenormalsHelp =
     "CPU subnormal floats: flush (default: to zero, as TensorFlow; they are slow on the CPU) | "

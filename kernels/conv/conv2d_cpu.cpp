@@ -849,16 +849,17 @@ namespace {
 
 // ---- cpu.widen --------------------------------------------------------------------------------
 // f16/bf16: every tensor widened to f32, the f32 algorithm the default selection takes for the
-// shape (cpu.winograd4 / cpu.winograd for 3x3 stride-1 convolutions with >= 16 channels, else
-// cpu.im2col), the outputs rounded once to 16 bits (dw and dbias accumulate in f32 before their
-// rounding): the rounding points of a tensor-core convolution with f32 accumulation, at the f32
-// path's speed.
+// shape (cpu.winograd4 / cpu.winograd for 3x3 and cpu.winograd_5x5 for 5x5 stride-1 convolutions
+// with >= 16 channels, else cpu.im2col), the outputs rounded once to 16 bits (dw and dbias
+// accumulate in f32 before their rounding): the rounding points of a tensor-core convolution with
+// f32 accumulation, at the f32 path's speed.
 
-// Runs the f32 algorithm for conv2d_winograd_tile's answer: F(4x4), F(2x2) or im2col.
+// Runs the f32 algorithm for conv2d_winograd_tile's answer: F(4x4, 3x3), F(2x2, 3x3),
+// F(2x2, 5x5) or im2col.
 template <class Args>
 void run_f32_algorithm(int tile, const Args& a, void (*f4)(const Args&), void (*f2)(const Args&),
-                       void (*im2col)(const Args&)) {
-  (tile == 4 ? f4 : tile == 2 ? f2 : im2col)(a);
+                       void (*f5x5)(const Args&), void (*im2col)(const Args&)) {
+  (tile == 4 ? f4 : tile == 2 ? f2 : tile == kWinograd5x5 ? f5x5 : im2col)(a);
 }
 
 Tensor widened(const Tensor& t) { return t.defined() ? t.to(DType::f32) : Tensor(); }
@@ -883,7 +884,7 @@ Tensor images(const Tensor& t, int64_t n0, int64_t n) {
   return t.defined() ? t.narrow(0, n0, n) : Tensor();
 }
 
-// f(n0, n) over the chunks of images: the whole batch at once for Winograd (tile 2 or 4), chunks
+// f(n0, n) over the chunks of images: the whole batch at once for Winograd (any tile), chunks
 // of widen_chunk_images for im2col; `floats` is the f32 size of the chunked tensors together.
 template <class F>
 void for_image_chunks(int tile, int64_t N, int64_t floats, F f) {
@@ -903,7 +904,7 @@ void conv2d_fwd_cpu_widen(const Conv2dFwdArgs& a) {
     w.residual = widened(images(a.residual, n0, n));
     w.y = Tensor::empty(images(a.y, n0, n).sizes(), DType::f32);
     run_f32_algorithm(tile, w, conv2d_fwd_cpu_winograd4, conv2d_fwd_cpu_winograd,
-                      conv2d_fwd_cpu_im2col);
+                      conv2d_fwd_cpu_winograd5x5, conv2d_fwd_cpu_im2col);
     images(a.y, n0, n).copy_(w.y);
   });
 }
@@ -917,7 +918,7 @@ void conv2d_bwd_data_cpu_widen(const Conv2dBwdDataArgs& a) {
     w.w = wf;
     w.dx = Tensor::empty(images(a.dx, n0, n).sizes(), DType::f32);
     run_f32_algorithm(tile, w, conv2d_bwd_data_cpu_winograd4, conv2d_bwd_data_cpu_winograd,
-                      conv2d_bwd_data_cpu_im2col);
+                      conv2d_bwd_data_cpu_winograd5x5, conv2d_bwd_data_cpu_im2col);
     images(a.dx, n0, n).copy_(w.dx);
   });
 }
@@ -930,11 +931,12 @@ void bwd_filter_widen(const Conv2dBwdFilterArgs& a, bool ordered) {
   w.dbias = widened(a.dbias);
   const int tile = conv2d_winograd_tile(w.dw, w.p, w.dy.size(0), w.dy.size(2), w.dy.size(3));
   if (ordered)
-    run_f32_algorithm(tile, w, conv2d_bwd_filter_cpu_winograd4_ordered,
-                      conv2d_bwd_filter_cpu_winograd_ordered, conv2d_bwd_filter_cpu_im2col_ordered);
+    run_f32_algorithm(
+        tile, w, conv2d_bwd_filter_cpu_winograd4_ordered, conv2d_bwd_filter_cpu_winograd_ordered,
+        conv2d_bwd_filter_cpu_winograd5x5_ordered, conv2d_bwd_filter_cpu_im2col_ordered);
   else
     run_f32_algorithm(tile, w, conv2d_bwd_filter_cpu_winograd4, conv2d_bwd_filter_cpu_winograd,
-                      conv2d_bwd_filter_cpu_im2col);
+                      conv2d_bwd_filter_cpu_winograd5x5, conv2d_bwd_filter_cpu_im2col);
   a.dw.copy_(w.dw);
   if (a.dbias.defined()) a.dbias.copy_(w.dbias);
 }
@@ -962,8 +964,8 @@ void conv2d_bwd_filter(const Conv2dBwdFilterArgs& a) {
 }
 
 // The default CPU f32 variant per call: cpu.winograd4 or cpu.winograd where Winograd is preferred
-// (3x3 stride 1, >= 16 channels each way; F(4x4) where conv2d_winograd_tile finds it wins), else
-// the registered default (cpu.im2col).
+// (3x3 stride 1, >= 16 channels each way; F(4x4) where conv2d_winograd_tile finds it wins),
+// cpu.winograd_5x5 for such 5x5 convolutions, else the registered default (cpu.im2col).
 std::string winograd_rule(const Tensor& t, const Tensor& w, const Conv2dParams& p,
                           const Tensor& out) {
   if (t.dtype() != DType::f32 || w.dim() != 4 || out.dim() != 4) return "";
@@ -972,6 +974,8 @@ std::string winograd_rule(const Tensor& t, const Tensor& w, const Conv2dParams& 
       return "cpu.winograd4";
     case 2:
       return "cpu.winograd";
+    case kWinograd5x5:
+      return "cpu.winograd_5x5";
     default:
       return "";
   }
@@ -991,9 +995,10 @@ struct ConvCpuOp {
   void (*widen)(const Args&);
   void (*winograd)(const Args&);
   void (*winograd4)(const Args&);
+  void (*winograd5x5)(const Args&);
   Dims (*dims)(const Args&);
   const Tensor& (*weight)(const Args&);  // w, or dw for the filter gradient
-  std::string (*rule)(const Args&);      // cpu.winograd4 / cpu.winograd where they win
+  std::string (*rule)(const Args&);      // the Winograd variant where one wins
   Cost (*cost)(const Args&);
   TestCase (*make_case)(const TestShape&, DType, uint64_t);
 };
@@ -1025,6 +1030,15 @@ void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
             dims(a);
             return conv2d_winograd4_supports(weight(a), a.p);
           }});
+  op.add({"cpu.winograd_5x5",
+          Backend::CPU,
+          Provider::Own,
+          o.winograd5x5,
+          {DType::f32},
+          [dims = o.dims, weight = o.weight](const Args& a) {
+            dims(a);
+            return conv2d_winograd5x5_supports(weight(a), a.p);
+          }});
   op.set_default(Backend::CPU, "cpu.ref");
   if (fast) op.set_default(Backend::CPU, "cpu.im2col", {DType::f32});
   if (cpu_has_avx512()) op.set_default_rule(Backend::CPU, o.rule);
@@ -1036,6 +1050,7 @@ void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
   op.tolerance = conv_cpu::conv2d_tolerance;
   // F(4x4, 3x3) rounds ~10x more than F(2x2) (kernels/conv/README.md).
   op.variant_tolerance["cpu.winograd4"] = conv_cpu::conv2d_winograd4_tolerance;
+  op.variant_tolerance["cpu.winograd_5x5"] = conv_cpu::conv2d_winograd4_tolerance;
   op.small_enough_for_simt = conv_cpu::conv2d_simt_small;
 }
 
@@ -1045,24 +1060,26 @@ void register_conv2d_cpu(Registry& r) {
   register_conv_cpu_op<Conv2dFwdArgs>(
       r, {"conv2d_fwd", "2-D convolution, NCHW, groups/stride/dilation/asymmetric pads (F.conv2d)",
           conv2d_fwd_cpu_ref, conv2d_fwd_cpu_im2col, conv2d_fwd_cpu_widen, conv2d_fwd_cpu_winograd,
-          conv2d_fwd_cpu_winograd4, dims_fwd,
+          conv2d_fwd_cpu_winograd4, conv2d_fwd_cpu_winograd5x5, dims_fwd,
           [](const Conv2dFwdArgs& a) -> const Tensor& { return a.w; },
           [](const Conv2dFwdArgs& a) { return winograd_rule(a.x, a.w, a.p, a.y); }, conv2d_fwd_cost,
           conv_cpu::make_conv2d_fwd_case});
   register_conv_cpu_op<Conv2dBwdDataArgs>(
-      r, {"conv2d_bwd_data", "conv2d input gradient dx (=); also conv_transpose2d forward",
-          conv2d_bwd_data_cpu_ref, conv2d_bwd_data_cpu_im2col, conv2d_bwd_data_cpu_widen,
-          conv2d_bwd_data_cpu_winograd, conv2d_bwd_data_cpu_winograd4, dims_bwd_data,
-          [](const Conv2dBwdDataArgs& a) -> const Tensor& { return a.w; },
-          [](const Conv2dBwdDataArgs& a) { return winograd_rule(a.dy, a.w, a.p, a.dy); },
-          conv2d_bwd_data_cost, conv_cpu::make_conv2d_bwd_data_case});
+      r,
+      {"conv2d_bwd_data", "conv2d input gradient dx (=); also conv_transpose2d forward",
+       conv2d_bwd_data_cpu_ref, conv2d_bwd_data_cpu_im2col, conv2d_bwd_data_cpu_widen,
+       conv2d_bwd_data_cpu_winograd, conv2d_bwd_data_cpu_winograd4, conv2d_bwd_data_cpu_winograd5x5,
+       dims_bwd_data, [](const Conv2dBwdDataArgs& a) -> const Tensor& { return a.w; },
+       [](const Conv2dBwdDataArgs& a) { return winograd_rule(a.dy, a.w, a.p, a.dy); },
+       conv2d_bwd_data_cost, conv_cpu::make_conv2d_bwd_data_case});
   register_conv_cpu_op<Conv2dBwdFilterArgs>(
-      r, {"conv2d_bwd_filter", "conv2d weight gradient dw and dbias (+=)",
-          conv2d_bwd_filter_cpu_ref, conv2d_bwd_filter_cpu_im2col, conv2d_bwd_filter_cpu_widen,
-          conv2d_bwd_filter_cpu_winograd, conv2d_bwd_filter_cpu_winograd4, dims_bwd_filter,
-          [](const Conv2dBwdFilterArgs& a) -> const Tensor& { return a.dw; },
-          [](const Conv2dBwdFilterArgs& a) { return winograd_rule(a.x, a.dw, a.p, a.dy); },
-          conv2d_bwd_filter_cost, conv_cpu::make_conv2d_bwd_filter_case});
+      r,
+      {"conv2d_bwd_filter", "conv2d weight gradient dw and dbias (+=)", conv2d_bwd_filter_cpu_ref,
+       conv2d_bwd_filter_cpu_im2col, conv2d_bwd_filter_cpu_widen, conv2d_bwd_filter_cpu_winograd,
+       conv2d_bwd_filter_cpu_winograd4, conv2d_bwd_filter_cpu_winograd5x5, dims_bwd_filter,
+       [](const Conv2dBwdFilterArgs& a) -> const Tensor& { return a.dw; },
+       [](const Conv2dBwdFilterArgs& a) { return winograd_rule(a.x, a.dw, a.p, a.dy); },
+       conv2d_bwd_filter_cost, conv_cpu::make_conv2d_bwd_filter_case});
   // The filter gradient sums over the images; its fast variants give each thread a partial sum
   // (and group the images for the team size), so the last bits follow --threads. The *_ordered
   // variants run the one-thread plan on any team: --deterministic selects them.
@@ -1100,12 +1117,24 @@ void register_conv2d_cpu(Registry& r) {
             dims_bwd_filter(a);
             return conv2d_winograd4_supports(a.dw, a.p);
           }});
-  bf.variant_tolerance["cpu.winograd4_ordered"] = conv_cpu::conv2d_winograd4_tolerance;
+  bf.add({"cpu.winograd_5x5_ordered",
+          Backend::CPU,
+          Provider::Own,
+          conv2d_bwd_filter_cpu_winograd5x5_ordered,
+          {DType::f32},
+          [](const Conv2dBwdFilterArgs& a) {
+            dims_bwd_filter(a);
+            return conv2d_winograd5x5_supports(a.dw, a.p);
+          }});
+  for (const char* v :
+       {"cpu.winograd4", "cpu.winograd4_ordered", "cpu.winograd_5x5", "cpu.winograd_5x5_ordered"})
+    bf.variant_tolerance[v] = conv_cpu::conv2d_winograd_filter_tolerance;
   const char* why = "per-thread partial sums over the images: the last bits depend on --threads";
   bf.set_nondeterministic("cpu.im2col", "cpu.im2col_ordered", why);
   bf.set_nondeterministic("cpu.widen", "cpu.widen_ordered", why);
   bf.set_nondeterministic("cpu.winograd", "cpu.winograd_ordered", why);
   bf.set_nondeterministic("cpu.winograd4", "cpu.winograd4_ordered", why);
+  bf.set_nondeterministic("cpu.winograd_5x5", "cpu.winograd_5x5_ordered", why);
 }
 
 }  // namespace aim::kernels

@@ -18,6 +18,7 @@ TestCase make_conv2d_bwd_data_case(const TestShape& s, DType t, uint64_t seed);
 TestCase make_conv2d_bwd_filter_case(const TestShape& s, DType t, uint64_t seed);
 Tolerance conv2d_tolerance(DType t, const TestShape& s);
 Tolerance conv2d_winograd4_tolerance(DType t, const TestShape& s);
+Tolerance conv2d_winograd_filter_tolerance(DType t, const TestShape& s);
 bool conv2d_simt_small(const TestShape& s);
 
 }  // namespace aim::kernels::conv_cpu

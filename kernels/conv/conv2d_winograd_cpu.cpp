@@ -49,9 +49,9 @@ namespace aim::kernels {
 
 namespace {
 
-std::string supports(const Tensor& w, const Conv2dParams& p, const char* name) {
-  if (w.size(2) != 3 || w.size(3) != 3)
-    return str(name, " takes 3x3 kernels, got ", w.size(2), "x", w.size(3));
+std::string supports(const Tensor& w, const Conv2dParams& p, const char* name, int64_t r) {
+  if (w.size(2) != r || w.size(3) != r)
+    return str(name, " takes ", r, "x", r, " kernels, got ", w.size(2), "x", w.size(3));
   if (p.stride_h != 1 || p.stride_w != 1)
     return str(name, " takes stride 1, got ", p.stride_h, ",", p.stride_w);
   if (p.dil_h != 1 || p.dil_w != 1)
@@ -64,19 +64,28 @@ std::string supports(const Tensor& w, const Conv2dParams& p, const char* name) {
 }  // namespace
 
 std::string conv2d_winograd_supports(const Tensor& w, const Conv2dParams& p) {
-  return supports(w, p, "F(2x2, 3x3)");
+  return supports(w, p, "F(2x2, 3x3)", 3);
 }
 std::string conv2d_winograd4_supports(const Tensor& w, const Conv2dParams& p) {
-  return supports(w, p, "F(4x4, 3x3)");
+  return supports(w, p, "F(4x4, 3x3)", 3);
+}
+std::string conv2d_winograd5x5_supports(const Tensor& w, const Conv2dParams& p) {
+  return supports(w, p, "F(2x2, 5x5)", 5);
 }
 
 // Checked on every default dispatch of a convolution: plain comparisons, no message built.
 int conv2d_winograd_tile(const Tensor& w, const Conv2dParams& p, int64_t N, int64_t P, int64_t Q) {
-  const bool ok = w.dtype() == DType::f32 && w.size(2) == 3 && w.size(3) == 3 && p.stride_h == 1 &&
-                  p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
-                  cpu_has_avx512() && w.size(0) >= 16 && w.size(1) >= 16 && P >= 2 && Q >= 2;
+  const int64_t r = w.size(2);
+  const bool ok = w.dtype() == DType::f32 && (r == 3 || r == 5) && w.size(3) == r &&
+                  p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 &&
+                  p.groups == 1 && cpu_has_avx512() && w.size(0) >= 16 && w.size(1) >= 16 &&
+                  P >= 2 && Q >= 2;
   const int most = winograd_tile();  // --winograd (kernels/math_mode.h)
   if (!ok || most == 0) return 0;
+  // F(2x2, 5x5): 36 products per 2x2 tile for the direct 100; its coefficients (4, 5, 16/24) round
+  // as F(4x4, 3x3)'s, so --winograd 2 (the ~1e-4 mode) leaves 5x5 to im2col. From 16x16 outputs:
+  // GoogLeNet's 14x14 maps measured even with im2col, its 7x7 ones 1.2x slower, 28x28 1.6x faster.
+  if (r == 5) return most < 4 || P * Q < 256 ? 0 : kWinograd5x5;
   if (most < 4) return 2;
   // F(4x4) computes 36 products per 4x4 tile, F(2x2) 16 per 2x2 tile: the padded tiles' ratio,
   // and F(4x4)'s tiles in the batch (its fixed costs per block: the transformed filters packed per
@@ -208,6 +217,7 @@ inline __m512 relu_ps(__m512 v) {
 // F43).
 struct F23 {
   static constexpr int m = 2, xis = 16;         // output tile m x m, (m + 2)^2 GEMMs
+  static constexpr int taps = 9;                // 3x3 filters
   static constexpr int64_t target_tiles = 512;  // tiles per GEMM
 
   // V[xi][c][t] = (B^T d B)[xi] of every tile's input patch d (x [N, C, H, W]).
@@ -391,9 +401,69 @@ struct F23 {
 
 };  // F23
 
+inline __m512 splat(float v) { return _mm512_set1_ps(v); }
+
+// B^T d B over the six points 0, 1, -1, 2, -2 and infinity, shared by F(4x4, 3x3) and F(2x2, 5x5):
+// in Toom-Cook's construction B depends on the points alone (G and A^T on the filter and tile
+// sizes), so both 6x6 input patches transform alike.
+struct B6 {
+  // o = B^T d (6 values): 4d0 - 5d2 + d4, -4d1 - 4d2 + d3 + d4, 4d1 - 4d2 - d3 + d4,
+  // -2d1 - d2 + 2d3 + d4, 2d1 - d2 - 2d3 + d4, 4d1 - 5d3 + d5.
+  static void bt_mul(const __m512* d, __m512* o) {
+    const __m512 a = _mm512_fnmadd_ps(splat(4), d[2], d[4]);  // d4 - 4d2
+    const __m512 b = _mm512_fnmadd_ps(splat(4), d[1], d[3]);  // d3 - 4d1
+    const __m512 c = _mm512_sub_ps(d[4], d[2]);
+    const __m512 e = _mm512_mul_ps(splat(2), _mm512_sub_ps(d[3], d[1]));
+    o[0] = _mm512_fmadd_ps(splat(4), d[0], _mm512_fnmadd_ps(splat(5), d[2], d[4]));
+    o[1] = _mm512_add_ps(a, b);
+    o[2] = _mm512_sub_ps(a, b);
+    o[3] = _mm512_add_ps(c, e);
+    o[4] = _mm512_sub_ps(c, e);
+    o[5] = _mm512_fmadd_ps(splat(4), d[1], _mm512_fnmadd_ps(splat(5), d[3], d[5]));
+  }
+
+  // o = B v (the transpose of bt): 4v0, 4(v5 - v1 + v2) - 2(v3 - v4), -5v0 - 4(v1 + v2) - (v3 +
+  // v4), (v1 - v2) + 2(v3 - v4) - 5v5, v0 + v1 + v2 + v3 + v4, v5.
+  static void b_mul(const __m512* v, __m512* o) {
+    const __m512 p = _mm512_sub_ps(v[1], v[2]), s = _mm512_add_ps(v[1], v[2]);
+    const __m512 q = _mm512_sub_ps(v[3], v[4]), t = _mm512_add_ps(v[3], v[4]);
+    o[0] = _mm512_mul_ps(splat(4), v[0]);
+    o[1] = _mm512_fnmadd_ps(splat(2), q, _mm512_mul_ps(splat(4), _mm512_sub_ps(v[5], p)));
+    o[2] = _mm512_sub_ps(_mm512_fnmadd_ps(splat(4), s, _mm512_mul_ps(splat(-5), v[0])), t);
+    o[3] = _mm512_fnmadd_ps(splat(5), v[5], _mm512_fmadd_ps(splat(2), q, p));
+    o[4] = _mm512_add_ps(_mm512_add_ps(v[0], s), t);
+    o[5] = v[5];
+  }
+
+  // The second half of the input transform: h[r] holds row r of 16 tiles' patches times B (d B);
+  // V[6 r + col] (at dst + (6 r + col) xi_stride + j0, lanes m) = (B^T h)[r][col].
+  static void store_bt(__m512 (&h)[6][6], float* dst, int64_t xi_stride, int64_t j0, __mmask16 m) {
+    for (int col = 0; col < 6; ++col) {
+      const __m512 v[6] = {h[0][col], h[1][col], h[2][col], h[3][col], h[4][col], h[5][col]};
+      __m512 o[6];
+      bt_mul(v, o);
+      for (int r = 0; r < 6; ++r)
+        _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
+    }
+  }
+
+  // The first half of the input gradient's transform: u = B dV of 16 tiles' transformed gradients
+  // (dV[6 r + col] at src + (6 r + col) xi_stride + j0, lanes m); then B u[r] is patch row r.
+  static void load_b(const float* src, int64_t xi_stride, int64_t j0, __mmask16 m,
+                     __m512 (&u)[6][6]) {
+    for (int col = 0; col < 6; ++col) {
+      __m512 v[6], o[6];
+      for (int r = 0; r < 6; ++r)
+        v[r] = _mm512_maskz_loadu_ps(m, src + (6 * r + col) * xi_stride + j0);
+      b_mul(v, o);
+      for (int r = 0; r < 6; ++r) u[r][col] = o[r];
+    }
+  }
+};
+
 // F(4x4, 3x3).
 struct F43 {
-  static constexpr int m = 4, xis = 36;
+  static constexpr int m = 4, xis = 36, taps = 9;
   // Tiles hold 4x F(2x2)'s outputs: half as many per GEMM keep the buffers near F(2x2)'s.
   static constexpr int64_t target_tiles = 256;
 
@@ -457,36 +527,6 @@ struct F43 {
     }
   }
 
-  static __m512 splat(float v) { return _mm512_set1_ps(v); }
-
-  // o = B^T d (6 values): 4d0 - 5d2 + d4, -4d1 - 4d2 + d3 + d4, 4d1 - 4d2 - d3 + d4,
-  // -2d1 - d2 + 2d3 + d4, 2d1 - d2 - 2d3 + d4, 4d1 - 5d3 + d5.
-  static void bt_mul(const __m512* d, __m512* o) {
-    const __m512 a = _mm512_fnmadd_ps(splat(4), d[2], d[4]);  // d4 - 4d2
-    const __m512 b = _mm512_fnmadd_ps(splat(4), d[1], d[3]);  // d3 - 4d1
-    const __m512 c = _mm512_sub_ps(d[4], d[2]);
-    const __m512 e = _mm512_mul_ps(splat(2), _mm512_sub_ps(d[3], d[1]));
-    o[0] = _mm512_fmadd_ps(splat(4), d[0], _mm512_fnmadd_ps(splat(5), d[2], d[4]));
-    o[1] = _mm512_add_ps(a, b);
-    o[2] = _mm512_sub_ps(a, b);
-    o[3] = _mm512_add_ps(c, e);
-    o[4] = _mm512_sub_ps(c, e);
-    o[5] = _mm512_fmadd_ps(splat(4), d[1], _mm512_fnmadd_ps(splat(5), d[3], d[5]));
-  }
-
-  // o = B v (the transpose of bt): 4v0, 4(v5 - v1 + v2) - 2(v3 - v4), -5v0 - 4(v1 + v2) - (v3 +
-  // v4), (v1 - v2) + 2(v3 - v4) - 5v5, v0 + v1 + v2 + v3 + v4, v5.
-  static void b_mul(const __m512* v, __m512* o) {
-    const __m512 p = _mm512_sub_ps(v[1], v[2]), s = _mm512_add_ps(v[1], v[2]);
-    const __m512 q = _mm512_sub_ps(v[3], v[4]), t = _mm512_add_ps(v[3], v[4]);
-    o[0] = _mm512_mul_ps(splat(4), v[0]);
-    o[1] = _mm512_fnmadd_ps(splat(2), q, _mm512_mul_ps(splat(4), _mm512_sub_ps(v[5], p)));
-    o[2] = _mm512_sub_ps(_mm512_fnmadd_ps(splat(4), s, _mm512_mul_ps(splat(-5), v[0])), t);
-    o[3] = _mm512_fnmadd_ps(splat(5), v[5], _mm512_fmadd_ps(splat(2), q, p));
-    o[4] = _mm512_add_ps(_mm512_add_ps(v[0], s), t);
-    o[5] = v[5];
-  }
-
   // o = A^T m (4 values): m0 + m1 + m2 + m3 + m4, m1 - m2 + 2(m3 - m4), m1 + m2 + 4(m3 + m4),
   // m1 - m2 + 8(m3 - m4) + m5.
   static void at_mul(const __m512* m, __m512* o) {
@@ -527,16 +567,9 @@ struct F43 {
         }
         __m512 d[6];
         load_quads(xp + ih * g.W, g.W, 4 * j0 - g.pl, d, 6);
-        bt_mul(d, h[r]);
+        B6::bt_mul(d, h[r]);
       }
-      const __mmask16 m = lanes(0, g.TW - j0);
-      for (int col = 0; col < 6; ++col) {
-        const __m512 v[6] = {h[0][col], h[1][col], h[2][col], h[3][col], h[4][col], h[5][col]};
-        __m512 o[6];
-        bt_mul(v, o);
-        for (int r = 0; r < 6; ++r)
-          _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
-      }
+      B6::store_bt(h, dst, xi_stride, j0, lanes(0, g.TW - j0));
     });
   }
 
@@ -607,21 +640,14 @@ struct F43 {
     for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
       float* xp = dx + ((ch.n0 + n) * g.C + c) * plane;
       const float* src = dV + c * T + ch.first_tile(g, n, i);
-      const __mmask16 m = lanes(0, g.TW - j0);
       __m512 u[6][6];  // B dV: its 6 rows
-      for (int col = 0; col < 6; ++col) {
-        __m512 v[6], o[6];
-        for (int r = 0; r < 6; ++r)
-          v[r] = _mm512_maskz_loadu_ps(m, src + (6 * r + col) * xi_stride + j0);
-        b_mul(v, o);
-        for (int r = 0; r < 6; ++r) u[r][col] = o[r];
-      }
+      B6::load_b(src, xi_stride, j0, lanes(0, g.TW - j0), u);
       const int64_t c0 = 4 * j0 - g.pl;
       for (int r = 0; r < 6; ++r) {
         const int64_t ih = 4 * i - g.pt + r;
         if (ih < 0 || ih >= g.H) continue;
         __m512 d[6];
-        b_mul(u[r], d);
+        B6::b_mul(u[r], d);
         // Patch columns 4, 5 of tile l are columns 0, 1 of tile l + 1: added there (lane 0
         // gets 0), tile 15's at c0 + 64, 65.
         const __m512 q[4] = {_mm512_add_ps(d[0], prev_lane(d[4])),
@@ -684,21 +710,202 @@ struct F43 {
 
 };  // F43
 
-// U[xi][k][c] = (G g G^T)[xi] of w [K, C, 3, 3], 16 input channels at a time (lane = c): the
-// 9 taps of 16 filters gathered (stride 9), 16 contiguous values stored per xi. (Per filter and
+// F(2x2, 5x5): 2x2 output tiles from 6x6 input patches (rows 2i - pt + {0..5}) at a stride of 2,
+// the input transform of F(4x4, 3x3) (B6) with this size's G and A^T (kernels/conv/README.md).
+// Patch columns 2s, 2s + 1 of 16 tiles are load_pairs of the row shifted by 2s.
+struct F25 {
+  static constexpr int m = 2, xis = 36, taps = 25;
+  // 36 transformed values per tile as F(4x4) but a quarter of its outputs: fewer tiles per block
+  // keep M (36·K·T floats) nearer the caches (AlexNet's conv2, 64 -> 192 at 27x27, batch 16: 256
+  // tiles 26.6 / 32.1 / 27.3 ms fwd / bwd_data / bwd_filter, 128 tiles 20.2 / 20.7 / 19.5 ms).
+  static constexpr int64_t target_tiles = 128;
+
+  // o = A^T v (2 values): v0 + v1 + v2 + v3 + v4, v1 - v2 + 2(v3 - v4) + v5.
+  static void at_mul(const __m512* v, __m512* o) {
+    const __m512 p = _mm512_add_ps(v[1], v[2]), q = _mm512_sub_ps(v[1], v[2]);
+    const __m512 r = _mm512_add_ps(v[3], v[4]), s = _mm512_sub_ps(v[3], v[4]);
+    o[0] = _mm512_add_ps(_mm512_add_ps(v[0], p), r);
+    o[1] = _mm512_add_ps(_mm512_fmadd_ps(splat(2), s, q), v[5]);
+  }
+
+  // o = A g (the transpose of at, 6 values): g0, g0 + g1, g0 - g1, g0 + 2g1, g0 - 2g1, g1.
+  static void a_mul(const __m512* g, __m512* o) {
+    o[0] = g[0];
+    o[1] = _mm512_add_ps(g[0], g[1]);
+    o[2] = _mm512_sub_ps(g[0], g[1]);
+    o[3] = _mm512_fmadd_ps(splat(2), g[1], g[0]);
+    o[4] = _mm512_fnmadd_ps(splat(2), g[1], g[0]);
+    o[5] = g[1];
+  }
+
+  static void input_transform(const float* x, const Geo& g, const Chunk& ch, float* V, bool team) {
+    const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
+    for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
+      const float* xp = x + ((ch.n0 + n) * g.C + c) * plane;
+      float* dst = V + c * T + ch.first_tile(g, n, i);
+      __m512 h[6][6];  // h[r] = B^T applied to row r of 16 tiles' patches (d B)
+      for (int r = 0; r < 6; ++r) {
+        const int64_t ih = 2 * i - g.pt + r;
+        if (ih < 0 || ih >= g.H) {
+          for (int s = 0; s < 6; ++s) h[r][s] = _mm512_setzero_ps();
+          continue;
+        }
+        const float* row = xp + ih * g.W;
+        __m512 d[6];
+        for (int s = 0; s < 6; s += 2) load_pairs(row, g.W, 2 * j0 - g.pl + s, d[s], d[s + 1]);
+        B6::bt_mul(d, h[r]);
+      }
+      B6::store_bt(h, dst, xi_stride, j0, lanes(0, g.TW - j0));
+    });
+  }
+
+  // y (=) A^T M A + bias for every tile, M [36][K][T], then relu when asked.
+  static void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias,
+                               bool relu, float* y, bool team) {
+    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
+    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
+      const __m512 vb = _mm512_set1_ps(bias ? bias[k] : 0.0f);
+      float* yp = y + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
+      const float* src = M + k * T + ch.first_tile(g, n, i);
+      const __mmask16 m = lanes(0, g.TW - j0);
+      __m512 t[2][6];  // A^T M: its 2 rows
+      for (int col = 0; col < 6; ++col) {
+        __m512 v[6], o[2];
+        for (int r = 0; r < 6; ++r)
+          v[r] = _mm512_maskz_loadu_ps(m, src + (6 * r + col) * xi_stride + j0);
+        at_mul(v, o);
+        t[0][col] = o[0];
+        t[1][col] = o[1];
+      }
+      for (int r = 0; r < 2 && 2 * i + r < g.P; ++r) {
+        __m512 o[2];
+        at_mul(t[r], o);
+        for (int s = 0; s < 2; ++s) {
+          o[s] = _mm512_add_ps(o[s], vb);
+          if (relu) o[s] = relu_ps(o[s]);
+        }
+        put_pairs(yp + (2 * i + r) * g.Q, g.Q, 2 * j0, o[0], o[1], false);
+      }
+    });
+  }
+
+  // dM[xi][k][t] = (A dY A^T)[xi] of every tile's 2x2 output gradient (0 beyond P, Q).
+  static void grad_output_transform(const float* dy, const Geo& g, const Chunk& ch, float* dM,
+                                    bool team) {
+    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
+    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
+      const float* dp = dy + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
+      float* dst = dM + k * T + ch.first_tile(g, n, i);
+      __m512 h[2][6];  // h[r] = A applied to row r of 16 tiles' dY (dY A^T)
+      for (int r = 0; r < 2; ++r) {
+        __m512 d[2];
+        if (2 * i + r < g.P) {
+          load_pairs(dp + (2 * i + r) * g.Q, g.Q, 2 * j0, d[0], d[1]);
+        } else {
+          d[0] = d[1] = _mm512_setzero_ps();
+        }
+        a_mul(d, h[r]);
+      }
+      const __mmask16 m = lanes(0, g.TW - j0);
+      for (int col = 0; col < 6; ++col) {
+        const __m512 v[2] = {h[0][col], h[1][col]};
+        __m512 o[6];
+        a_mul(v, o);
+        for (int r = 0; r < 6; ++r)
+          _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
+      }
+    });
+  }
+
+  // dx += B dV B^T of every tile at its patch (neighbouring patches overlap by 4 rows/columns: each
+  // adds in turn, tiles in order, one thread per channel plane).
+  static void grad_input_transform(const float* dV, const Geo& g, const Chunk& ch, float* dx,
+                                   bool team) {
+    const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
+    for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
+      float* xp = dx + ((ch.n0 + n) * g.C + c) * plane;
+      const float* src = dV + c * T + ch.first_tile(g, n, i);
+      __m512 u[6][6];  // B dV: its 6 rows
+      B6::load_b(src, xi_stride, j0, lanes(0, g.TW - j0), u);
+      for (int r = 0; r < 6; ++r) {
+        const int64_t ih = 2 * i - g.pt + r;
+        if (ih < 0 || ih >= g.H) continue;
+        __m512 d[6];
+        B6::b_mul(u[r], d);
+        float* row = xp + ih * g.W;
+        for (int s = 0; s < 6; s += 2) put_pairs(row, g.W, 2 * j0 - g.pl + s, d[s], d[s + 1], true);
+      }
+    });
+  }
+
+  // G's rows (f[0], f[stride], .. f[4 stride] -> o[0..5]): g0 / 4, -(g0 + g1 + g2 + g3 + g4) / 6,
+  // -(g0 - g1 + g2 - g3 + g4) / 6, (g0 + 2g1 + 4g2 + 8g3 + 16g4) / 24, (g0 - 2g1 + 4g2 - 8g3 +
+  // 16g4) / 24, g4: the points' powers 0..4 scaled as F(4x4, 3x3)'s G.
+  static void gmul(const __m512* f, int stride, __m512* o) {
+    const __m512 f0 = f[0], f1 = f[stride], f2 = f[2 * stride], f3 = f[3 * stride],
+                 f4 = f[4 * stride];
+    const __m512 even = f0 + f2 + f4, odd = f1 + f3;
+    const __m512 even2 = f0 + 4.0f * f2 + 16.0f * f4, odd2 = 2.0f * f1 + 8.0f * f3;
+    o[0] = 0.25f * f0;
+    o[1] = -(even + odd) / 6.0f;
+    o[2] = -(even - odd) / 6.0f;
+    o[3] = (even2 + odd2) / 24.0f;
+    o[4] = (even2 - odd2) / 24.0f;
+    o[5] = f4;
+  }
+
+  // G^T u (5 values from u[0], u[stride], .. u[5 stride]): with p = u1 + u2, q = u2 - u1,
+  // s = u3 + u4, t = u3 - u4: u0 / 4 - p / 6 + s / 24, q / 6 + t / 12, (s - p) / 6,
+  // q / 6 + t / 3, -p / 6 + 2s / 3 + u5.
+  static void gtmul(const __m512* v, int stride, __m512* o) {
+    const __m512 u0 = v[0], u5 = v[5 * stride];
+    const __m512 p = v[stride] + v[2 * stride], q = v[2 * stride] - v[stride];
+    const __m512 s = v[3 * stride] + v[4 * stride], t = v[3 * stride] - v[4 * stride];
+    o[0] = 0.25f * u0 - p / 6.0f + s / 24.0f;
+    o[1] = q / 6.0f + t / 12.0f;
+    o[2] = (s - p) / 6.0f;
+    o[3] = q / 6.0f + t / 3.0f;
+    o[4] = 2.0f * s / 3.0f - p / 6.0f + u5;
+  }
+
+  // u[6 r + s] = (G g G^T)[r][s] of the 5x5 filter g (f[5 r + s]), 16 filters at once.
+  static void filter_tile(const __m512* f, __m512* u) {
+    __m512 gg[6][5];  // G g
+    for (int s = 0; s < 5; ++s) {
+      __m512 o[6];
+      gmul(f + s, 5, o);
+      for (int r = 0; r < 6; ++r) gg[r][s] = o[r];
+    }
+    for (int r = 0; r < 6; ++r) gmul(gg[r], 1, u + 6 * r);
+  }
+
+  // o[5 r + s] = (G^T u G)[r][s] of the transformed gradient u[6 r + s].
+  static void filter_grad_tile(const __m512* u, __m512* o) {
+    __m512 e[5][6];  // G^T u
+    for (int s = 0; s < 6; ++s) {
+      __m512 v[5];
+      gtmul(u + s, 6, v);
+      for (int r = 0; r < 5; ++r) e[r][s] = v[r];
+    }
+    for (int r = 0; r < 5; ++r) gtmul(e[r], 1, o + 5 * r);
+  }
+};  // F25
+
+// U[xi][k][c] = (G g G^T)[xi] of w [K, C, r, r], 16 input channels at a time (lane = c): the
+// r^2 taps of 16 filters gathered (stride r^2), 16 contiguous values stored per xi. (Per filter and
 // scalar, this took a quarter of F(4x4)'s forward time at 512 channels.)
 template <class F>
 void weight_transform(const float* w, int64_t K, int64_t C, float* U, bool team) {
   const __m512i idx =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(9));
+                         _mm512_set1_epi32(F::taps));
 #pragma omp parallel for schedule(static) if (team)
   for (int64_t k = 0; k < K; ++k)
     for (int64_t c0 = 0; c0 < C; c0 += 16) {
       const __mmask16 m = lanes(c0, C);
-      const float* f = w + (k * C + c0) * 9;
-      __m512 g[9], u[F::xis];
-      for (int t = 0; t < 9; ++t)
+      const float* f = w + (k * C + c0) * F::taps;
+      __m512 g[F::taps], u[F::xis];
+      for (int t = 0; t < F::taps; ++t)
         g[t] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
                                         _mm512_add_epi32(idx, _mm512_set1_epi32(t)), f, 4);
       F::filter_tile(g, u);
@@ -707,7 +914,7 @@ void weight_transform(const float* w, int64_t K, int64_t C, float* U, bool team)
     }
 }
 
-// dw [K, C, 3, 3] += G^T dU G, 16 input channels at a time as weight_transform, where dU is the
+// dw [K, C, r, r] += G^T dU G, 16 input channels at a time as weight_transform, where dU is the
 // sum of the per-thread partials dU + t * usize for t in `parts`, added in that order (the
 // threads' order: the same bits as summing them first, without the pass that did).
 template <class F>
@@ -717,7 +924,7 @@ void weight_grad_transform(const float* dU, int64_t usize, const std::vector<int
   for (int64_t k = 0; k < K; ++k)
     for (int64_t c0 = 0; c0 < C; c0 += 16) {
       const __mmask16 m = lanes(c0, C);
-      __m512 u[F::xis], o[9];
+      __m512 u[F::xis], o[F::taps];
       for (int xi = 0; xi < F::xis; ++xi) {
         u[xi] = _mm512_setzero_ps();
         for (size_t i = 0; i < parts.size(); ++i) {
@@ -726,12 +933,12 @@ void weight_grad_transform(const float* dU, int64_t usize, const std::vector<int
         }
       }
       F::filter_grad_tile(u, o);
-      alignas(64) float t[9][16];
-      for (int i = 0; i < 9; ++i) _mm512_store_ps(t[i], o[i]);
-      float* d = dw + (k * C + c0) * 9;
+      alignas(64) float t[F::taps][16];
+      for (int i = 0; i < F::taps; ++i) _mm512_store_ps(t[i], o[i]);
+      float* d = dw + (k * C + c0) * F::taps;
       const int64_t n = std::min<int64_t>(16, C - c0);
       for (int64_t l = 0; l < n; ++l)
-        for (int i = 0; i < 9; ++i) d[9 * l + i] += t[i][l];
+        for (int i = 0; i < F::taps; ++i) d[F::taps * l + i] += t[i][l];
     }
 }
 
@@ -861,6 +1068,12 @@ void conv2d_bwd_data_cpu_winograd4(const Conv2dBwdDataArgs& a) { bwd_data<F43>(a
 void conv2d_bwd_filter_cpu_winograd4(const Conv2dBwdFilterArgs& a) { bwd_filter<F43>(a, false); }
 void conv2d_bwd_filter_cpu_winograd4_ordered(const Conv2dBwdFilterArgs& a) {
   bwd_filter<F43>(a, true);
+}
+void conv2d_fwd_cpu_winograd5x5(const Conv2dFwdArgs& a) { fwd<F25>(a); }
+void conv2d_bwd_data_cpu_winograd5x5(const Conv2dBwdDataArgs& a) { bwd_data<F25>(a); }
+void conv2d_bwd_filter_cpu_winograd5x5(const Conv2dBwdFilterArgs& a) { bwd_filter<F25>(a, false); }
+void conv2d_bwd_filter_cpu_winograd5x5_ordered(const Conv2dBwdFilterArgs& a) {
+  bwd_filter<F25>(a, true);
 }
 
 #pragma GCC pop_options

@@ -16,13 +16,13 @@
 namespace aim::kernels {
 namespace {
 
-// The CPU variants that take f32 and every shape (cpu.widen is 16-bit only; cpu.winograd and
-// cpu.winograd4 take only 3x3 stride-1 ungrouped convolutions, none of the cases here: the registry
-// test checks them on the registered 3x3 shapes).
+// The CPU variants that take f32 and every shape (cpu.widen is 16-bit only; cpu.winograd,
+// cpu.winograd4 and cpu.winograd_5x5 take only 3x3 or 5x5 stride-1 ungrouped convolutions, none of
+// the cases here: the registry test checks them on the registered 3x3 and 5x5 shapes).
 std::vector<std::string> cpu_variants(const std::string& op) {
   std::vector<std::string> r;
   for (const VariantInfo& v : registry().find(op)->variant_infos())
-    if (v.backend == Backend::CPU && v.name != "cpu.winograd" && v.name != "cpu.winograd4" &&
+    if (v.backend == Backend::CPU && v.name.rfind("cpu.winograd", 0) != 0 &&
         std::find(v.dtypes.begin(), v.dtypes.end(), DType::f32) != v.dtypes.end())
       r.push_back(v.name);
   return r;

@@ -121,10 +121,11 @@ TEST(ThreadInvariance, FlashAttentionBackwardSplitFollowsTheShapeOnly) {
 // size, on shapes where the default variants split the images over the threads.
 TEST(ThreadInvariance, OrderedConvFilterGradients) {
   const std::vector<TestShape> shapes = {
-      {8, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1},    // 3x3, small images grouped: winograd
-      {6, 8, 12, 12, 16, 1, 1, 1, 0, 1, 1, 1},   // 1x1 pointwise
-      {4, 3, 32, 32, 8, 7, 7, 2, 3, 1, 1, 1},    // the stem
-      {16, 16, 4, 4, 32, 3, 3, 2, 1, 1, 1, 0}};  // stride 2, tiny images: many per GEMM
+      {8, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1},   // 3x3, small images grouped: winograd
+      {6, 8, 12, 12, 16, 1, 1, 1, 0, 1, 1, 1},  // 1x1 pointwise
+      {4, 3, 32, 32, 8, 7, 7, 2, 3, 1, 1, 1},   // the stem
+      {16, 16, 4, 4, 32, 3, 3, 2, 1, 1, 1, 0},  // stride 2, tiny images: many per GEMM
+      {8, 16, 9, 9, 16, 5, 5, 1, 2, 1, 1, 1}};  // 5x5, images grouped: winograd_5x5
   int split = 0;  // shapes where the default variant's bits do follow the team size
   for (const TestShape& s : shapes) {
     split += !thread_variance("conv2d_bwd_filter", "cpu.im2col", s).empty();
@@ -134,6 +135,9 @@ TEST(ThreadInvariance, OrderedConvFilterGradients) {
         EXPECT_EQ(thread_variance("conv2d_bwd_filter", v, s), "") << v << " " << shape_str(s);
       }
     }
+    if (s[5] == 5)
+      EXPECT_EQ(thread_variance("conv2d_bwd_filter", "cpu.winograd_5x5_ordered", s), "")
+          << shape_str(s);
     EXPECT_EQ(thread_variance("conv2d_bwd_filter", "cpu.widen_ordered", s, DType::bf16), "")
         << shape_str(s);
   }
@@ -150,7 +154,8 @@ TEST(ThreadInvariance, ConvForwardAndDataGradient) {
                                          {16, 32, 2, 2, 32, 3, 3, 1, 1, 1, 1, 1},
                                          // SSD's fc6: 19 x 19, dilation 6, one image per
                                          // thread at 2 threads, two per block at one
-                                         {2, 64, 19, 19, 32, 3, 3, 1, 6, 6, 1, 1}};
+                                         {2, 64, 19, 19, 32, 3, 3, 1, 6, 6, 1, 1},
+                                         {8, 16, 9, 9, 16, 5, 5, 1, 2, 1, 1, 1}};
   for (const char* op : {"conv2d_fwd", "conv2d_bwd_data"})
     for (const TestShape& s : shapes) {
       EXPECT_EQ(thread_variance(op, "cpu.im2col", s), "") << op << " " << shape_str(s);
@@ -159,6 +164,8 @@ TEST(ThreadInvariance, ConvForwardAndDataGradient) {
           EXPECT_EQ(thread_variance(op, v, s), "") << op << " " << v << " " << shape_str(s);
         }
       }
+      if (s[5] == 5)
+        EXPECT_EQ(thread_variance(op, "cpu.winograd_5x5", s), "") << op << " " << shape_str(s);
     }
 }
 
@@ -187,7 +194,8 @@ TEST(ThreadInvariance, NondeterministicVariantsNameTheirAlternative) {
       ASSERT_TRUE(alt) << n.op << " " << n.alternative << " is not registered";
     }
   }
-  EXPECT_EQ(cpu, 4);  // conv2d_bwd_filter cpu.im2col, cpu.widen, cpu.winograd, cpu.winograd4
+  // conv2d_bwd_filter cpu.im2col, cpu.widen, cpu.winograd, cpu.winograd4, cpu.winograd_5x5
+  EXPECT_EQ(cpu, 5);
 }
 
 // The own CUDA variants registered as not deterministic, with their alternatives (docs/

@@ -69,9 +69,13 @@ TEST(Registry, DefaultRuleChoosesPerCall) {
   EXPECT_EQ(op.select(conv_batch(15, 40)).name, "cpu.winograd4");  // 16 rows either way
   EXPECT_EQ(op.select(conv_batch(6, 7)).name, "cpu.winograd");     // 8x8 for 6x7: F(2x2) 6x8
   EXPECT_EQ(op.select(conv(16, 32, 3, 16, 16, 1)).name, "cpu.winograd");  // 16 tiles: too few
-  {  // --winograd 2 | off caps the tile
+  EXPECT_EQ(op.select(conv(16, 32, 5, 16, 16)).name, "cpu.winograd_5x5");
+  EXPECT_EQ(op.select(conv(16, 32, 5, 15, 16)).name, "cpu.im2col");  // below 256 outputs
+  EXPECT_EQ(op.select(conv(15, 32, 5, 16, 16)).name, "cpu.im2col");  // too few input channels
+  {  // --winograd 2 | off caps the tile (5x5: F(2x2, 5x5) rounds as F(4x4, 3x3), off at 2)
     const ScopedWinogradTile f2(2);
     EXPECT_EQ(op.select(conv_batch(16, 16)).name, "cpu.winograd");
+    EXPECT_EQ(op.select(conv(16, 32, 5, 16, 16)).name, "cpu.im2col");
     const ScopedWinogradTile off(0);
     EXPECT_EQ(op.select(conv_batch(16, 16)).name, "cpu.im2col");
     EXPECT_EQ(op.select(conv(16, 32, 3)).name, "cpu.im2col");
