@@ -1,22 +1,24 @@
-// cpu.winograd and cpu.winograd4: 3x3 stride-1 convolutions by Winograd's minimal filtering
-// F(2x2, 3x3) and F(4x4, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks",
-// 2016); the math and the transposed transforms of the two gradients are written out in
-// kernels/conv/README.md.
+// cpu.winograd, cpu.winograd4 and cpu.winograd_5x5: 3x3 stride-1 convolutions by Winograd's
+// minimal filtering F(2x2, 3x3) and F(4x4, 3x3), 5x5 ones by F(2x2, 5x5) (Lavin & Gray, "Fast
+// Algorithms for Convolutional Neural Networks", 2016); the math and the transposed transforms of
+// the two gradients are written out in kernels/conv/README.md.
 //
 // Every m x m output tile (i, j) (m = 2 or 4; rows m*i .. m*i + m-1, columns likewise) reads the
-// a x a input patch d (a = m + 2) at rows m*i - pt + {0..a-1}, columns m*j - pl + {0..a-1}, and
+// a x a input patch d (a = m + r - 1 for r x r filters) at rows m*i - pt + {0..a-1}, columns
+// m*j - pl + {0..a-1}, and
 //     y_tile = A^T [ (G g G^T) (.) (B^T d B) ] A          (a x a element-wise product, summed over
 //     c)
-// i.e. a^2 multiplications per tile and (c, k) instead of the direct 9 m^2 (F(2x2): 16 for 36,
-// F(4x4): 36 for 144): for each of the a^2 positions xi of the transformed tile one GEMM
-// M[xi] [K, T] = U[xi] [K, C] . V[xi] [C, T] over a block of T tiles. The gradients are the
-// transposes of the same linear maps:
+// i.e. a^2 multiplications per tile and (c, k) instead of the direct r^2 m^2 (F(2x2, 3x3): 16 for
+// 36, F(4x4, 3x3): 36 for 144, F(2x2, 5x5): 36 for 100): for each of the a^2 positions xi of the
+// transformed tile one GEMM M[xi] [K, T] = U[xi] [K, C] . V[xi] [C, T] over a block of T tiles. The
+// gradients are the transposes of the same linear maps:
 //     bwd_data    dM = A dY A^T,  dV[xi] = U[xi]^T . dM[xi],  dx += B dV B^T (patches overlap:
 //                 added)
 //     bwd_filter  dU[xi] += dM[xi] . V[xi]^T over all tiles,  dw += G^T dU G
 // so all three ops are exact convolutions up to f32 rounding (F(2x2): coefficients 1 and 1/2;
-// F(4x4): up to 8 and 1/24, ~10x F(2x2)'s rounding error), tested against cpu.ref by the
-// registry test.
+// F(4x4) and F(2x2, 5x5): up to 8 and 1/24, ~10x F(2x2)'s rounding error), tested against
+// cpu.ref by the registry test. F(4x4, 3x3) and F(2x2, 5x5) share the six points 0, ±1, ±2, inf
+// and so the input transform B (B6) and the transforms' loops (SixPoint).
 //
 // Blocks: as cpu.im2col, several whole images per block when an image has fewer than the target
 // tile count (CRNN's 4x25 layer: 26 tiles), else chunks of tile rows of one image; blocks over the
@@ -25,7 +27,8 @@
 // once in AVX-512 registers (lane = tile): F(2x2) splits a row of 32 input columns into its even
 // and odd columns (one permute each), the patch columns 0/1 of 16 tiles (2/3 from the row shifted
 // by 2); F(4x4) splits 64 columns into their four residues mod 4 (two permutes and a blend each),
-// the patch columns 0..3, and takes columns 4/5 as residues 0/1 moved one lane down. Edges
+// the patch columns 0..3, and takes columns 4/5 as residues 0/1 moved one lane down; F(2x2, 5x5)
+// takes its six patch columns as three even/odd pairs of the row shifted by 0, 2 and 4. Edges
 // (padding, P or Q not a multiple of m, partial tile groups) are lane masks: nothing outside the
 // tensors is read or written.
 //
@@ -459,11 +462,141 @@ struct B6 {
       for (int r = 0; r < 6; ++r) u[r][col] = o[r];
     }
   }
+
+  // V[xi][c][t] = (B^T d B)[xi] of every tile's 6x6 input patch d (x [N, C, H, W]); F: the tile
+  // (F43, F25) with its m and row loaders.
+  template <class F>
+  static void input_transform(const float* x, const Geo& g, const Chunk& ch, float* V, bool team) {
+    const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
+    for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
+      const float* xp = x + ((ch.n0 + n) * g.C + c) * plane;
+      float* dst = V + c * T + ch.first_tile(g, n, i);
+      __m512 h[6][6];  // h[r] = B^T applied to row r of 16 tiles' patches (d B)
+      for (int r = 0; r < 6; ++r) {
+        const int64_t ih = F::m * i - g.pt + r;
+        if (ih < 0 || ih >= g.H) {
+          for (int s = 0; s < 6; ++s) h[r][s] = _mm512_setzero_ps();
+          continue;
+        }
+        __m512 d[6];
+        F::load_patch_row(xp + ih * g.W, g.W, F::m * j0 - g.pl, d);
+        bt_mul(d, h[r]);
+      }
+      store_bt(h, dst, xi_stride, j0, lanes(0, g.TW - j0));
+    });
+  }
+
+  // y (=) A^T M A + bias for every tile, M [36][K][T], then relu when asked (the conv2d_fwd
+  // epilogue); outputs beyond P, Q are not written.
+  template <class F>
+  static void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias,
+                               bool relu, float* y, bool team) {
+    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
+    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
+      const __m512 vb = _mm512_set1_ps(bias ? bias[k] : 0.0f);
+      float* yp = y + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
+      const float* src = M + k * T + ch.first_tile(g, n, i);
+      const __mmask16 m = lanes(0, g.TW - j0);
+      __m512 t[F::m][6];  // A^T M: its m rows
+      for (int col = 0; col < 6; ++col) {
+        __m512 v[6], o[F::m];
+        for (int r = 0; r < 6; ++r)
+          v[r] = _mm512_maskz_loadu_ps(m, src + (6 * r + col) * xi_stride + j0);
+        F::at_mul(v, o);
+        for (int r = 0; r < F::m; ++r) t[r][col] = o[r];
+      }
+      for (int r = 0; r < F::m && F::m * i + r < g.P; ++r) {
+        __m512 o[F::m];
+        F::at_mul(t[r], o);
+        for (int s = 0; s < F::m; ++s) {
+          o[s] = _mm512_add_ps(o[s], vb);
+          if (relu) o[s] = relu_ps(o[s]);
+        }
+        F::put_tile_row(yp + (F::m * i + r) * g.Q, g.Q, F::m * j0, o);
+      }
+    });
+  }
+
+  // dM[xi][k][t] = (A dY A^T)[xi] of every tile's m x m output gradient (0 beyond P, Q).
+  template <class F>
+  static void grad_output_transform(const float* dy, const Geo& g, const Chunk& ch, float* dM,
+                                    bool team) {
+    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
+    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
+      const float* dp = dy + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
+      float* dst = dM + k * T + ch.first_tile(g, n, i);
+      __m512 h[F::m][6];  // h[r] = A applied to row r of 16 tiles' dY (dY A^T)
+      for (int r = 0; r < F::m; ++r) {
+        __m512 d[F::m];
+        if (F::m * i + r < g.P) {
+          F::load_tile_row(dp + (F::m * i + r) * g.Q, g.Q, F::m * j0, d);
+        } else {
+          for (int s = 0; s < F::m; ++s) d[s] = _mm512_setzero_ps();
+        }
+        F::a_mul(d, h[r]);
+      }
+      const __mmask16 m = lanes(0, g.TW - j0);
+      for (int col = 0; col < 6; ++col) {
+        __m512 v[F::m], o[6];
+        for (int r = 0; r < F::m; ++r) v[r] = h[r][col];
+        F::a_mul(v, o);
+        for (int r = 0; r < 6; ++r)
+          _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
+      }
+    });
+  }
+
+  // u[6 a + b] = (G g G^T)[a][b] of the r x r filter g (f[r a + b]), 16 filters at once (F::gmul:
+  // G times r values at a stride).
+  template <class F>
+  static void filter_tile(const __m512* f, __m512* u) {
+    constexpr int r = F::r;
+    __m512 gg[6][r];  // G g
+    for (int s = 0; s < r; ++s) {
+      __m512 o[6];
+      F::gmul(f + s, r, o);
+      for (int a = 0; a < 6; ++a) gg[a][s] = o[a];
+    }
+    for (int a = 0; a < 6; ++a) F::gmul(gg[a], 1, u + 6 * a);
+  }
+
+  // o[r a + b] = (G^T u G)[a][b] of the transformed gradient u[6 a + b] (F::gtmul: G^T times 6
+  // values at a stride).
+  template <class F>
+  static void filter_grad_tile(const __m512* u, __m512* o) {
+    constexpr int r = F::r;
+    __m512 e[r][6];  // G^T u
+    for (int s = 0; s < 6; ++s) {
+      __m512 v[r];
+      F::gtmul(u + s, 6, v);
+      for (int a = 0; a < r; ++a) e[a][s] = v[a];
+    }
+    for (int a = 0; a < r; ++a) F::gtmul(e[a], 1, o + r * a);
+  }
+};
+
+// The tiles on B6 (F43, F25) take their shared transforms from here (F: the tile, with its m, r,
+// row loaders, A, G and their transposes).
+template <class F>
+struct SixPoint {
+  static void input_transform(const float* x, const Geo& g, const Chunk& ch, float* V, bool team) {
+    B6::input_transform<F>(x, g, ch, V, team);
+  }
+  static void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias,
+                               bool relu, float* y, bool team) {
+    B6::output_transform<F>(M, g, ch, bias, relu, y, team);
+  }
+  static void grad_output_transform(const float* dy, const Geo& g, const Chunk& ch, float* dM,
+                                    bool team) {
+    B6::grad_output_transform<F>(dy, g, ch, dM, team);
+  }
+  static void filter_tile(const __m512* f, __m512* u) { B6::filter_tile<F>(f, u); }
+  static void filter_grad_tile(const __m512* u, __m512* o) { B6::filter_grad_tile<F>(u, o); }
 };
 
 // F(4x4, 3x3).
-struct F43 {
-  static constexpr int m = 4, xis = 36, taps = 9;
+struct F43 : SixPoint<F43> {
+  static constexpr int m = 4, r = 3, xis = 36, taps = 9;
   // Tiles hold 4x F(2x2)'s outputs: half as many per GEMM keep the buffers near F(2x2)'s.
   static constexpr int64_t target_tiles = 256;
 
@@ -552,83 +685,16 @@ struct F43 {
     o[5] = g[3];
   }
 
-  // V[xi][c][t] = (B^T d B)[xi] of every tile's input patch d (x [N, C, H, W]).
-  static void input_transform(const float* x, const Geo& g, const Chunk& ch, float* V, bool team) {
-    const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
-    for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
-      const float* xp = x + ((ch.n0 + n) * g.C + c) * plane;
-      float* dst = V + c * T + ch.first_tile(g, n, i);
-      __m512 h[6][6];  // h[r] = B^T applied to row r of 16 tiles' patches (d B)
-      for (int r = 0; r < 6; ++r) {
-        const int64_t ih = 4 * i - g.pt + r;
-        if (ih < 0 || ih >= g.H) {
-          for (int s = 0; s < 6; ++s) h[r][s] = _mm512_setzero_ps();
-          continue;
-        }
-        __m512 d[6];
-        load_quads(xp + ih * g.W, g.W, 4 * j0 - g.pl, d, 6);
-        B6::bt_mul(d, h[r]);
-      }
-      B6::store_bt(h, dst, xi_stride, j0, lanes(0, g.TW - j0));
-    });
+  // The rows of the 6x6 family's transforms (B6::input_transform and the others): patch row d[0..5]
+  // of 16 tiles from 64 columns split by residue; output row o[0..3] to 64 columns (or added).
+  static void load_patch_row(const float* row, int64_t n, int64_t c0, __m512* d) {
+    load_quads(row, n, c0, d, 6);
   }
-
-  // y (=) A^T M A + bias for every tile, M [36][K][T], then relu when asked (the conv2d_fwd
-  // epilogue); outputs beyond P, Q are not written.
-  static void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias,
-                               bool relu, float* y, bool team) {
-    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
-    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
-      const __m512 vb = _mm512_set1_ps(bias ? bias[k] : 0.0f);
-      float* yp = y + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
-      const float* src = M + k * T + ch.first_tile(g, n, i);
-      const __mmask16 m = lanes(0, g.TW - j0);
-      __m512 t[4][6];  // A^T M: its 4 rows
-      for (int col = 0; col < 6; ++col) {
-        __m512 v[6], o[4];
-        for (int r = 0; r < 6; ++r)
-          v[r] = _mm512_maskz_loadu_ps(m, src + (6 * r + col) * xi_stride + j0);
-        at_mul(v, o);
-        for (int r = 0; r < 4; ++r) t[r][col] = o[r];
-      }
-      for (int r = 0; r < 4 && 4 * i + r < g.P; ++r) {
-        __m512 o[4];
-        at_mul(t[r], o);
-        for (int s = 0; s < 4; ++s) {
-          o[s] = _mm512_add_ps(o[s], vb);
-          if (relu) o[s] = relu_ps(o[s]);
-        }
-        put_quads(yp + (4 * i + r) * g.Q, g.Q, 4 * j0, o, false);
-      }
-    });
+  static void load_tile_row(const float* row, int64_t n, int64_t c0, __m512* d) {
+    load_quads(row, n, c0, d, 4);
   }
-
-  // dM[xi][k][t] = (A dY A^T)[xi] of every tile's 4x4 output gradient (0 beyond P, Q).
-  static void grad_output_transform(const float* dy, const Geo& g, const Chunk& ch, float* dM,
-                                    bool team) {
-    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
-    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
-      const float* dp = dy + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
-      float* dst = dM + k * T + ch.first_tile(g, n, i);
-      __m512 h[4][6];  // h[r] = A applied to row r of 16 tiles' dY (dY A^T)
-      for (int r = 0; r < 4; ++r) {
-        __m512 d[4];
-        if (4 * i + r < g.P) {
-          load_quads(dp + (4 * i + r) * g.Q, g.Q, 4 * j0, d, 4);
-        } else {
-          d[0] = d[1] = d[2] = d[3] = _mm512_setzero_ps();
-        }
-        a_mul(d, h[r]);
-      }
-      const __mmask16 m = lanes(0, g.TW - j0);
-      for (int col = 0; col < 6; ++col) {
-        const __m512 v[4] = {h[0][col], h[1][col], h[2][col], h[3][col]};
-        __m512 o[6];
-        a_mul(v, o);
-        for (int r = 0; r < 6; ++r)
-          _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
-      }
-    });
+  static void put_tile_row(float* row, int64_t n, int64_t c0, const __m512* o) {
+    put_quads(row, n, c0, o, false);
   }
 
   // dx += B dV B^T of every tile at its patch (neighbouring patches overlap by 2 rows/columns: each
@@ -685,36 +751,13 @@ struct F43 {
     o[1] = (u[2] - u[1]) / 6.0f + (u[3] - u[4]) / 12.0f;
     o[2] = (u[3] + u[4] - u[1] - u[2]) / 6.0f + u[5];
   }
-
-  // u[6 r + s] = (G g G^T)[r][s] of the 3x3 filter g (f[3 r + s]), 16 filters at once.
-  static void filter_tile(const __m512* f, __m512* u) {
-    __m512 gg[6][3];  // G g
-    for (int s = 0; s < 3; ++s) {
-      __m512 o[6];
-      gmul(f + s, 3, o);
-      for (int r = 0; r < 6; ++r) gg[r][s] = o[r];
-    }
-    for (int r = 0; r < 6; ++r) gmul(gg[r], 1, u + 6 * r);
-  }
-
-  // o[3 r + s] = (G^T u G)[r][s] of the transformed gradient u[6 r + s].
-  static void filter_grad_tile(const __m512* u, __m512* o) {
-    __m512 e[3][6];  // G^T u
-    for (int s = 0; s < 6; ++s) {
-      __m512 v[3];
-      gtmul(u + s, 6, v);
-      for (int r = 0; r < 3; ++r) e[r][s] = v[r];
-    }
-    for (int r = 0; r < 3; ++r) gtmul(e[r], 1, o + 3 * r);
-  }
-
 };  // F43
 
 // F(2x2, 5x5): 2x2 output tiles from 6x6 input patches (rows 2i - pt + {0..5}) at a stride of 2,
 // the input transform of F(4x4, 3x3) (B6) with this size's G and A^T (kernels/conv/README.md).
 // Patch columns 2s, 2s + 1 of 16 tiles are load_pairs of the row shifted by 2s.
-struct F25 {
-  static constexpr int m = 2, xis = 36, taps = 25;
+struct F25 : SixPoint<F25> {
+  static constexpr int m = 2, r = 5, xis = 36, taps = 25;
   // 36 transformed values per tile as F(4x4) but a quarter of its outputs: fewer tiles per block
   // keep M (36·K·T floats) nearer the caches (AlexNet's conv2, 64 -> 192 at 27x27, batch 16: 256
   // tiles 26.6 / 32.1 / 27.3 ms fwd / bwd_data / bwd_filter, 128 tiles 20.2 / 20.7 / 19.5 ms).
@@ -738,83 +781,14 @@ struct F25 {
     o[5] = g[1];
   }
 
-  static void input_transform(const float* x, const Geo& g, const Chunk& ch, float* V, bool team) {
-    const int64_t T = ch.tiles(g), plane = g.H * g.W, xi_stride = g.C * T;
-    for_tile_groups(g, ch, g.C, team, [&](int64_t c, int64_t n, int64_t i, int64_t j0) {
-      const float* xp = x + ((ch.n0 + n) * g.C + c) * plane;
-      float* dst = V + c * T + ch.first_tile(g, n, i);
-      __m512 h[6][6];  // h[r] = B^T applied to row r of 16 tiles' patches (d B)
-      for (int r = 0; r < 6; ++r) {
-        const int64_t ih = 2 * i - g.pt + r;
-        if (ih < 0 || ih >= g.H) {
-          for (int s = 0; s < 6; ++s) h[r][s] = _mm512_setzero_ps();
-          continue;
-        }
-        const float* row = xp + ih * g.W;
-        __m512 d[6];
-        for (int s = 0; s < 6; s += 2) load_pairs(row, g.W, 2 * j0 - g.pl + s, d[s], d[s + 1]);
-        B6::bt_mul(d, h[r]);
-      }
-      B6::store_bt(h, dst, xi_stride, j0, lanes(0, g.TW - j0));
-    });
+  static void load_patch_row(const float* row, int64_t n, int64_t c0, __m512* d) {
+    for (int s = 0; s < 6; s += 2) load_pairs(row, n, c0 + s, d[s], d[s + 1]);
   }
-
-  // y (=) A^T M A + bias for every tile, M [36][K][T], then relu when asked.
-  static void output_transform(const float* M, const Geo& g, const Chunk& ch, const float* bias,
-                               bool relu, float* y, bool team) {
-    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
-    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
-      const __m512 vb = _mm512_set1_ps(bias ? bias[k] : 0.0f);
-      float* yp = y + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
-      const float* src = M + k * T + ch.first_tile(g, n, i);
-      const __mmask16 m = lanes(0, g.TW - j0);
-      __m512 t[2][6];  // A^T M: its 2 rows
-      for (int col = 0; col < 6; ++col) {
-        __m512 v[6], o[2];
-        for (int r = 0; r < 6; ++r)
-          v[r] = _mm512_maskz_loadu_ps(m, src + (6 * r + col) * xi_stride + j0);
-        at_mul(v, o);
-        t[0][col] = o[0];
-        t[1][col] = o[1];
-      }
-      for (int r = 0; r < 2 && 2 * i + r < g.P; ++r) {
-        __m512 o[2];
-        at_mul(t[r], o);
-        for (int s = 0; s < 2; ++s) {
-          o[s] = _mm512_add_ps(o[s], vb);
-          if (relu) o[s] = relu_ps(o[s]);
-        }
-        put_pairs(yp + (2 * i + r) * g.Q, g.Q, 2 * j0, o[0], o[1], false);
-      }
-    });
+  static void load_tile_row(const float* row, int64_t n, int64_t c0, __m512* d) {
+    load_pairs(row, n, c0, d[0], d[1]);
   }
-
-  // dM[xi][k][t] = (A dY A^T)[xi] of every tile's 2x2 output gradient (0 beyond P, Q).
-  static void grad_output_transform(const float* dy, const Geo& g, const Chunk& ch, float* dM,
-                                    bool team) {
-    const int64_t T = ch.tiles(g), xi_stride = g.K * T;
-    for_tile_groups(g, ch, g.K, team, [&](int64_t k, int64_t n, int64_t i, int64_t j0) {
-      const float* dp = dy + ((ch.n0 + n) * g.K + k) * g.P * g.Q;
-      float* dst = dM + k * T + ch.first_tile(g, n, i);
-      __m512 h[2][6];  // h[r] = A applied to row r of 16 tiles' dY (dY A^T)
-      for (int r = 0; r < 2; ++r) {
-        __m512 d[2];
-        if (2 * i + r < g.P) {
-          load_pairs(dp + (2 * i + r) * g.Q, g.Q, 2 * j0, d[0], d[1]);
-        } else {
-          d[0] = d[1] = _mm512_setzero_ps();
-        }
-        a_mul(d, h[r]);
-      }
-      const __mmask16 m = lanes(0, g.TW - j0);
-      for (int col = 0; col < 6; ++col) {
-        const __m512 v[2] = {h[0][col], h[1][col]};
-        __m512 o[6];
-        a_mul(v, o);
-        for (int r = 0; r < 6; ++r)
-          _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
-      }
-    });
+  static void put_tile_row(float* row, int64_t n, int64_t c0, const __m512* o) {
+    put_pairs(row, n, c0, o[0], o[1], false);
   }
 
   // dx += B dV B^T of every tile at its patch (neighbouring patches overlap by 4 rows/columns: each
@@ -868,27 +842,6 @@ struct F25 {
     o[4] = 2.0f * s / 3.0f - p / 6.0f + u5;
   }
 
-  // u[6 r + s] = (G g G^T)[r][s] of the 5x5 filter g (f[5 r + s]), 16 filters at once.
-  static void filter_tile(const __m512* f, __m512* u) {
-    __m512 gg[6][5];  // G g
-    for (int s = 0; s < 5; ++s) {
-      __m512 o[6];
-      gmul(f + s, 5, o);
-      for (int r = 0; r < 6; ++r) gg[r][s] = o[r];
-    }
-    for (int r = 0; r < 6; ++r) gmul(gg[r], 1, u + 6 * r);
-  }
-
-  // o[5 r + s] = (G^T u G)[r][s] of the transformed gradient u[6 r + s].
-  static void filter_grad_tile(const __m512* u, __m512* o) {
-    __m512 e[5][6];  // G^T u
-    for (int s = 0; s < 6; ++s) {
-      __m512 v[5];
-      gtmul(u + s, 6, v);
-      for (int r = 0; r < 5; ++r) e[r][s] = v[r];
-    }
-    for (int r = 0; r < 5; ++r) gtmul(e[r], 1, o + 5 * r);
-  }
 };  // F25
 
 // U[xi][k][c] = (G g G^T)[xi] of w [K, C, r, r], 16 input channels at a time (lane = c): the
