@@ -226,7 +226,7 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
     auto& dys = pending[n];
     if (dys.empty()) dys.resize(size_t(n->num_outputs));
     for (Tensor& t : dys)
-      if (t.defined()) t = t.contiguous();
+      if (t.defined() && !n->takes_strided_dy()) t = t.contiguous();
     Grads g(*n, dys);
     {
       std::optional<profiler::Scope> layer_scope;

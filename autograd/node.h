@@ -42,6 +42,9 @@ class Node {
   virtual const char* name() const = 0;
   virtual void backward(Grads& g) = 0;
   virtual void release() {}  // drop saved tensors (override: reset them)
+  // True where backward reads g.dy() through its strides: the engine then hands over a view (the
+  // slices Concat's backward makes) as it is instead of copying it contiguous first.
+  virtual bool takes_strided_dy() const { return false; }
 
   // Filled by attach(): one edge and one input description per input.
   std::vector<Edge> next;

@@ -92,6 +92,10 @@ struct UnaryNode final : Node {
   float alpha = 0, beta = 0;
   Tensor x, y;  // saved where unary_bwd reads them (unary_bwd_reads_x / _y)
   const char* name() const override { return label; }
+  // unary_bwd takes strided inputs (kernels/elementwise/README.md): the relu closing each branch
+  // of a concatenation (SqueezeNet's fire modules, GoogLeNet's inceptions) reads its slice of the
+  // concatenation's gradient in place, without a copy.
+  bool takes_strided_dy() const override { return true; }
   void backward(Grads& g) override {
     if (!g.needs(0)) return;
     kernels::UnaryBwdArgs a;

@@ -41,6 +41,7 @@ void accumulate_with(const Tensor& acc, F add_kernel) {
 struct ConcatNode final : Node {
   int64_t dim = 0;  // wrapped
   const char* name() const override { return "Concat"; }
+  bool takes_strided_dy() const override { return true; }  // narrows it
   void backward(Grads& g) override {
     const Tensor& dy = g.dy();
     int64_t at = 0;
