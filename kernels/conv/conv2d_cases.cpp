@@ -54,6 +54,7 @@ std::vector<TestShape> conv2d_test_shapes() {
       {6, 5, 7, 6, 9, 5, 5, 1, 1, 1, 1, 4},       // winograd_5x5: blocks of images, residual
       {2, 3, 6, 7, 4, 5, 5, 1, 3, 1, 1, 5},       // 5x5 pad 3 (beyond x), residual only
       {1, 4, 9, 11, 3, 5, 5, 1, 0, 1, 1, 0},      // 5x5 unpadded
+      {1, 16, 18, 16, 16, 5, 5, 1, 2, 1, 1, 2},   // 5x5 the default takes by F(2x2, 5x5) (widen)
       {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 2}};  // ResNet-like, relu (too big for the emulator)
 }
 
