@@ -12,9 +12,13 @@
 // Every timed variant is checked against cpu.ref on its test shapes first.
 // The flags are parsed here rather than with Boost.Program_options so that the GPU check can
 // build this tool on GPU machines without Boost (docs/design-notes.md).
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -23,6 +27,7 @@
 #include "bench/foundation.h"
 #include "bench/op_lab.h"
 #include "cli/common.h"
+#include "profiler/profiler.h"
 #include "tensor/check.h"
 #include "tensor/dtype.h"
 
@@ -78,6 +83,30 @@ void write_rows(const std::string& path, const std::string& format,
     f << "\n";
   }
 }
+// The CPU's ceilings cached for this CPU model and thread count, where the profiler's default
+// roofline reads them (profiler::default_cpu_ceilings); a cache that cannot be written is a
+// warning.
+void cache_cpu_ceilings(nlohmann::json c) {
+  const std::string path = aim::profiler::cpu_ceilings_cache_path();
+  if (path.empty()) return;
+  c["cpu"] = aim::profiler::cpu_model_name();
+  c["threads"] = omp_get_max_threads();
+  const std::time_t now = std::time(nullptr);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  c["measured"] = when;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ofstream f(path);
+  if (ec || !(f << c.dump(1) << "\n")) {
+    std::cerr << "aim-bench: warning: cannot cache the ceilings in " << path
+              << " (the profiler keeps MACHINE.md's figures)\n";
+    return;
+  }
+  std::cout << "cached this CPU's ceilings in " << path << " (aim-train/aim-infer --profile and "
+            << "aim-bench op read them at " << int(c["threads"]) << " threads)\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -175,8 +204,8 @@ int main(int argc, char** argv) {
     else
       rows = aim::bench::run_foundation(device, quick);
     if (!out.empty()) write_rows(out, format, rows);
-    if (!ceilings.empty()) {  // the measured ceilings, for aim-train --ceilings (roofline)
-      AIM_CHECK(cmd == "peak", "--ceilings: only with aim-bench peak");
+    AIM_CHECK(ceilings.empty() || cmd == "peak", "--ceilings: only with aim-bench peak");
+    if (cmd == "peak") {  // the measured ceilings, for the profiler's roofline columns
       // Rows tagged with a ceiling key (bench/foundation.cpp); several rows of one key (normal
       // and streaming triad, copy and triad on the GPU) keep the best.
       nlohmann::json c = {{"device", device}};
@@ -186,12 +215,16 @@ int main(int argc, char** argv) {
         c[key] = std::max(c.value(key, 0.0), double(r["value"]));
         if (r.contains("device_name")) c["device"] = r["device_name"];
       }
-      AIM_CHECK(c.contains("fp32_gflops") && c.contains("mem_gbps"),
-                "--ceilings: the peak run measured no fp32 FMA or memory figure (", c.dump(), ")");
-      std::ofstream f(ceilings);
-      AIM_CHECK(f.good(), "--ceilings: cannot write ", ceilings);
-      f << c.dump(1) << "\n";
-      std::cout << "wrote ceilings to " << ceilings << "\n";
+      const bool whole = c.contains("fp32_gflops") && c.contains("mem_gbps");
+      if (!ceilings.empty()) {  // for aim-train --ceilings
+        AIM_CHECK(whole, "--ceilings: the peak run measured no fp32 FMA or memory figure (",
+                  c.dump(), ")");
+        std::ofstream f(ceilings);
+        AIM_CHECK(f.good(), "--ceilings: cannot write ", ceilings);
+        f << c.dump(1) << "\n";
+        std::cout << "wrote ceilings to " << ceilings << "\n";
+      }
+      if (device == "cpu" && whole && !quick) cache_cpu_ceilings(c);
     }
     if (!results.empty()) {
       std::ofstream f(results, std::ios::app);

@@ -123,8 +123,20 @@ struct Ceilings {
 Ceilings load_ceilings(const std::string& path);
 // The JSON load_ceilings reads, from ceilings (unknown figures are left out).
 std::string ceilings_json(const Ceilings& c);
-// The measured ceilings of this CPU from MACHINE.md / aim-bench peak (fp32 FMA, triad).
+// The CPU roofline's ceilings (fp32 FMA, memory): this CPU's, as `aim-bench peak` measured them
+// and cached them (cpu_ceilings_cache_path) for this CPU model and OpenMP thread count; else
+// MACHINE.md's figures of the project's development VM, with a source that says they were not
+// measured here and how to measure them.
 Ceilings default_cpu_ceilings();
+// Where `aim-bench peak` caches this CPU's ceilings: $AIM_CACHE_DIR/cpu-ceilings.json, else
+// $XDG_CACHE_HOME/aim/..., else $HOME/.cache/aim/...; "" when none of them is set.
+std::string cpu_ceilings_cache_path();
+// This CPU's model name (/proc/cpuinfo), "" if unknown.
+std::string cpu_model_name();
+// default_cpu_ceilings for a given cache file, CPU model and thread count (the cache holds "cpu"
+// and "threads" beside load_ceilings' figures; a mismatch, a missing or unreadable file gives the
+// labelled MACHINE.md figures).
+Ceilings cpu_ceilings_from(const std::string& cache, const std::string& cpu, int threads);
 
 // Tables over the events of `steps` profiled steps: per op (op/variant), per layer, and the model
 // summary (forward and whole training step per batch).

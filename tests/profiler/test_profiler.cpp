@@ -123,6 +123,45 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / name).string();
 }
 
+// The CPU roofline's default ceilings: the cache `aim-bench peak` writes, for its CPU model and
+// thread count only; otherwise MACHINE.md's figures with a source saying they were not measured
+// here and why (no file, another CPU or thread count, unreadable).
+TEST(Profiler, CpuCeilingsFromTheCacheForThisCpuOnly) {
+  const std::string path = temp_path("aim_cpu_ceilings_test.json");
+  {
+    std::ofstream f(path);
+    f << R"({"device": "cpu", "cpu": "Test CPU 9000", "threads": 3, "fp32_gflops": 123.5,
+             "fp64_gflops": 61, "mem_gbps": 21.5, "measured": "2026-12-07 03:44 UTC"})";
+  }
+  const Ceilings c = cpu_ceilings_from(path, "Test CPU 9000", 3);
+  EXPECT_DOUBLE_EQ(c.peak_flops, 123.5e9);
+  EXPECT_DOUBLE_EQ(c.bandwidth, 21.5e9);
+  EXPECT_DOUBLE_EQ(c.peak_flops_fp64, 61e9);
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_NE(c.source.find("measured on this CPU by aim-bench peak at 2026-12-07 03:44 UTC"),
+            std::string::npos)
+      << c.source;
+  auto fallback = [&](const std::string& file, const std::string& cpu, int threads,
+                      const std::string& why) {
+    const Ceilings f = cpu_ceilings_from(file, cpu, threads);
+    EXPECT_DOUBLE_EQ(f.peak_flops, 475e9);
+    EXPECT_DOUBLE_EQ(f.bandwidth, 67e9);
+    EXPECT_NE(f.source.find("not measured on this CPU"), std::string::npos) << f.source;
+    EXPECT_NE(f.source.find(why), std::string::npos) << f.source;
+    EXPECT_NE(f.source.find("aim-bench peak"), std::string::npos) << f.source;
+  };
+  fallback(path, "Test CPU 9000", 2, "holds Test CPU 9000 at 3 threads");
+  fallback(path, "Other CPU", 3, "holds Test CPU 9000 at 3 threads");
+  fallback(path + ".missing", "Test CPU 9000", 3, "no " + path + ".missing");
+  fallback("", "Test CPU 9000", 3, "no cache directory");
+  {
+    std::ofstream f(path);
+    f << R"({"cpu": "Test CPU 9000", "threads": 3, "fp32_gflops": 1})";  // no mem_gbps
+  }
+  fallback(path, "Test CPU 9000", 3, "unreadable");
+  std::remove(path.c_str());
+}
+
 // Ceilings with several precisions load, round-trip, and the roofline draws one roof each.
 TEST(Profiler, CeilingsWithSeveralPrecisionsGiveOneRoofEach) {
   const std::string path = temp_path("aim_ceilings_test.json");
