@@ -67,12 +67,8 @@ std::vector<Roof> default_roofs(const std::string& device) {
             {g + " BF16/FP16 tensor (datasheet)", d.bf16_tc, d.mem},
             {g + " INT8 tensor (datasheet, TOPS)", d.int8_tc, d.mem}};
   }
-  const Ceilings c = default_cpu_ceilings();
-  if (c.source.rfind("measured on this CPU", 0) == 0)
-    return {{"CPU fp32 FMA (" + c.source + ")", c.peak_flops, c.bandwidth}};
-  return {{"CPU fp32 FMA, AVX-512, 2 threads (MACHINE.md's development VM, not this CPU)",
-           c.peak_flops, c.bandwidth},
-          {"CPU fp32 FMA, AVX2 only (MACHINE.md)", 206e9, 0}};
+  // This CPU's measured roofs, or MACHINE.md's labelled as such (default_cpu_ceilings' source).
+  return ceiling_roofs(default_cpu_ceilings());
 }
 
 std::vector<Roof> ceiling_roofs(const Ceilings& c) {

@@ -438,18 +438,6 @@ struct B6 {
     o[5] = v[5];
   }
 
-  // The second half of the input transform: h[r] holds row r of 16 tiles' patches times B (d B);
-  // V[6 r + col] (at dst + (6 r + col) xi_stride + j0, lanes m) = (B^T h)[r][col].
-  static void store_bt(__m512 (&h)[6][6], float* dst, int64_t xi_stride, int64_t j0, __mmask16 m) {
-    for (int col = 0; col < 6; ++col) {
-      const __m512 v[6] = {h[0][col], h[1][col], h[2][col], h[3][col], h[4][col], h[5][col]};
-      __m512 o[6];
-      bt_mul(v, o);
-      for (int r = 0; r < 6; ++r)
-        _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
-    }
-  }
-
   // The first half of the input gradient's transform: u = B dV of 16 tiles' transformed gradients
   // (dV[6 r + col] at src + (6 r + col) xi_stride + j0, lanes m); then B u[r] is patch row r.
   static void load_b(const float* src, int64_t xi_stride, int64_t j0, __mmask16 m,
@@ -482,7 +470,14 @@ struct B6 {
         F::load_patch_row(xp + ih * g.W, g.W, F::m * j0 - g.pl, d);
         bt_mul(d, h[r]);
       }
-      store_bt(h, dst, xi_stride, j0, lanes(0, g.TW - j0));
+      const __mmask16 m = lanes(0, g.TW - j0);
+      for (int col = 0; col < 6; ++col) {  // (B^T h) per column: V[6 r + col]
+        const __m512 v[6] = {h[0][col], h[1][col], h[2][col], h[3][col], h[4][col], h[5][col]};
+        __m512 o[6];
+        bt_mul(v, o);
+        for (int r = 0; r < 6; ++r)
+          _mm512_mask_storeu_ps(dst + (6 * r + col) * xi_stride + j0, m, o[r]);
+      }
     });
   }
 
@@ -596,7 +591,7 @@ struct SixPoint {
 
 // F(4x4, 3x3).
 struct F43 : SixPoint<F43> {
-  static constexpr int m = 4, r = 3, xis = 36, taps = 9;
+  static constexpr int m = 4, r = 3, xis = 36, taps = r * r;
   // Tiles hold 4x F(2x2)'s outputs: half as many per GEMM keep the buffers near F(2x2)'s.
   static constexpr int64_t target_tiles = 256;
 
@@ -686,7 +681,7 @@ struct F43 : SixPoint<F43> {
   }
 
   // The rows of the 6x6 family's transforms (B6::input_transform and the others): patch row d[0..5]
-  // of 16 tiles from 64 columns split by residue; output row o[0..3] to 64 columns (or added).
+  // of 16 tiles from 64 columns split by residue; output row o[0..3] stored to 64 columns.
   static void load_patch_row(const float* row, int64_t n, int64_t c0, __m512* d) {
     load_quads(row, n, c0, d, 6);
   }
@@ -757,7 +752,7 @@ struct F43 : SixPoint<F43> {
 // the input transform of F(4x4, 3x3) (B6) with this size's G and A^T (kernels/conv/README.md).
 // Patch columns 2s, 2s + 1 of 16 tiles are load_pairs of the row shifted by 2s.
 struct F25 : SixPoint<F25> {
-  static constexpr int m = 2, r = 5, xis = 36, taps = 25;
+  static constexpr int m = 2, r = 5, xis = 36, taps = r * r;
   // 36 transformed values per tile as F(4x4) but a quarter of its outputs: fewer tiles per block
   // keep M (36·K·T floats) nearer the caches (AlexNet's conv2, 64 -> 192 at 27x27, batch 16: 256
   // tiles 26.6 / 32.1 / 27.3 ms fwd / bwd_data / bwd_filter, 128 tiles 20.2 / 20.7 / 19.5 ms).
@@ -841,7 +836,6 @@ struct F25 : SixPoint<F25> {
     o[3] = q / 6.0f + t / 3.0f;
     o[4] = 2.0f * s / 3.0f - p / 6.0f + u5;
   }
-
 };  // F25
 
 // U[xi][k][c] = (G g G^T)[xi] of w [K, C, r, r], 16 input channels at a time (lane = c): the
