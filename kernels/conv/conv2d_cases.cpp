@@ -55,6 +55,8 @@ std::vector<TestShape> conv2d_test_shapes() {
       {2, 3, 6, 7, 4, 5, 5, 1, 3, 1, 1, 5},       // 5x5 pad 3 (beyond x), residual only
       {1, 4, 9, 11, 3, 5, 5, 1, 0, 1, 1, 0},      // 5x5 unpadded
       {1, 16, 18, 16, 16, 5, 5, 1, 2, 1, 1, 2},   // 5x5 the default takes by F(2x2, 5x5) (widen)
+      {5, 24, 7, 7, 20, 1, 1, 1, 0, 1, 1, 2},     // pointwise, images as column blocks, relu
+      {5, 12, 7, 7, 20, 3, 3, 1, 1, 1, 1, 4},     // 3x3 on 7x7: y and dy in column blocks
       {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 2}};  // ResNet-like, relu (too big for the emulator)
 }
 

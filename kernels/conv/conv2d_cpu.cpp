@@ -13,7 +13,8 @@
 //   1x1 stride-1 unpadded convolutions skip im2col/col2im: the image is already the matrix.
 //   The columns are processed in chunks of whole output rows sized so the chunk's col (<= ~512
 //   KiB, >= ~256 columns) stays in the core's L2 between im2col, the GEMM and col2im; small
-//   images (P*Q < 384) go several to one column matrix instead (plan_of). Stride 1
+//   images (P*Q < 384) go several to one column matrix instead (plan_of), their x (pointwise),
+//   dy and y planes read and written in place as the GEMM's column blocks. Stride 1
 //   with Q == W (same padding): one tap's valid rows are one contiguous copy (or add), then the
 //   one or two wrapped-around columns per row are fixed up.
 //   bwd_filter's GEMM has a transposed operand (the reduction runs along the rows of dy and col),
@@ -345,17 +346,26 @@ bool have_fast_gemm() {
 }
 
 // Row-major C[M,N] = alpha op(A) op(B) + beta C. Single-threaded inside a parallel region.
-// stream_c: sgemm_avx512's hint (C part of an output beyond the caches).
+// stream_c: sgemm_avx512's hint (C part of an output beyond the caches). blocks: op(B) (= B) and
+// C in column blocks (several images side by side read and written in place; GemmColumnBlocks).
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float beta, float* C, int64_t ldc, bool stream_c = false) {
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc, bool stream_c = false,
+          const GemmColumnBlocks& blocks = {}) {
   if (cpu_has_avx512()) {
-    sgemm_avx512(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, stream_c);
+    sgemm_avx512(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, stream_c, blocks);
     return;
   }
 #ifdef AIM_HAVE_OPENBLAS
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              blasint(M), blasint(N), blasint(K), 1.0f, A, blasint(lda), B, blasint(ldb), beta, C,
-              blasint(ldc));
+  AIM_CHECK(!tb || !blocks.blocks_b(), "[conv2d] column blocks of a transposed B");
+  const int64_t w = blocks.width > 0 ? blocks.width : N;
+  for (int64_t j = 0; j < N; j += w)  // one product per block
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                blasint(M), blasint(std::min(w, N - j)), blasint(K), 1.0f, A, blasint(lda),
+                blocks.blocks_b() ? B + j / w * blocks.b_stride
+                : tb              ? B + j * ldb
+                                  : B + j,
+                blasint(ldb), beta, blocks.blocks_c() ? C + j / w * blocks.c_stride : C + j,
+                blasint(ldc));
 #else
   AIM_FAIL("[conv2d] cpu.im2col needs AVX-512 or OpenBLAS, this build and CPU have neither");
 #endif
@@ -619,10 +629,9 @@ Plan plan_of(const Dims& d, const Conv2dParams& p, bool ordered = false) {
   return pl;
 }
 
-// Copies rows of `cols` floats between a [rows, images * cols] matrix (image i's columns at
-// i * cols) and each image's slice of an NCHW tensor (row k of image i at t + i * img_stride +
-// k * row_stride): gather_rows (dy into a GEMM operand), scatter_rows (a GEMM result into y,
-// plus a bias per row when given).
+// Copies rows of `cols` floats from each image's slice of an NCHW tensor (row k of image i at
+// t + i * img_stride + k * row_stride) into a [rows, images * cols] matrix (image i's columns at
+// i * cols): the filter gradient's dy as the reduction side of its GEMM.
 void gather_rows(const float* t, int64_t img_stride, int64_t row_stride, int64_t images,
                  int64_t rows, int64_t cols, float* m) {
   const int64_t ld = images * cols;
@@ -645,19 +654,6 @@ void epilogue(const float* src, float b, const float* res, bool relu, float* dst
       dst[j] = relu && v < 0.0f ? 0.0f : v;
     }
 }
-// res: the residual at t's position (same layout as t), or null.
-void scatter_rows(const float* m, int64_t images, int64_t rows, int64_t cols, const float* bias,
-                  const float* res, bool relu, float* t, int64_t img_stride, int64_t row_stride) {
-  const int64_t ld = images * cols;
-  for (int64_t k = 0; k < rows; ++k) {
-    const float b = bias ? bias[k] : 0.0f;
-    for (int64_t i = 0; i < images; ++i) {
-      const int64_t off = i * img_stride + k * row_stride;
-      epilogue(m + k * ld + i * cols, b, res ? res + off : nullptr, relu, t + off, cols);
-    }
-  }
-}
-
 void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
   const Dims d = dims_fwd(a);
   const Conv2dParams& p = a.p;
@@ -671,35 +667,33 @@ void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
   // An output beyond the L3 that no epilogue reads back: the GEMMs stream it to memory
   // (sgemm_avx512's stream_c).
   const bool stream = !bias && !res && !a.relu && beyond_l3(a.y.nbytes());
+  // A pointwise convolution reads the images themselves as its matrix (one image, or several
+  // side by side as the GEMM's column blocks: whole images, so rows == P).
+  const bool pointwise = is_pointwise(d, p);
   for_blocks(pl.blocks, [&](int64_t b, int) {
     const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
-    float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
-    float* out = nb > 1 ? thread_buffer(1, size_t(d.Kg * nb * PQ)) : nullptr;
+    float* col = pointwise ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
     for (int64_t g = 0; g < d.G; ++g) {
       const float* xg = x + (n0 * d.C + g * d.Cg) * HW;
       float* yg = y + (n0 * d.K + g * d.Kg) * PQ;
       const float* bg = bias ? bias + g * d.Kg : nullptr;
       for (int64_t p0 = 0; p0 < d.P; p0 += pl.rows) {
         const int64_t p1 = std::min(d.P, p0 + pl.rows), cols = (p1 - p0) * d.Q, ld = nb * cols;
-        if (!pl.direct)
+        if (!pointwise)
           for (int64_t i = 0; i < nb; ++i)
             im2col(xg + i * d.C * HW, col + i * cols, ld, d, p, p0, p1);
-        // y_g[:, chunk] [Kg, ld] = w_g [Kg, CRS] . col [CRS, ld]
-        const float* B = pl.direct ? xg : col;
-        if (nb > 1) {
-          gemm(false, false, d.Kg, ld, CRS, w + g * d.Kg * CRS, CRS, B, ld, 0.0f, out, ld);
-          scatter_rows(out, nb, d.Kg, cols, bg, res ? res + (yg - y) + p0 * d.Q : nullptr, a.relu,
-                       yg + p0 * d.Q, d.K * PQ, PQ);
-          continue;
-        }
-        gemm(false, false, d.Kg, cols, CRS, w + g * d.Kg * CRS, CRS, B, pl.direct ? PQ : cols, 0.0f,
-             yg + p0 * d.Q, PQ, stream);
+        // y_g[:, chunk] [Kg, ld] = w_g [Kg, CRS] . col [CRS, ld]; several images: each one's
+        // columns of col (or its own plane of x) and of y are a column block of the product.
+        const GemmColumnBlocks blocks{nb > 1 ? cols : 0, pointwise ? d.C * HW : 0, d.K * PQ};
+        gemm(false, false, d.Kg, ld, CRS, w + g * d.Kg * CRS, CRS, pointwise ? xg : col,
+             pointwise ? HW : ld, 0.0f, yg + p0 * d.Q, PQ, stream, blocks);
         // Bias, residual and relu on the chunk just computed (while it is in cache).
         if (bg || res || a.relu)
-          for (int64_t k = 0; k < d.Kg; ++k) {
-            float* row = yg + k * PQ + p0 * d.Q;
-            epilogue(row, bg ? bg[k] : 0.0f, res ? res + (row - y) : nullptr, a.relu, row, cols);
-          }
+          for (int64_t i = 0; i < nb; ++i)
+            for (int64_t k = 0; k < d.Kg; ++k) {
+              float* row = yg + i * d.K * PQ + k * PQ + p0 * d.Q;
+              epilogue(row, bg ? bg[k] : 0.0f, res ? res + (row - y) : nullptr, a.relu, row, cols);
+            }
       }
     }
   });
@@ -714,30 +708,28 @@ void conv2d_bwd_data_cpu_im2col(const Conv2dBwdDataArgs& a) {
   float* dx = a.dx.data<float>();
   const Plan pl = plan_of(d, p);
   const bool stream = beyond_l3(a.dx.nbytes());
+  // Several images: each one's dy (and, pointwise, its dx) a column block of the product.
+  const bool pointwise = is_pointwise(d, p);
   for_blocks(pl.blocks, [&](int64_t b, int) {
     const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
-    float* col = pl.direct ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
-    float* dyb = nb > 1 ? thread_buffer(1, size_t(d.Kg * nb * PQ)) : nullptr;
+    float* col = pointwise ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
     for (int64_t g = 0; g < d.G; ++g) {
       const float* dyg = dy + (n0 * d.K + g * d.Kg) * PQ;
       float* dxg = dx + (n0 * d.C + g * d.Cg) * HW;
-      if (pl.direct) {  // dx_g [Cg, HW] = w_g^T [Cg, Kg] . dy_g [Kg, HW]
-        gemm(true, false, CRS, PQ, d.Kg, w + g * d.Kg * CRS, CRS, dyg, PQ, 0.0f, dxg, PQ, stream);
+      if (pointwise) {  // dx_g [Cg, HW] = w_g^T [Cg, Kg] . dy_g [Kg, HW] (rows == P)
+        const GemmColumnBlocks blocks{nb > 1 ? PQ : 0, d.K * PQ, d.C * HW};
+        gemm(true, false, CRS, nb * PQ, d.Kg, w + g * d.Kg * CRS, CRS, dyg, PQ, 0.0f, dxg, PQ,
+             stream, blocks);
         continue;
       }
       for (int64_t i = 0; i < nb; ++i)
         std::memset(dxg + i * d.C * HW, 0, size_t(d.Cg * HW) * sizeof(float));
       for (int64_t p0 = 0; p0 < d.P; p0 += pl.rows) {
         const int64_t p1 = std::min(d.P, p0 + pl.rows), cols = (p1 - p0) * d.Q, ld = nb * cols;
-        const float* B = dyg + p0 * d.Q;
-        int64_t ldb = PQ;
-        if (nb > 1) {
-          gather_rows(B, d.K * PQ, PQ, nb, d.Kg, cols, dyb);
-          B = dyb;
-          ldb = ld;
-        }
         // col [CRS, ld] = w_g^T [CRS, Kg] . dy_g[:, chunk] [Kg, ld]
-        gemm(true, false, CRS, ld, d.Kg, w + g * d.Kg * CRS, CRS, B, ldb, 0.0f, col, ld);
+        const GemmColumnBlocks blocks{nb > 1 ? cols : 0, d.K * PQ, 0};
+        gemm(true, false, CRS, ld, d.Kg, w + g * d.Kg * CRS, CRS, dyg + p0 * d.Q, PQ, 0.0f, col, ld,
+             false, blocks);
         for (int64_t i = 0; i < nb; ++i)
           col2im_add(col + i * cols, ld, dxg + i * d.C * HW, d, p, p0, p1);
       }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <type_traits>
 
@@ -117,6 +118,7 @@ class Buffer {
 
 thread_local Buffer tl_pack_a;  // per worker thread: its MC x KC block of A
 thread_local Buffer tl_pack_b;  // per calling thread: the KC x NC block of B shared by the team
+thread_local Buffer tl_blocks_b, tl_blocks_c;  // column blocks copied into one matrix
 
 inline __mmask16 mask_first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
@@ -253,6 +255,38 @@ void pack_b_rows(const float* b, int64_t ldb, int64_t n, int64_t kc, float* dst,
   }
 }
 
+// As pack_b_rows over columns [j0, j0 + n) of an op(B) = B in column blocks (GemmColumnBlocks:
+// column c at b + (c / width) * bstride + c % width, `b` already at the block's first k row):
+// each destination vector of 16 columns is one load from its block, or for a vector across a
+// block boundary one expanding load per block it touches; the padding is zero.
+void pack_b_rows_blocked(const float* b, int64_t ldb, int64_t j0, int64_t n, int64_t kc, float* dst,
+                         int64_t pstride, int64_t width, int64_t bstride) {
+  const int64_t nvec = (n + kNR - 1) / kNR * kNV;
+  const int64_t blk0 = j0 / width, off0 = j0 - blk0 * width;
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* row = b + k * ldb;
+    float* d = dst + k * kNR;
+    int64_t blk = blk0, off = off0;  // block and column of the vector's first lane
+    for (int64_t v = 0; v < nvec; ++v) {
+      const int64_t len = std::clamp<int64_t>(n - 16 * v, 0, 16);
+      __m512 x;
+      if (off + len <= width) {
+        x = _mm512_maskz_loadu_ps(mask_first(len), row + blk * bstride + off);
+      } else {
+        x = _mm512_setzero_ps();
+        for (int64_t l = 0, bk = blk, o = off; l < len; ++bk, o = 0) {
+          const int64_t take = std::min(len - l, width - o);
+          x = _mm512_mask_expandloadu_ps(x, __mmask16(mask_first(take) << l),
+                                         row + bk * bstride + o);
+          l += take;
+        }
+      }
+      _mm512_store_ps(d + (v / kNV) * pstride + 16 * (v % kNV), x);
+      for (off += 16; off >= width; off -= width) ++blk;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Micro-kernel: acc[MR][NR] = sum_k a[k][r] * b[k][:], then
 //   C = alpha * acc + beta * C  (beta == 0: C is not read).
@@ -341,12 +375,9 @@ __attribute__((noinline)) void kernel_full(int64_t kc, const float* a, const flo
   micro_kernel<kMR, kNV>(kc, a, b, c, ldc, alpha, beta, stream);
 }
 
-// Partial tile (mr < MR or nr < NR): compute the full tile into a scratch tile, then update the
-// valid part of C with masked vector operations.
-__attribute__((noinline)) void kernel_edge(int64_t kc, const float* a, const float* b, float* c,
-                                           int64_t ldc, int64_t mr, int64_t nr, float alpha,
-                                           float beta) {
-  alignas(64) float tile[kMR * kNR];
+// Partial tile (mr < MR or nr < NR): the full tile is computed into a scratch tile (edge_tile),
+// then the valid part of C is updated with masked vector operations (merge_tile).
+void edge_tile(int64_t kc, const float* a, const float* b, int64_t mr, int64_t nr, float* tile) {
   // A panel at most 16 wide needs only one vector of columns: half the FMAs of the full tile.
   // At most 8 rows (M = 64 = 4 x 14 + 8: a 64-channel convolution) take an 8-row kernel reading
   // the same MR-strided A panel: 8/14 of the FMAs. Each output's sum runs over k in the same
@@ -362,18 +393,46 @@ __attribute__((noinline)) void kernel_edge(int64_t kc, const float* a, const flo
   } else {
     micro_kernel<kMR, kNV>(kc, a, b, tile, kNR, 1.0f, 0.0f);
   }
+}
+
+// C[mr, nr] = alpha * tile + beta * C (beta 0: C not read); the tile's rows are kNR apart.
+void merge_tile(const float* tile, float* c, int64_t ldc, int64_t mr, int64_t nr, float alpha,
+                float beta) {
   const __m512 va = _mm512_set1_ps(alpha);
   const __m512 vb = _mm512_set1_ps(beta);
   for (int64_t r = 0; r < mr; ++r) {
-    for (int v = 0; v < kNV; ++v) {
-      const int64_t rem = std::clamp<int64_t>(nr - 16 * v, 0, 16);
-      if (rem == 0) break;
-      const __mmask16 m = mask_first(rem);
-      float* cp = c + r * ldc + 16 * v;
-      __m512 t = _mm512_mul_ps(_mm512_load_ps(tile + r * kNR + 16 * v), va);
+    for (int64_t j = 0; j < nr; j += 16) {
+      const __mmask16 m = mask_first(std::min<int64_t>(nr - j, 16));
+      float* cp = c + r * ldc + j;
+      __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, tile + r * kNR + j), va);
       if (beta != 0.0f) t = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, cp), t);
       _mm512_mask_storeu_ps(cp, m, t);
     }
+  }
+}
+
+__attribute__((noinline)) void kernel_edge(int64_t kc, const float* a, const float* b, float* c,
+                                           int64_t ldc, int64_t mr, int64_t nr, float alpha,
+                                           float beta) {
+  alignas(64) float tile[kMR * kNR];
+  edge_tile(kc, a, b, mr, nr, tile);
+  merge_tile(tile, c, ldc, mr, nr, alpha, beta);
+}
+
+// A tile whose nr columns, from column j of a C in column blocks, cross a block boundary: the
+// tile is computed once and each block's part merged into it. `c` is the tile's first row with
+// no block offset (C + row * ldc).
+__attribute__((noinline)) void kernel_split(int64_t kc, const float* a, const float* b, float* c,
+                                            int64_t ldc, int64_t j, int64_t mr, int64_t nr,
+                                            float alpha, float beta, int64_t width,
+                                            int64_t cstride) {
+  alignas(64) float tile[kMR * kNR];
+  edge_tile(kc, a, b, mr, nr, tile);
+  for (int64_t t = 0; t < nr;) {
+    const int64_t blk = (j + t) / width, off = j + t - blk * width;
+    const int64_t take = std::min(nr - t, width - off);
+    merge_tile(tile + t, c + blk * cstride + off, ldc, mr, take, alpha, beta);
+    t += take;
   }
 }
 
@@ -791,6 +850,29 @@ void on_team(int nt, F&& part) {
   part(omp_get_thread_num(), omp_get_num_threads());
 }
 
+// The algorithm a product takes (sgemm_avx512 below; each path's comment says why).
+enum class Path { small_m, skinny, small_n, narrow, packed };
+Path choose_path(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
+  if (M <= kSmallM && !trans_b) return Path::small_m;
+  if (M <= kSkinnyM && N * K >= kSkinnyMinB) return Path::skinny;
+  if (N <= kSmallN && !trans_a) return Path::small_n;
+  if (N <= kNarrowN && (N > kSmallN || trans_a)) return Path::narrow;
+  return Path::packed;
+}
+
+// Copies `rows` rows of N columns between a matrix in column blocks (`blocked`, rows ld apart
+// inside a block, blocks `stride` apart, `width` columns each) and one matrix [rows, N].
+void copy_blocks(float* blocked, int64_t ld, int64_t stride, int64_t width, float* one,
+                 int64_t rows, int64_t N, bool to_one) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0, blk = 0; j < N; j += width, ++blk) {
+      float* b = blocked + blk * stride + r * ld;
+      float* o = one + r * N + j;
+      const size_t bytes = size_t(std::min(width, N - j)) * sizeof(float);
+      std::memcpy(to_one ? o : b, to_one ? b : o, bytes);
+    }
+}
+
 }  // namespace
 
 bool cpu_has_avx512() {
@@ -802,10 +884,38 @@ bool cpu_has_avx512() {
 
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc, bool stream_c) {
+                  int64_t ldc, bool stream_c, const GemmColumnBlocks& blocks) {
   if (M <= 0 || N <= 0) return;
+  const bool blocks_b = blocks.blocks_b(), blocks_c = blocks.blocks_c();
+  const int64_t bw = blocks.width;
   if (K <= 0 || alpha == 0.0f) {
-    scale_c(M, N, beta, C, ldc);
+    for (int64_t j = 0; j < N; j += blocks_c ? bw : N)
+      scale_c(M, blocks_c ? std::min(bw, N - j) : N, beta,
+              blocks_c ? C + j / bw * blocks.c_stride : C, ldc);
+    return;
+  }
+  const Path path = choose_path(trans_a, trans_b, M, N, K);
+  if ((blocks_b || blocks_c) && (path != Path::packed || (blocks_b && trans_b))) {
+    // The other paths read op(B) and write C in place: the blocks are copied into one matrix
+    // (and C back), and the same path runs on it, with the one matrix's bits.
+    const float* b = B;
+    int64_t ldb1 = ldb;
+    if (blocks_b) {
+      float* buf = tl_blocks_b.get(size_t(K) * size_t(N));
+      if (trans_b)  // the rows of B are the columns of op(B)
+        for (int64_t j = 0; j < N; ++j)
+          std::memcpy(buf + j * K, B + j / bw * blocks.b_stride + j % bw * ldb,
+                      size_t(K) * sizeof(float));
+      else
+        copy_blocks(const_cast<float*>(B), ldb, blocks.b_stride, bw, buf, K, N, true);
+      b = buf;
+      ldb1 = trans_b ? K : N;
+    }
+    float* c = blocks_c ? tl_blocks_c.get(size_t(M) * size_t(N)) : C;
+    if (blocks_c && beta != 0.0f) copy_blocks(C, ldc, blocks.c_stride, bw, c, M, N, true);
+    sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, b, ldb1, beta, c, blocks_c ? N : ldc,
+                 stream_c && !blocks_c);
+    if (blocks_c) copy_blocks(C, ldc, blocks.c_stride, bw, c, M, N, false);
     return;
   }
   // Team size: the caller's OpenMP setting, fewer threads for small problems (a fork/join costs a
@@ -815,7 +925,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   if (flops < 4.0e6) nt = 1;
   nt = std::max(nt, 1);
 
-  if (M <= kSmallM && !trans_b) {
+  if (path == Path::small_m) {
     const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
     const int64_t chunks = ceil_div(N, 16);  // split columns in whole vectors
     int nt_s = std::max(1, int(std::min<int64_t>(nt, chunks)));
@@ -833,8 +943,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     return;
   }
 
-  const bool skinny = M <= kSkinnyM && N * K >= kSkinnyMinB;
-  if (skinny) {
+  if (path == Path::skinny) {
     const int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
     const int64_t strips = ceil_div(N, kSkinnyW);
     const int nt_s = std::max(1, int(std::min<int64_t>(nt, strips)));
@@ -846,7 +955,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     return;
   }
 
-  if (N <= kSmallN && !trans_a) {
+  if (path == Path::small_n) {
     // Columns of op(B) as contiguous K-vectors (op(B)[k][j] = B[j*ldb+k] or B[k*ldb+j]).
     float* bt = tl_pack_b.get(size_t(N) * size_t(K));
     for (int64_t j = 0; j < N; ++j)
@@ -867,7 +976,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     return;
   }
 
-  if (N <= kNarrowN && (N > kSmallN || trans_a)) {
+  if (path == Path::narrow) {
     // op(B) packed whole: K rows of W floats (zero-padded), shared read-only by the team; read
     // in place when its rows are already whole vectors (op(B) = B, N a multiple of 16).
     const int64_t W = ceil_div(N, 16) * 16, KCn = blocking().kc;
@@ -933,6 +1042,14 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   // out with a stride of NR * kc_max so that blocks of different kc never overlap.)
   float* const packed_b_shared = pm > 1 ? tl_pack_b.get(size_t(nc_max) * size_t(kc_max)) : nullptr;
 
+  // Columns [j, j + n) of op(B) = B, rows [pc, pc + kc), into panels pstride apart.
+  auto pack_rows = [&](int64_t pc, int64_t j, int64_t n, int64_t kc, float* dst, int64_t pstride) {
+    if (blocks_b)
+      pack_b_rows_blocked(B + pc * ldb, ldb, j, n, kc, dst, pstride, bw, blocks.b_stride);
+    else
+      pack_b_rows(B + pc * ldb + j, ldb, n, kc, dst, pstride);
+  };
+
   // Row range of each row group (in whole micro-panels) and its MC blocking.
   auto run = [&](int tid) {
     const int tm = tid / pn, tn = tid % pn;
@@ -973,10 +1090,19 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
         auto tiles = [&](int64_t ic, int64_t mc, int64_t p, const float* bp) {
           const int64_t j = jc + p * kNR;
           const int64_t nr = std::min<int64_t>(kNR, N - j);
+          // Column j of C in its block (C in column blocks); a tile across blocks is split.
+          const int64_t cblk = blocks_c ? j / bw : 0, coff = j - cblk * bw;
+          const bool split = blocks_c && coff + nr > bw;
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int64_t mr = std::min<int64_t>(kMR, mc - ir);
-            float* cp = C + (ic + ir) * ldc + j;
             const float* ap = packed_a + ir * kc;
+            if (split) {
+              kernel_split(kc, ap, bp, C + (ic + ir) * ldc, ldc, j, mr, nr, alpha, beta_eff, bw,
+                           blocks.c_stride);
+              continue;
+            }
+            float* cp = blocks_c ? C + cblk * blocks.c_stride + (ic + ir) * ldc + coff
+                                 : C + (ic + ir) * ldc + j;
             if (mr == kMR && nr == kNR)
               kernel_full(kc, ap, bp, cp, ldc, alpha, beta_eff,
                           stream && reinterpret_cast<uintptr_t>(cp) % 64 == 0);
@@ -997,8 +1123,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
                               std::min<int64_t>(kNR, N - j - (p - g) * kNR), kc,
                               packed_b + (p - g) * pstride);
             else
-              pack_b_rows(B + pc * ldb + j, ldb, std::min(N, jc + g1 * kNR) - j, kc, packed_b,
-                          pstride);
+              pack_rows(pc, j, std::min(N, jc + g1 * kNR) - j, kc, packed_b, pstride);
             for (int64_t p = g; p < g1; ++p)
               tiles(row_lo, my_rows, p, packed_b + (p - g) * pstride);
           }
@@ -1014,8 +1139,8 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
           }
           if (!trans_b && lo < hi) {
             const int64_t j = jc + lo * kNR;
-            pack_b_rows(B + pc * ldb + j, ldb, std::min(N, jc + hi * kNR) - j, kc,
-                        packed_b + (lo - pan_base) * kNR * kc_max, kNR * kc_max);
+            pack_rows(pc, j, std::min(N, jc + hi * kNR) - j, kc,
+                      packed_b + (lo - pan_base) * kNR * kc_max, kNR * kc_max);
           }
           for (int64_t p = lo; trans_b && p < hi; ++p) {
             const int64_t j = jc + p * kNR;

@@ -12,8 +12,21 @@ namespace aim::kernels {
 // before it leaves them (a convolution's whole output, written image by image): C is then written
 // with non-temporal stores wherever it would be for a C of 32 MiB or more (beta 0, K within one
 // KC block; no read for ownership, ~54 instead of ~20 GB/s here).
+//
+// blocks: several matrices side by side read and written in place, without first copying them
+// into one (a batch of images' [C, H*W] planes as one [C, N*H*W] operand of a convolution):
+// column j of op(B) (when b_stride > 0; op(B) = B only) and of C (when c_stride > 0) lives in
+// block j / width at its column j % width, the blocks b_stride / c_stride floats apart; ldb and
+// ldc are the row strides inside a block. The bits are those of the same product on one matrix.
+struct GemmColumnBlocks {
+  int64_t width = 0;     // columns per block (0: no blocks)
+  int64_t b_stride = 0;  // floats from one block of B to the next (0: op(B) is one matrix)
+  int64_t c_stride = 0;  // floats from one block of C to the next (0: C is one matrix)
+  bool blocks_b() const { return width > 0 && b_stride > 0; }
+  bool blocks_c() const { return width > 0 && c_stride > 0; }
+};
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc, bool stream_c = false);
+                  int64_t ldc, bool stream_c = false, const GemmColumnBlocks& blocks = {});
 bool cpu_has_avx512();  // runtime check (__builtin_cpu_supports("avx512f"))
 }  // namespace aim::kernels

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <random>
@@ -317,6 +318,88 @@ TEST_F(GemmAvx512, NarrowNMatchesPackedPathBits) {
               ASSERT_EQ(cn[size_t(i * wide + j)], cw[size_t(i * wide + j)])
                   << "C[" << i << "," << j << "]";
         }
+}
+
+// Column blocks (GemmColumnBlocks: several images' planes read and written in place): the bits
+// of the same product on one matrix, on every path (the packed path packs and stores the blocks
+// directly, with tiles across block boundaries split; the others copy them), with the gaps
+// between blocks untouched. Widths below 16 put several blocks in one vector of a packed panel.
+TEST_F(GemmAvx512, ColumnBlocksMatchOneMatrixBits) {
+  using aim::kernels::GemmColumnBlocks;
+  struct Shape {
+    int64_t m, n, k, width;
+    bool ta, tb;
+  };
+  const Shape shapes[] = {
+      {37, 300, 70, 49, false, false},      // packed: tiles across blocks
+      {37, 300, 700, 49, true, false},      // packed, two K blocks (C read back), A^T
+      {128, 784, 96, 196, false, false},    // a 1x1 convolution at 14x14, 4 images
+      {64, 150, 40, 7, false, false},       // several blocks per vector
+      {45, 100, 33, 1, false, false},       // one column per block
+      {900, 200, 64, 50, false, false},     // many rows: the team may share the packed B block
+      {3, 200, 50, 49, false, false},       // small M (copies)
+      {30, 80, 40, 20, false, false},       // narrow N (copies)
+      {30, 4, 40, 2, false, false},         // small N (copies)
+      {40, 120, 50, 30, false, true},       // B^T in blocks (copies)
+      {20, 4200, 1000, 700, false, false},  // skinny M (copies)
+  };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int saved = omp_get_max_threads();
+  for (int nt : {1, 2})
+    for (const Shape& s : shapes)
+      for (int which = 1; which <= 3; ++which)  // 1: B in blocks, 2: C, 3: both
+        for (float beta : {0.0f, 0.5f}) {
+          if ((which & 1) == 0 && s.tb) continue;
+          omp_set_num_threads(nt);
+          SCOPED_TRACE("M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) +
+                       " K=" + std::to_string(s.k) + " width=" + std::to_string(s.width) +
+                       " which=" + std::to_string(which) + " beta=" + std::to_string(beta) +
+                       " threads=" + std::to_string(nt));
+          const int64_t nblk = (s.n + s.width - 1) / s.width;
+          const int64_t lda = s.ta ? s.m : s.k;
+          std::vector<float> a(size_t(s.m * s.k));
+          for (auto& x : a) x = dist(rng);
+          // One matrix: op(B) [K, N] (B^T: [N, K]) and C [M, N]. Blocks: each block's rows
+          // ld = width + 3 apart, blocks stride = rows * ld + 5 apart, gaps holding kGuard.
+          const int64_t brows = s.tb ? s.width : s.k, bcols = s.tb ? s.k : s.width;
+          const int64_t ldb = bcols + 3, bstride = brows * ldb + 5;
+          const int64_t ldc = s.width + 3, cstride = s.m * ldc + 5;
+          std::vector<float> b1(size_t(s.n * s.k)), c1(size_t(s.m * s.n));
+          for (auto& x : b1) x = dist(rng);
+          for (auto& x : c1) x = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : dist(rng);
+          std::vector<float> bb(size_t(nblk * bstride), kGuard), cb(size_t(nblk * cstride), kGuard);
+          for (int64_t j = 0; j < s.n; ++j) {
+            const int64_t blk = j / s.width, jj = j % s.width;
+            for (int64_t k = 0; k < s.k; ++k) {
+              if (s.tb)
+                bb[size_t(blk * bstride + jj * ldb + k)] = b1[size_t(j * s.k + k)];
+              else
+                bb[size_t(blk * bstride + k * ldb + jj)] = b1[size_t(k * s.n + j)];
+            }
+            for (int64_t i = 0; i < s.m; ++i)
+              cb[size_t(blk * cstride + i * ldc + jj)] = c1[size_t(i * s.n + j)];
+          }
+          const bool in_b = which & 1, in_c = which & 2;
+          const GemmColumnBlocks blocks{s.width, in_b ? bstride : 0, in_c ? cstride : 0};
+          // The operands not in blocks are the one matrices.
+          std::vector<float> c_one = c1, c_out = in_c ? cb : c1;
+          sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b1.data(), s.tb ? s.k : s.n,
+                       beta, c_one.data(), s.n);
+          sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, in_b ? bb.data() : b1.data(),
+                       in_b ? ldb : (s.tb ? s.k : s.n), beta, c_out.data(), in_c ? ldc : s.n, false,
+                       blocks);
+          std::vector<float> expect = in_c ? cb : c_one;  // gaps: still kGuard
+          if (in_c)
+            for (int64_t j = 0; j < s.n; ++j)
+              for (int64_t i = 0; i < s.m; ++i)
+                expect[size_t(j / s.width * cstride + i * ldc + j % s.width)] =
+                    c_one[size_t(i * s.n + j)];
+          for (size_t e = 0; e < expect.size(); ++e)
+            ASSERT_EQ(std::memcmp(&expect[e], &c_out[e], sizeof(float)), 0)
+                << "element " << e << ": " << c_out[e] << ", expected " << expect[e];
+        }
+  omp_set_num_threads(saved);
 }
 
 TEST_F(GemmAvx512, ThreadCounts) {
