@@ -13,28 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensor/asan.h"
 #include "tensor/host_memory.h"
-
-// Under ASan (tools/sanitize.sh) a cached block is poisoned while it sits in the cache and the
-// rounding slack past the requested bytes while it is handed out: without it a tensor's
-// use-after-free or overflow lands in memory ASan believes live and goes unseen.
-// GCC defines __SANITIZE_ADDRESS__, clang (the fuzz build) answers __has_feature: without the
-// latter the fuzzers allocated 1 GiB segments (found by fuzz_planetoid: -malloc_limit_mb=1024).
-#if defined(__SANITIZE_ADDRESS__)
-#define AIM_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AIM_UNDER_ASAN 1
-#endif
-#endif
-#if defined(AIM_UNDER_ASAN)
-#include <sanitizer/asan_interface.h>
-#define AIM_ASAN_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define AIM_ASAN_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define AIM_ASAN_POISON(p, n) ((void)(p), (void)(n))
-#define AIM_ASAN_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
 
 namespace aim {
 

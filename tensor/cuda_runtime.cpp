@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tensor/allocator.h"
+#include "tensor/asan.h"
 #include "tensor/cuda_check.h"
 #include "tensor/host_memory.h"
 
@@ -100,6 +101,31 @@ std::vector<std::pair<std::string, std::string>> cuda_environment() {
 namespace {
 thread_local std::map<int, StreamHandle> t_streams;
 
+// On the emulated device, device memory is host memory that the emulator's kernels and copies
+// touch: under ASan a cached block is poisoned as in the CPU allocator (tensor/asan.h), so a
+// kernel or copy on a freed tensor is reported. Sound there because streams run their work when
+// it is submitted (kernels/simt/device/README.md); blocks a captured graph replays on are never
+// poisoned. On a real GPU the pointers are not host memory: nothing to do.
+#if defined(AIM_CUDA_EMULATED) && defined(AIM_UNDER_ASAN)
+constexpr bool kPoisonDevice = true;
+void device_poison(void* p, size_t n) { AIM_ASAN_POISON(p, n); }
+void device_unpoison(void* p, size_t n) { AIM_ASAN_UNPOISON(p, n); }
+#else
+constexpr bool kPoisonDevice = false;
+void device_poison(void*, size_t) {}
+void device_unpoison(void*, size_t) {}
+#endif
+
+// s itself when a graph capture on it is active, else null.
+StreamHandle active_capture(StreamHandle s) {
+  if (!s) return nullptr;
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(s), &cs) != cudaSuccess ||
+      cs != cudaStreamCaptureStatusActive)
+    return nullptr;
+  return s;
+}
+
 // Stream-aware caching: a block freed by work on stream S is reused only for allocations on S,
 // so no cross-stream synchronisation is needed (a block used on another stream must be kept
 // alive by its user until that stream is done).
@@ -109,6 +135,8 @@ class CudaCachingAllocator final : public Allocator {
   void* allocate(size_t nbytes) override {
     const size_t size = allocator_round_size(nbytes);
     const StreamHandle s = current_stream(device_);
+    // A block taken while a graph is captured may hold tensors of other sizes in the replays.
+    const bool capturing = kPoisonDevice && active_capture(s);
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.alloc_count;
     void* p = nullptr;
@@ -117,6 +145,7 @@ class CudaCachingAllocator final : public Allocator {
       p = pool.back();
       pool.pop_back();
       ++stats_.cache_hits;
+      device_unpoison(p, size);
     } else {
       int prev = 0;
       AIM_CUDA_CHECK(cudaGetDevice(&prev));
@@ -139,6 +168,8 @@ class CudaCachingAllocator final : public Allocator {
       ++stats_.system_allocs;
       stats_.reserved_bytes += int64_t(size);
     }
+    if (!capturing && !graph_pools_.count(s))
+      device_poison(static_cast<char*>(p) + nbytes, size - nbytes);  // the rounding slack
     owner_[p] = s;
     stats_.current_bytes += int64_t(size);
     if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
@@ -152,18 +183,14 @@ class CudaCachingAllocator final : public Allocator {
 #endif
     // A block freed while this thread captures a graph on another stream may be read by the
     // graph's replays: it joins the capturing stream's pool, which only the graph uses.
-    StreamHandle capturing = current_stream(device_);
-    if (capturing) {
-      cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-      if (cudaStreamIsCapturing(static_cast<cudaStream_t>(capturing), &cs) != cudaSuccess ||
-          cs != cudaStreamCaptureStatusActive)
-        capturing = nullptr;
-    }
+    const StreamHandle capturing = active_capture(current_stream(device_));
     std::lock_guard<std::mutex> lock(mu_);
     auto it = owner_.find(p);
     StreamHandle s = it == owner_.end() ? nullptr : it->second;
     if (it != owner_.end()) owner_.erase(it);
     if (capturing) s = capturing;
+    device_unpoison(p, size);  // the slack, until the whole block is poisoned below
+    if (!capturing && !graph_pools_.count(s)) device_poison(p, size);
     free_[{s, size}].push_back(p);
     stats_.current_bytes -= int64_t(size);
   }
@@ -183,6 +210,9 @@ class CudaCachingAllocator final : public Allocator {
   void keep_pool(StreamHandle s) {
     std::lock_guard<std::mutex> lock(mu_);
     graph_pools_.insert(s);
+    for (auto& [key, blocks] : free_)
+      if (key.first == s)
+        for (void* p : blocks) device_unpoison(p, key.second);
   }
 
  private:
@@ -190,7 +220,10 @@ class CudaCachingAllocator final : public Allocator {
     cudaDeviceSynchronize();
     for (auto& [key, blocks] : free_) {
       if (graph_pools_.count(key.first)) continue;
-      for (void* p : blocks) cudaFree(p);
+      for (void* p : blocks) {
+        device_unpoison(p, key.second);  // the emulator may map the next block here
+        cudaFree(p);
+      }
       stats_.reserved_bytes -= int64_t(key.second * blocks.size());
       blocks.clear();
     }
@@ -206,12 +239,15 @@ class CudaCachingAllocator final : public Allocator {
 
 Allocator& cuda_allocator(int device) {
   static std::mutex mu;
-  static std::map<int, CudaCachingAllocator*> allocators;  // never destroyed
+  // Never destroyed, the map too: tensors freed by static destructors at exit still find their
+  // allocator, and LeakSanitizer sees the allocators reachable (a static map's destructor at exit
+  // dropped the last pointers: every cached block was reported as leaked).
+  static auto* allocators = new std::map<int, CudaCachingAllocator*>;
   std::lock_guard<std::mutex> lock(mu);
   AIM_CHECK(device >= 0 && device < cuda_device_count(), "cuda:", device, " is not available (",
             cuda_device_count(), " CUDA devices",
             cuda_unavailable_reason().empty() ? "" : "; " + cuda_unavailable_reason(), ")");
-  auto& a = allocators[device];
+  auto& a = (*allocators)[device];
   if (!a) a = new CudaCachingAllocator(device);
   return *a;
 }

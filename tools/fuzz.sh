@@ -25,13 +25,16 @@ for t in "${targets[@]}"; do
   rm -rf "$work" && mkdir -p "$work"
   [ -d "$root/fuzz/corpus/$t" ] && cp "$root/fuzz/corpus/$t"/* "$work"/ 2>/dev/null || true
   log="$build/$t.log"
-  if ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-     "$build/fuzz_$t" "$work" -max_total_time="$secs" -malloc_limit_mb=1024 -rss_limit_mb=3072 \
-       -timeout=20 -artifact_prefix="$build/findings/$t-" -print_final_stats=1 >"$log" 2>&1; then
-    echo "[fuzz] $t: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$') runs, no finding"
+  rc=0
+  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$build/fuzz_$t" "$work" -max_total_time="$secs" -malloc_limit_mb=1024 -rss_limit_mb=3072 \
+    -timeout=20 -artifact_prefix="$build/findings/$t-" -print_final_stats=1 >"$log" 2>&1 || rc=$?
+  if ((rc == 0)); then
+    echo "[fuzz] $t: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$') runs, $(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*') edges covered, corpus $(find "$work" -type f | wc -l) inputs, no finding"
   else
-    echo "[fuzz] $t: FINDING (log $log):"
-    grep -E "ERROR|SUMMARY|==[0-9]+==|Test unit written" "$log" | head -8
+    # (|| true: a process killed without a report must not end the loop under set -e)
+    echo "[fuzz] $t: FINDING, exit status $rc (log $log):"
+    grep -E "ERROR|SUMMARY|==[0-9]+==|Test unit written" "$log" | head -8 || true
     fail+=("$t")
   fi
 done

@@ -11,8 +11,9 @@
 #              loader, the kernel registry) and their tests; the rest compiles as in build-cpu, so
 #              ccache serves it. OMP_NUM_THREADS=1: GCC's libgomp is not instrumented.
 # address emu  build-asan-emu: the emulated CUDA device (-DAIM_CUDA_EMULATOR=ON), ASan+UBSan on the
-#              emulator runtime (kernels/simt), the CUDA host code and a few kernel families; runs
-#              the emulator's tests and those families' variants on emulated GPUs.
+#              emulator runtime (kernels/simt), the CUDA host code (the caching allocator, its
+#              blocks poisoned) and a few kernel families; runs the emulator's tests, those
+#              families' variants on emulated GPUs and a few models' CUDA runs (EMU_ASAN_MODELS).
 # AIM_SANITIZE_ALL=1 instruments every source in thread/emu mode too (a full cold build).
 # AIM_JOBS sets the build's parallelism (default: the cores).
 set -euo pipefail
@@ -94,12 +95,20 @@ case "$mode/$where" in
     [ "${AIM_SANITIZE_ALL:-0}" = "1" ] && only=""
     configure "$dir" -DAIM_CUDA=OFF -DAIM_CUDA_EMULATOR=ON -DAIM_SANITIZE=address,undefined \
       "-DAIM_SANITIZE_ONLY=$only"
-    cmake --build "$dir" -j"$jobs" --target aim_emu_tests aim_kernel_tests
+    cmake --build "$dir" -j"$jobs" --target aim_emu_tests aim_kernel_tests aim-train aim-infer
     built=$(date +%s)
     cd "$dir"
     AIM_SIM_GPUS=8 tests/aim_emu_tests --gtest_brief=1
     AIM_SIM_GPUS=2 tests/aim_kernel_tests --gtest_brief=1 \
       --gtest_filter='Variant_binary.cuda*:Variant_unary*.cuda*:Variant_bias_gelu*.cuda*:Variant_reduce.cuda*:Variant_softmax*.cuda*:Variant_*layernorm*.cuda*:Variant_adam_update.cuda*:Variant_embedding*.cuda*:Variant_copy.cuda*'
+    # Models on --device cuda (tests/emu/emu_models.py: training in fp32/fp16/bf16, inference in
+    # every precision and captured, din's captured training steps, --gpus 8 ranks over NCCL): the
+    # allocator's poisoned blocks catch a kernel or copy on a freed tensor on the whole CUDA path.
+    # CI's subset (EMU_ASAN_MODELS, space-separated; "all" for every model: about 25 minutes here).
+    models="${EMU_ASAN_MODELS:-din dien ncf wide_deep bert crnn nmt gcn faster_rcnn}"
+    [ "$models" = "all" ] && models=""
+    # shellcheck disable=SC2086
+    AIM_SIM_GPUS=8 /usr/bin/python3 "$root/tests/emu/emu_models.py" "$dir" "$root" $models
     ;;
   *)
     echo "usage: tools/sanitize.sh [address|thread] [cpu|emu] (thread emu is not a configuration)" >&2

@@ -3,7 +3,8 @@
 # ctest label (unit, simt, parity; cuda tests skip with the reason when there is no GPU), checks
 # register spills, builds the emulated CUDA device (build-emu) and runs the CUDA path there (labels
 # emu and cuda), then builds the CPU-only configuration (-DAIM_CUDA=OFF) under ASan+UBSan and runs
-# its unit tests there (tools/sanitize.sh address cpu).
+# its unit tests there (tools/sanitize.sh address cpu), then TSan on the threaded code and the
+# emulated device under ASan+UBSan (tools/sanitize.sh thread cpu, address emu), then the fuzzers.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 start=$(date +%s)
@@ -45,10 +46,22 @@ fi
 # The CPU-only configuration (-DAIM_CUDA=OFF -DAIM_SIMT=OFF) built under ASan+UBSan: it proves the
 # configuration builds and passes, and runs the unit tests (but the parity and minute-long learning
 # cases), the tiny models' CLI train steps and tests/cli under the sanitizers (tools/sanitize.sh,
-# docs/reliability.md "Sanitizer builds"). TSan and the emulator under ASan run by hand.
+# docs/reliability.md "Sanitizer builds").
 if [ "${AIM_SKIP_CPU_ONLY:-0}" != "1" ]; then
   "$root/tools/sanitize.sh" address cpu
   phase "build-asan and its tests"
+fi
+# The other two sanitizer configurations, each instrumenting a scope and compiling the rest as
+# another build does (ccache): TSan on the code that owns threads (the local data-parallel ranks,
+# the all-reduce, the prefetcher, the image loader) and the emulated CUDA device under ASan+UBSan
+# (the emulator, the CUDA caching allocator, a subset of kernel families and models).
+if [ "${AIM_SKIP_TSAN:-0}" != "1" ]; then
+  "$root/tools/sanitize.sh" thread cpu
+  phase "build-tsan and its tests"
+fi
+if [ "${AIM_SKIP_EMU:-0}" != "1" ] && [ "${AIM_SKIP_ASAN_EMU:-0}" != "1" ]; then
+  "$root/tools/sanitize.sh" address emu
+  phase "build-asan-emu and its tests"
 fi
 # Every reader and parser under libFuzzer with ASan/UBSan, a few seconds each on its seed corpus
 # (fuzz/README.md; the long run: tools/fuzz.sh 3600).

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/asan.h"
+
 // Built-in variables (declared in simt.h).
 __thread uint3 threadIdx;
 __thread uint3 blockIdx;
@@ -477,6 +479,10 @@ void run_block(Worker& w, uint3 bidx) {
     Fiber& f = w.fibers[i];
     // Stack tops 64 KiB apart would all map to the same L1/L2 sets; stagger them by cache lines.
     const size_t colour = (i % 61) * 64;
+    // Under ASan: a fiber ends by switching away, never returning, so the redzones of its last
+    // frames (and all of an abandoned block's) stay poisoned on the pooled stack, and the next
+    // fiber's frames there read as stack-buffer-overflows (found by tools/sanitize.sh address emu).
+    AIM_ASAN_UNPOISON(w.stacks[i] + page, bytes);
     f.ctx = bctx::make_fcontext(w.stacks[i] + page + bytes - colour, bytes - colour, &fiber_entry);
     f.state = State::Runnable;
   }

@@ -13,6 +13,7 @@
 #include "kernels/registry.h"
 #include "kernels/simt/device/device.h"
 #include "tensor/allocator.h"
+#include "tensor/asan.h"
 #include "tensor/tensor.h"
 #include "tests/support/common.h"
 #include "train/dist/nccl_backend.h"
@@ -254,3 +255,45 @@ TEST(EmulatedDevice, BadIndexIsReportedAtTheCheck) {
 
 }  // namespace
 }  // namespace aim
+
+#if defined(AIM_UNDER_ASAN)
+namespace aim {
+namespace {
+
+// The ASan build of the emulated device (tools/sanitize.sh address emu): the CUDA caching
+// allocator poisons the slack past a tensor's bytes and a block back in its cache, so a copy (or
+// a kernel) on a freed tensor is reported instead of reading memory ASan believes live.
+void copy_past_the_bytes() {
+  set_current_device(cuda_device(0));
+  void* p = cuda_allocator(0).allocate(100);
+  char h[4];
+  cudaMemcpy(h, static_cast<char*>(p) + 100, 1, cudaMemcpyDeviceToHost);
+}
+void copy_from_a_freed_block() {
+  set_current_device(cuda_device(0));
+  Allocator& a = cuda_allocator(0);
+  void* p = a.allocate(100);
+  a.deallocate(p, 100);
+  char h[4];
+  cudaMemcpy(h, p, 4, cudaMemcpyDeviceToHost);
+}
+
+TEST(EmulatedDeviceDeathTest, AsanSeesTheSlackAndCachedBlocks) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_DEATH(copy_past_the_bytes(), "use-after-poison");
+  EXPECT_DEATH(copy_from_a_freed_block(), "use-after-poison");
+  // The same block handed out again is usable to its last byte.
+  set_current_device(cuda_device(0));
+  Allocator& a = cuda_allocator(0);
+  void* p = a.allocate(100);
+  a.deallocate(p, 100);
+  void* q = a.allocate(100);
+  ASSERT_EQ(q, p);
+  char h[100] = {};
+  EXPECT_EQ(cudaMemcpy(h, q, 100, cudaMemcpyDeviceToHost), cudaSuccess);
+  a.deallocate(q, 100);
+}
+
+}  // namespace
+}  // namespace aim
+#endif

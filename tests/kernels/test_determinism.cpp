@@ -135,9 +135,10 @@ TEST(ThreadInvariance, OrderedConvFilterGradients) {
         EXPECT_EQ(thread_variance("conv2d_bwd_filter", v, s), "") << v << " " << shape_str(s);
       }
     }
-    if (s[5] == 5)
+    if (s[5] == 5) {
       EXPECT_EQ(thread_variance("conv2d_bwd_filter", "cpu.winograd_5x5_ordered", s), "")
           << shape_str(s);
+    }
     EXPECT_EQ(thread_variance("conv2d_bwd_filter", "cpu.widen_ordered", s, DType::bf16), "")
         << shape_str(s);
   }
@@ -164,8 +165,9 @@ TEST(ThreadInvariance, ConvForwardAndDataGradient) {
           EXPECT_EQ(thread_variance(op, v, s), "") << op << " " << v << " " << shape_str(s);
         }
       }
-      if (s[5] == 5)
+      if (s[5] == 5) {
         EXPECT_EQ(thread_variance(op, "cpu.winograd_5x5", s), "") << op << " " << shape_str(s);
+      }
     }
 }
 
