@@ -210,9 +210,10 @@ class CudaCachingAllocator final : public Allocator {
   void keep_pool(StreamHandle s) {
     std::lock_guard<std::mutex> lock(mu_);
     graph_pools_.insert(s);
-    for (auto& [key, blocks] : free_)
-      if (key.first == s)
-        for (void* p : blocks) device_unpoison(p, key.second);
+    if (kPoisonDevice)  // its free blocks become graph memory
+      for (auto& [key, blocks] : free_)
+        if (key.first == s)
+          for (void* p : blocks) device_unpoison(p, key.second);
   }
 
  private:

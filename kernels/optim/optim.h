@@ -290,15 +290,20 @@ AIM_OPTIM_HD inline double adagrad_lr(double lr, double step, double lr_decay) {
   return lr / (1.0 + (step - 1.0) * lr_decay);
 }
 
-// One FTRL element in double, every variant (the same numbers as the host loop it replaced).
-// mp = -lr_power. Updates w, n, z.
-AIM_OPTIM_HD inline void ftrl_element(double& w, double g, double& n, double& z, double lr,
-                                      double mp, double l1, double l2) {
-  const double n1 = n + g * g;
-  const double s1 = pow(n1, mp), s0 = pow(n, mp);
+// One FTRL element in double given the powers s1 = (n + g^2)^mp and s0 = n^mp (mp =
+// -lr_power): updates w and z; n becomes n + g^2 (the caller's).
+AIM_OPTIM_HD inline void ftrl_step(double& w, double g, double& z, double s1, double s0, double lr,
+                                   double l1, double l2) {
   z += g - (s1 - s0) / lr * w;
   const double quad = s1 / lr + 2 * l2;
   w = fabs(z) > l1 ? ((z > 0 ? l1 : -l1) - z) / quad : 0.0;
+}
+// One FTRL element in double with pow, cpu.ref and cuda.fused (the same numbers as the host loop
+// they replaced). Updates w, n, z.
+AIM_OPTIM_HD inline void ftrl_element(double& w, double g, double& n, double& z, double lr,
+                                      double mp, double l1, double l2) {
+  const double n1 = n + g * g;
+  ftrl_step(w, g, z, pow(n1, mp), pow(n, mp), lr, l1, l2);
   n = n1;
 }
 

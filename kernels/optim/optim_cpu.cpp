@@ -349,7 +349,7 @@ void ftrl_cpu_ref(const FtrlUpdateArgs& a) {
   AIM_DISPATCH_FLOAT_TYPES(a.param.dtype(), P, { ftrl_loop<P, StateT<P>>(a); });
 }
 
-// cpu.omp: the same double arithmetic without the two pow() calls per element for the usual
+// cpu.omp: ftrl_step (optim.h) as cpu.ref, without the two pow() calls per element for the usual
 // powers (they were 15% of Wide&Deep's training step at batch 128): -0.5 (the default, every
 // reference's) is sqrt, 0 (a constant rate) is 1; others call pow. Threads over elements for
 // large tensors. sqrt is correctly rounded and glibc's pow within 0.52 ulp, so a result may
@@ -361,15 +361,13 @@ void ftrl_fast_loop(const FtrlUpdateArgs& a, Power power) {
   S* n = static_cast<S*>(a.accum.raw_data());
   S* z = static_cast<S*>(a.linear.raw_data());
   const int64_t N = a.param.numel();
-  const double lr = a.lr, l1 = a.l1, l2 = a.l2;
 #pragma omp parallel for schedule(static) if (N > (int64_t(1) << 15))
   for (int64_t i = 0; i < N; ++i) {
-    const double gi = load<double>(g[i]), ni = load<double>(n[i]), w = load<double>(p[i]);
+    const double gi = load<double>(g[i]), ni = load<double>(n[i]);
     const double n1 = ni + gi * gi;
-    const double s1 = power(n1), s0 = power(ni);
-    const double zi = load<double>(z[i]) + (gi - (s1 - s0) / lr * w);  // ftrl_element's order
-    const double quad = s1 / lr + 2 * l2;
-    p[i] = store<P>(std::fabs(zi) > l1 ? ((zi > 0 ? l1 : -l1) - zi) / quad : 0.0);
+    double w = load<double>(p[i]), zi = load<double>(z[i]);
+    ftrl_step(w, gi, zi, power(n1), power(ni), a.lr, a.l1, a.l2);
+    p[i] = store<P>(w);
     n[i] = store<S>(n1);
     z[i] = store<S>(zi);
   }
