@@ -11,6 +11,8 @@
 // Test cases: pool2d_cases.cpp.
 #include "kernels/pool/pool2d_cpu.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -18,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/elementwise/loops_cpu.h"
 #include "kernels/pool/pool2d.h"
 #include "kernels/registry.h"
 
@@ -387,6 +390,80 @@ void max_row(const T* x, int64_t W, int64_t h0, int64_t h1, const Pool2dParams& 
     for (int64_t q = 0; q < Q; ++q) ind[q] = at[q];
 }
 
+#if defined(__AVX2__)
+// 3x3/2 in f32 with AVX2, the hot case of every CNN's stem and stage pools. The compiler's own
+// vector loops over a pooled row (27 or 55 outputs) left the last 3 to 7 to a scalar remainder
+// whose compares branch on the data (and chose the scalar version of some rows outright): most
+// of the forward's time. Here every run of at least 8 outputs is whole vectors, the last one
+// moved back to end at the run's end (recomputing a few outputs with the same values). The
+// selects are the scalar loops': v > best or v is NaN takes v.
+inline __m256 takes(__m256 v, __m256 best) {
+  return _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+// f(q) for the 8-wide blocks covering [lo, hi), hi - lo >= 8.
+template <class F>
+inline void blocks8(int64_t lo, int64_t hi, const F& f) {
+  for (int64_t q0 = lo; q0 < hi; q0 += 8) f(std::min(q0, hi - 8));
+}
+// Row maxima of 3 columns at stride 2 for outputs [lo, hi) of one input row: m[q], c[q] = the
+// maximum of xr[2q - pl + {0, 1, 2}] and its column. Reads xr[2*lo - pl .. 2*(hi-1) - pl + 2].
+inline void row_max_3s2_f32(const float* xr, int64_t pl, int64_t lo, int64_t hi, float* m,
+                            int32_t* c) {
+  const __m256i lane2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m256i next = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
+  blocks8(lo, hi, [&](int64_t q) {
+    const float* p = xr + 2 * q - pl;
+    const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+    // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]; odd columns likewise.
+    const __m256 v0 = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    const __m256 v1 = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+    // Third columns p[2], p[4], ..., p[16]: v0 moved down a lane, p[16] into the last.
+    const __m256 v2 =
+        _mm256_blend_ps(_mm256_permutevar8x32_ps(v0, next), _mm256_broadcast_ss(p + 16), 0x80);
+    const __m256 t1 = takes(v1, v0);
+    const __m256 b1 = _mm256_blendv_ps(v0, v1, t1);
+    const __m256 t2 = takes(v2, b1);
+    _mm256_storeu_ps(m + q, _mm256_blendv_ps(b1, v2, t2));
+    // Column: w0 + (t2 ? 2 : t1 ? 1 : 0); a true mask is -1 as an integer.
+    const __m256i i1 = _mm256_castps_si256(t1), i2 = _mm256_castps_si256(t2);
+    const __m256i off =
+        _mm256_blendv_epi8(_mm256_sub_epi32(_mm256_setzero_si256(), i1), _mm256_set1_epi32(2), i2);
+    const __m256i w0 = _mm256_add_epi32(_mm256_set1_epi32(int32_t(2 * q - pl)), lane2);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + q), _mm256_add_epi32(w0, off));
+  });
+}
+// One output row from three rows of row maxima (m0, m0 + Q, m0 + 2Q) and their columns, Q >= 8:
+// y[q] = the first row holding the maximum (a NaN: the last), ind[q] its flat index (base: the
+// window's first row * W).
+inline void col_max_3_f32(const float* m0, const int32_t* c0, int64_t Q, int64_t W, int32_t base,
+                          float* y, int32_t* ind) {
+  const __m256i b0 = _mm256_set1_epi32(base), bw = _mm256_set1_epi32(base + int32_t(W)),
+                b2w = _mm256_set1_epi32(base + int32_t(2 * W));
+  blocks8(0, Q, [&](int64_t q) {
+    const __m256 r0 = _mm256_loadu_ps(m0 + q), r1 = _mm256_loadu_ps(m0 + Q + q),
+                 r2 = _mm256_loadu_ps(m0 + 2 * Q + q);
+    const __m256 t1 = takes(r1, r0);
+    const __m256 b1 = _mm256_blendv_ps(r0, r1, t1);
+    const __m256 t2 = takes(r2, b1);
+    _mm256_storeu_ps(y + q, _mm256_blendv_ps(b1, r2, t2));
+    if (!ind) return;
+    auto col = [&](int64_t r) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c0 + r * Q + q));
+    };
+    const __m256i j1 = _mm256_blendv_epi8(_mm256_add_epi32(b0, col(0)),
+                                          _mm256_add_epi32(bw, col(1)), _mm256_castps_si256(t1));
+    const __m256i j2 =
+        _mm256_blendv_epi8(j1, _mm256_add_epi32(b2w, col(2)), _mm256_castps_si256(t2));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ind + q), j2);
+  });
+}
+#define AIM_POOL_AVX2_3S2 1
+#else
+#define AIM_POOL_AVX2_3S2 0
+#endif
+
 // K x K windows, 3x3 at stride SW = 1 (GoogLeNet's inception pooling branches, SAME padding) or 2
 // (the stem and stage pools of most CNNs) and 2x2 at stride 2 (VGG's), one plane at a time and
 // separably: each input row's K-wide
@@ -420,6 +497,13 @@ void max_plane_sep(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int
         m[q] = best;
         c[q] = at;
       }
+#if AIM_POOL_AVX2_3S2
+    if constexpr (std::is_same_v<T, float> && K == 3 && SW == 2)
+      if (in.hi - in.lo >= 8) {
+        row_max_3s2_f32(xr, pl, in.lo, in.hi, m, c);
+        continue;
+      }
+#endif
     for (int64_t q = in.lo; q < in.hi; ++q) {  // whole windows: vectorises over q
       const int64_t w0 = q * SW - pl;
       // The first column taken as is: v0 > -inf or NaN, else -inf with its own column.
@@ -458,6 +542,13 @@ void max_plane_sep(const T* x, int64_t H, int64_t W, const Pool2dParams& pp, int
         }
       continue;
     }
+#if AIM_POOL_AVX2_3S2
+    if constexpr (std::is_same_v<T, float> && K == 3 && SW == 2)
+      if (rows == 3 && Q >= 8) {
+        col_max_3_f32(m0, c0, Q, W, base, yr, ir);
+        continue;
+      }
+#endif
     if (K == 3 && rows == 3) {
       const A* m1 = m0 + Q;
       const A* m2 = m1 + Q;
@@ -636,10 +727,13 @@ void maxpool_bwd_omp(const MaxPool2dBwdArgs& a) {
   // An exception cannot leave an OpenMP region: note the first plane with an index outside its
   // window, and throw from it (checked serially, naming the output) after the region.
   int64_t bad_plane = NC;
+  // dx beyond the L3 (a stem pool's 64x112x112 maps at batch 16: 51 MB) is written with
+  // non-temporal stores: no read for ownership of its lines, which was a third of the time.
+  const bool stream = beyond_l3(a.dx.nbytes());
 #pragma omp parallel if (work > kOmpMinWork)
   {
     std::vector<A> acc(static_cast<size_t>(H * W));
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t nc = 0; nc < NC; ++nc) {
       std::fill(acc.begin(), acc.end(), A(0));
       bool ok = true;
@@ -668,9 +762,11 @@ void maxpool_bwd_omp(const MaxPool2dBwdArgs& a) {
         bad_plane = std::min(bad_plane, nc);
         continue;
       }
-      T* d = dx + nc * H * W;
-      for (int64_t i = 0; i < H * W; ++i) d[i] = T(acc[size_t(i)]);
+      ew_detail::write_rows(dx + nc * H * W, H * W, stream, [&](T* d, int64_t i, int64_t n) {
+        for (int64_t k = 0; k < n; ++k) d[k] = T(acc[size_t(i + k)]);
+      });
     }
+    if (stream) ew_detail::stream_fence();
   }
   if (bad_plane < NC)
     for (int64_t p = 0; p < P; ++p) {

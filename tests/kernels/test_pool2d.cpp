@@ -227,41 +227,46 @@ TEST(Pool2d, TfSameMaxPoolPaddingNeverWins) {
 // 3x3/1 and 3x3/2 (cpu.omp takes them separably, rows then columns) on inputs built to break a
 // separable maximum that got the order wrong: few distinct values (ties across rows and columns),
 // -inf patches, and NaNs (the last in the row-major scan wins), at every padding of the SAME branch
-// and the unpadded and ceil shapes. Every variant equals cpu.ref exactly.
+// and the unpadded and ceil shapes, in rows shorter and longer than a vector. Every variant equals
+// cpu.ref exactly.
 TEST(Pool2d, MaxPoolSeparableTiesNansAndInfAsTheReference) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
-  const int64_t H = 9, W = 11;
-  std::vector<float> xv(size_t(2 * H * W));
-  uint64_t r = 12345;
-  for (float& v : xv) {
-    r = r * 6364136223846793005ull + 1442695040888963407ull;
-    const int k = int(r >> 59);  // 0..31
-    v = k < 2 ? nan : k < 6 ? -inf : float(k % 3);
-  }
-  for (int i = 0; i < 6; ++i) xv[size_t(H * W + i)] = -inf;  // a window of -inf only
-  const Tensor x = Tensor::from_vector(xv, {1, 2, H, W});
-  struct Pads {
-    int64_t pt, pb, pl, pr;
-    bool ceil;
-  };
-  for (const auto& [k, st] : {std::pair<int64_t, int64_t>{3, 1}, {3, 2}, {2, 2}})
-    for (const Pads& pd : {Pads{1, 1, 1, 1, false}, Pads{0, 0, 0, 0, false}, Pads{0, 1, 1, 0, true},
-                           Pads{1, 0, 0, 1, false}}) {
-      const Pool2dParams p = params(k, st, pd.pt, pd.pb, pd.pl, pd.pr);
-      const Shape ys = {1, 2, pool2d_out_size(H, k, st, pd.pt, pd.pb, pd.ceil),
-                        pool2d_out_size(W, k, st, pd.pl, pd.pr, pd.ceil)};
-      const MaxResult want = max_fwd({"cpu.ref", kCPU}, x, ys, p);
-      for (const Where& v : variants()) {
-        SCOPED_TRACE(std::string(v.variant) + " " + std::to_string(k) + "x" + std::to_string(k) +
-                     "/" + std::to_string(st) + " pads " + std::to_string(pd.pt) +
-                     std::to_string(pd.pb) + std::to_string(pd.pl) + std::to_string(pd.pr));
-        const MaxResult got = max_fwd(v, x, ys, p);
-        ASSERT_EQ(got.indices, want.indices);
-        for (size_t i = 0; i < want.y.size(); ++i)
-          EXPECT_TRUE(got.y[i] == want.y[i] || (std::isnan(got.y[i]) && std::isnan(want.y[i])))
-              << i << ": " << got.y[i] << " vs " << want.y[i];
-      }
+  const int64_t H = 9;
+  // W = 37: rows of 17 to 37 outputs, the f32 3x3/2 vector path's whole and overlapping blocks.
+  for (const int64_t W : {int64_t(11), int64_t(37)}) {
+    std::vector<float> xv(size_t(2 * H * W));
+    uint64_t r = 12345;
+    for (float& v : xv) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      const int k = int(r >> 59);  // 0..31
+      v = k < 2 ? nan : k < 6 ? -inf : float(k % 3);
     }
+    for (int i = 0; i < 6; ++i) xv[size_t(H * W + i)] = -inf;  // a window of -inf only
+    const Tensor x = Tensor::from_vector(xv, {1, 2, H, W});
+    struct Pads {
+      int64_t pt, pb, pl, pr;
+      bool ceil;
+    };
+    for (const auto& [k, st] : {std::pair<int64_t, int64_t>{3, 1}, {3, 2}, {2, 2}})
+      for (const Pads& pd : {Pads{1, 1, 1, 1, false}, Pads{0, 0, 0, 0, false},
+                             Pads{0, 1, 1, 0, true}, Pads{1, 0, 0, 1, false}}) {
+        const Pool2dParams p = params(k, st, pd.pt, pd.pb, pd.pl, pd.pr);
+        const Shape ys = {1, 2, pool2d_out_size(H, k, st, pd.pt, pd.pb, pd.ceil),
+                          pool2d_out_size(W, k, st, pd.pl, pd.pr, pd.ceil)};
+        const MaxResult want = max_fwd({"cpu.ref", kCPU}, x, ys, p);
+        for (const Where& v : variants()) {
+          SCOPED_TRACE(std::string(v.variant) + " W " + std::to_string(W) + " " +
+                       std::to_string(k) + "x" + std::to_string(k) + "/" + std::to_string(st) +
+                       " pads " + std::to_string(pd.pt) + std::to_string(pd.pb) +
+                       std::to_string(pd.pl) + std::to_string(pd.pr));
+          const MaxResult got = max_fwd(v, x, ys, p);
+          ASSERT_EQ(got.indices, want.indices);
+          for (size_t i = 0; i < want.y.size(); ++i)
+            EXPECT_TRUE(got.y[i] == want.y[i] || (std::isnan(got.y[i]) && std::isnan(want.y[i])))
+                << i << ": " << got.y[i] << " vs " << want.y[i];
+        }
+      }
+  }
 }
 
 TEST(Pool2d, ErrorsNameWhatWasExpected) {
