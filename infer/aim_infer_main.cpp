@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
      "int8: use these quantized weights and scales instead of calibrating")
     ("no-fold", "keep every batch norm as its own pass (by default each one that follows a "
      "convolution is folded into its weights and bias, checked on the first batch)")
+    ("no-prepack", "f32 on the CPU: copy large fully connected weights inside every batch (by "
+     "default they are packed once for the GEMM: same results, about their size more memory)")
     ("compare-samples", po::value<int64_t>(&io.compare_samples)->default_value(1000),
      "low precision: evaluation samples for the metric comparison with fp32 (0: none)")
     ("tf32", po::value<std::string>(&tf32)->default_value("conv"), aim::cli::kTf32Help)
@@ -168,6 +170,7 @@ int main(int argc, char** argv) {
       io.cuda_graph = vm.count("cuda-graph") > 0;
       io.postprocess = vm.count("postprocess") > 0;
       io.fold_batchnorm = vm.count("no-fold") == 0;
+      io.prepack = vm.count("no-prepack") == 0;
     }
     io.profile = vm.count("profile") > 0;
     aim::profiler::set_nvtx(vm.count("nvtx") > 0);
@@ -220,6 +223,7 @@ int main(int argc, char** argv) {
                      {"kept_f32", r.int8_kept},
                      {"calibration", io.load_quantized.empty() ? io.calib.method : "loaded"}};
       j["batchnorm_folded"] = r.folded.size();
+      j["prepacked_layers"] = r.prepacked.size();
       if (io.cuda_graph) j["cuda_graph"] = {{"eager_ms", r.eager_ms}, {"graph_ms", r.graph_ms}};
       if (io.postprocess) j["postprocess_ms_p50"] = r.postprocess_p50_ms;
       j["batch"] = r.batch;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -239,6 +240,19 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
     }
   }
 
+  // Large weights packed once for the f32 CPU kernels that read them, at the first batch that
+  // does (Module::allow_prepack; Linear: the same bits, the weight's copy no longer inside every
+  // batch). Not for 16-bit (autocast's copies) or int8.
+  std::vector<std::pair<std::string, layers::Module*>> prepackers;
+  if (opt.prepack && dev.is_cpu() && !opt.int8 && opt.precision == DType::f32) {
+    std::function<void(layers::Module&, const std::string&)> walk = [&](layers::Module& m,
+                                                                        const std::string& n) {
+      if (m.allow_prepack(true)) prepackers.emplace_back(n, &m);
+      for (const auto& [cn, c] : m.children()) walk(*c, n.empty() ? cn : n + "." + cn);
+    };
+    walk(*model, "");
+  }
+
   // Low precision: the f32 model plus the state its runs need (autocast's weight copies, or the
   // quantized layers), entered around every low-precision run.
   const bool lowp = opt.int8 || opt.precision != DType::f32;
@@ -407,6 +421,22 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
     std::optional<profiler::Scope> phase(std::in_place, "fwd", profiler::ScopeKind::Phase);
     const TensorMap out = in_precision([&] { return model->infer(in); });
     phase.reset();
+    if (i == 0 && !prepackers.empty()) {  // what the first batch packed
+      int64_t bytes = 0;
+      for (const auto& [name, m] : prepackers)
+        if (const int64_t b = m->prepacked_bytes()) {
+          r.prepacked.push_back(name);
+          bytes += b;
+        }
+      if (bytes > 0) {
+        char pb[200];
+        std::snprintf(pb, sizeof pb,
+                      "packed the weights of %zu layers for the GEMM at the first batch (%.1f MiB "
+                      "more memory; --no-prepack copies them inside every batch)\n",
+                      r.prepacked.size(), double(bytes) / (1 << 20));
+        log << pb;
+      }
+    }
     synchronize(dev);
     const double dev_ms = ms_since(t1);
     const TensorMap out_host = to_device(out, kCPU);

@@ -43,6 +43,9 @@ struct InferOptions {
   // Fold each eval-mode BatchNorm2d into the Conv2d that feeds it (layers/fold.h), checked
   // against the unfolded outputs on the first batch; --no-fold keeps them.
   bool fold_batchnorm = true;
+  // f32 on the CPU: keep large weights also packed for the kernels that read them
+  // (layers::Module::allow_prepack); --no-prepack copies them inside every batch.
+  bool prepack = true;
   // Profiling of the timed batches (profiler/profiler.h): tables, Chrome trace, roofline SVG.
   bool profile = false;
   std::string trace, roofline, ceilings;
@@ -65,7 +68,8 @@ struct InferResult {
   std::string unit;         // the model's output unit (Model::output_units), "" = none
   double units_per_s = 0;   // those units over the timed wall time
   int64_t int8_layers = 0, int8_kept = 0;
-  std::vector<std::string> folded;  // the batch-norm layers folded into their convolutions
+  std::vector<std::string> folded;     // the batch-norm layers folded into their convolutions
+  std::vector<std::string> prepacked;  // the layers whose weights were packed once
   // --postprocess: its time per batch (p50, ms), inside the latency above.
   double postprocess_p50_ms = 0;
   // --cuda-graph: eager and graph-replay device time per batch (ms).

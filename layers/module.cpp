@@ -157,6 +157,11 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool stric
     if (it == sd.end()) continue;
     t.second->copy_(it->second.to(t.second->device()));
   }
+  std::function<void(Module&)> notify = [&](Module& m) {
+    m.parameters_written();
+    for (const auto& c : m.children_) notify(*c.second);
+  };
+  notify(*this);
 }
 
 void Module::to(Device d) {

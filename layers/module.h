@@ -54,6 +54,12 @@ class Module {
   virtual bool uses_batch_statistics() const { return false; }
   virtual bool freeze_batch_statistics() { return false; }
   virtual bool is_embedding_table() const { return false; }
+  // What inference asks of a layer: allow_prepack(): from the next eval-mode forward without
+  // autograd on, it may keep a weight also laid out for the CPU kernel that reads it (Linear:
+  // kernels::matmul_pack_b), at the cost of that memory; false when it has nothing to pack.
+  // prepacked_bytes(): the memory so kept now.
+  virtual bool allow_prepack(bool /*on*/) { return false; }
+  virtual int64_t prepacked_bytes() const { return 0; }
 
   // ---- mode (recursive) -------------------------------------------------------------------
   void train(bool on = true);
@@ -100,6 +106,9 @@ class Module {
     return m;
   }
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+  // Called on every module of the tree after load_state_dict wrote into its tensors in place: a
+  // layer that keeps something derived from its parameters drops it (Linear's packed weight).
+  virtual void parameters_written() {}
 
  private:
   void check_new_name(const std::string& name) const;

@@ -19,7 +19,7 @@ namespace {
 
 // c = op(a) op(b) (+ beta c) (+ bias); c allocated when undefined.
 Tensor gemm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, Tensor c = Tensor(),
-            float beta = 0, const Tensor& bias = Tensor()) {
+            float beta = 0, const Tensor& bias = Tensor(), const Tensor& b_packed = Tensor()) {
   if (!c.defined()) {
     const int64_t M = trans_a ? a.size(-1) : a.size(-2);
     const int64_t N = trans_b ? b.size(-2) : b.size(-1);
@@ -35,6 +35,7 @@ Tensor gemm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, Tensor
   m.trans_b = trans_b;
   m.beta = beta;
   m.bias = bias;
+  m.b_packed = b_packed;
   kernels::matmul(m);
   return c;
 }
@@ -150,10 +151,11 @@ Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b
 }
 
 constexpr amp::Declaration kLinearAmp{"linear", amp::OpClass::lowp, kWhyGemm};
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias,
+                const Tensor& weight_packed) {
   if (auto y = int8::linear(x, weight, bias)) return *y;
   if (auto c = amp::autocast(kLinearAmp, {&x, &weight, &bias}))
-    return linear((*c)[0], (*c)[1], (*c)[2]);
+    return linear((*c)[0], (*c)[1], (*c)[2]);  // 16-bit copies: the f32 packing does not apply
   AIM_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
   AIM_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", to_string(weight.sizes()));
   AIM_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: x ", to_string(x.sizes()),
@@ -165,8 +167,8 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
               to_string(bias.sizes()));
   const Tensor x2 = x.data().contiguous().view({M, in});
   const Tensor w = weight.data().contiguous();
-  const Tensor y2 =
-      gemm(x2, w, false, true, Tensor(), 0, bias.defined() ? bias.data().contiguous() : Tensor());
+  const Tensor y2 = gemm(x2, w, false, true, Tensor(), 0,
+                         bias.defined() ? bias.data().contiguous() : Tensor(), weight_packed);
   Shape ys = x.sizes();
   ys.back() = out;
   const Tensor y = y2.view(ys);

@@ -16,6 +16,9 @@ Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool
 // y = x @ weight^T + bias. x [..., in] (leading dims flattened; 1-D x gives [out]),
 // weight [out, in], bias [out] or undefined. Weight and bias gradients are accumulated (+=)
 // straight into the leaves' .grad (node.h: g.accum); bias grad = column sum of dy.
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias = Variable());
+// weight_packed (optional): kernels::matmul_pack_b(weight, true) of this weight's current values,
+// read by the GEMM where it can (MatmulArgs::b_packed; the same bits as without).
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias = Variable(),
+                const Tensor& weight_packed = Tensor());
 
 }  // namespace aim::autograd

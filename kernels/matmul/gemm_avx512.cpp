@@ -625,15 +625,20 @@ constexpr int64_t kSkinnyM = 32;
 // (the tiny models' convolutions) on one algorithm keeps their results comparable across
 // configurations (the emulated device's step-1 checks of badly conditioned tiny ResNets).
 constexpr int64_t kSkinnyMinB = int64_t(1) << 22;
+// op(B) = B^T (a Linear layer's weight [N, K]): from 1 MiB. The packed path pads 16 rows to two
+// 14-row micro-panels and copies B for them; the skinny path was faster from 16 x 256 x 1024 to
+// 16 x 4096 x 9216 with B in the caches or not (2 threads: 59 -> 115, 72 -> 125, 66 -> 119
+// GFLOP/s at 16 x 1000 x 4096, AlexNet's fc8), and twice that again with B pre-packed.
+constexpr int64_t kSkinnyMinBT = int64_t(1) << 18;
 // Blocks of op(B) copied into an L2-resident buffer. op(B) = B: kSkinnyKC rows x kSkinnyNC
-// columns of B (1 MiB). op(B) = B^T: kSkinnyTNC rows of B x kSkinnyTKC of their k (384 KiB): few
+// columns of B (~1 MiB). op(B) = B^T: kSkinnyTNC rows of B x kSkinnyTKC of their k (384 KiB): few
 // rows, long runs of each (measured at 2 threads, 16 x 4096 x 9216: KC x NC = 256 x 512 -> 1024 x
 // 96: ~135 -> ~175 GFLOP/s; the dot-product path before it ran at ~105).
 #ifndef AIM_SKINNY_KC
 #define AIM_SKINNY_KC 128
 #endif
 #ifndef AIM_SKINNY_NC
-#define AIM_SKINNY_NC 2048
+#define AIM_SKINNY_NC 2016
 #endif
 #ifndef AIM_SKINNY_TKC
 #define AIM_SKINNY_TKC 1024
@@ -644,6 +649,10 @@ constexpr int64_t kSkinnyMinB = int64_t(1) << 22;
 constexpr int64_t kSkinnyKC = AIM_SKINNY_KC, kSkinnyNC = AIM_SKINNY_NC;
 constexpr int64_t kSkinnyTKC = AIM_SKINNY_TKC, kSkinnyTNC = AIM_SKINNY_TNC;
 constexpr int64_t kSkinnyW = 48;  // columns of op(B) per panel (3 vectors)
+// Whole panels per block (2016 = 42 x 48 columns, 1008 KiB at KC 128): the blocks of a team's
+// share then start at whole panels of a pre-packed op(B) too.
+static_assert(kSkinnyNC % kSkinnyW == 0 && kSkinnyTNC % kSkinnyW == 0,
+              "skinny blocks must be whole panels");
 
 // Row groups of up to 8 rows of op(A) (24 accumulators, MR x NV = 8 x 3) over one 48-column
 // panel, updating C.
@@ -709,26 +718,34 @@ void pack_skinny_t(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* d
 // element of B read from memory once), row groups of op(A) against each 48-column panel.
 // (Software prefetch of the next block into L2 while computing was tried: slower, ~140 -> ~112
 // GFLOP/s; the hardware prefetchers following the copy's long runs do better.)
+//
+// packed: op(B) already in panels (sgemm_avx512_pack_b: panel q of all K rows at packed + q * K *
+// W): each block's panels are read from there instead of packed, in the same order with the same
+// k blocks, so the bits are those of the copying path. The FMAs then run while the hardware
+// prefetchers stream the panels in (the copy and the FMAs no longer take turns).
 void skinny_m(bool trans_b, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha,
               const float* A, int64_t a_rs, int64_t a_cs, const float* B, int64_t ldb, float beta,
-              float* C, int64_t ldc) {
+              float* C, int64_t ldc, const float* packed = nullptr) {
   constexpr int64_t W = kSkinnyW, RG = 8;
   const int64_t KCb = trans_b ? kSkinnyTKC : kSkinnyKC, NCb = trans_b ? kSkinnyTNC : kSkinnyNC;
-  float* buf = tl_pack_b.get(size_t(KCb) * size_t(ceil_div(NCb, W) * W));
+  float* buf = packed ? nullptr : tl_pack_b.get(size_t(KCb) * size_t(ceil_div(NCb, W) * W));
   for (int64_t jc = j0; jc < j1; jc += NCb) {
     const int64_t nc = std::min(NCb, j1 - jc), npan = ceil_div(nc, W);
     for (int64_t k0 = 0; k0 < K; k0 += KCb) {
       const int64_t kc = std::min(KCb, K - k0);
       const float beta_eff = k0 == 0 ? beta : 1.0f;
-      if (trans_b)
+      if (packed)
+        ;  // jc is a multiple of W (the team splits N in whole panels)
+      else if (trans_b)
         pack_skinny_t(B + jc * ldb + k0, ldb, kc, nc, buf);
       else
         pack_skinny_rows(B + k0 * ldb + jc, ldb, kc, nc, buf);
       for (int64_t p = 0; p < npan; ++p) {
         const int64_t w = std::min(W, nc - p * W);
+        const float* panel = packed ? packed + (jc / W + p) * K * W + k0 * W : buf + p * kc * W;
         for (int64_t r = 0; r < M; r += RG)
           skinny_rows<RG>(std::min(RG, M - r), w, kc, alpha, A + r * a_rs + k0 * a_cs, a_rs, a_cs,
-                          buf + p * kc * W, beta_eff, C + r * ldc + jc + p * W, ldc);
+                          panel, beta_eff, C + r * ldc + jc + p * W, ldc);
       }
     }
   }
@@ -854,7 +871,7 @@ void on_team(int nt, F&& part) {
 enum class Path { small_m, skinny, small_n, narrow, packed };
 Path choose_path(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
   if (M <= kSmallM && !trans_b) return Path::small_m;
-  if (M <= kSkinnyM && N * K >= kSkinnyMinB) return Path::skinny;
+  if (M <= kSkinnyM && N * K >= (trans_b ? kSkinnyMinBT : kSkinnyMinB)) return Path::skinny;
   if (N <= kSmallN && !trans_a) return Path::small_n;
   if (N <= kNarrowN && (N > kSmallN || trans_a)) return Path::narrow;
   return Path::packed;
@@ -875,6 +892,29 @@ void copy_blocks(float* blocked, int64_t ld, int64_t stride, int64_t width, floa
 
 }  // namespace
 
+int64_t sgemm_avx512_packed_b_floats(int64_t N, int64_t K) {
+  return ceil_div(N, kSkinnyW) * kSkinnyW * K;
+}
+
+bool sgemm_avx512_uses_packed_b(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K) {
+  return M > 0 && N > 0 && K > 0 && choose_path(trans_a, trans_b, M, N, K) == Path::skinny;
+}
+
+void sgemm_avx512_pack_b(bool trans_b, int64_t N, int64_t K, const float* B, int64_t ldb,
+                         float* dst) {
+  // Panels of W columns, each over all K (zero-padded past N), in parallel over panels.
+  const int64_t npan = ceil_div(N, kSkinnyW);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < npan; ++p) {
+    const int64_t j = p * kSkinnyW, n = std::min(kSkinnyW, N - j);
+    float* d = dst + p * K * kSkinnyW;
+    if (trans_b)
+      pack_skinny_t(B + j * ldb, ldb, K, n, d);
+    else
+      pack_skinny_rows(B + j, ldb, K, n, d);
+  }
+}
+
 bool cpu_has_avx512() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
@@ -884,7 +924,8 @@ bool cpu_has_avx512() {
 
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc, bool stream_c, const GemmColumnBlocks& blocks) {
+                  int64_t ldc, bool stream_c, const GemmColumnBlocks& blocks,
+                  const float* packed_b) {
   if (M <= 0 || N <= 0) return;
   const bool blocks_b = blocks.blocks_b(), blocks_c = blocks.blocks_c();
   const int64_t bw = blocks.width;
@@ -895,6 +936,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     return;
   }
   const Path path = choose_path(trans_a, trans_b, M, N, K);
+  if (path != Path::skinny) packed_b = nullptr;  // only the skinny path reads panels
   if ((blocks_b || blocks_c) && (path != Path::packed || (blocks_b && trans_b))) {
     // The other paths read op(B) and write C in place: the blocks are copied into one matrix
     // (and C back), and the same path runs on it, with the one matrix's bits.
@@ -950,7 +992,8 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     on_team(nt_s, [&](int t, int n) {
       const int64_t j0 = std::min(N, strips * t / n * kSkinnyW),
                     j1 = std::min(N, strips * (t + 1) / n * kSkinnyW);
-      if (j0 < j1) skinny_m(trans_b, M, j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc);
+      if (j0 < j1)
+        skinny_m(trans_b, M, j0, j1, K, alpha, A, a_rs, a_cs, B, ldb, beta, C, ldc, packed_b);
     });
     return;
   }

@@ -25,8 +25,23 @@ struct GemmColumnBlocks {
   bool blocks_b() const { return width > 0 && b_stride > 0; }
   bool blocks_c() const { return width > 0 && c_stride > 0; }
 };
+//
+// packed_b (optional): op(B) also laid out by sgemm_avx512_pack_b. The path for few rows of op(A)
+// and a B beyond the caches (a fully connected layer at a small batch) then reads its panels from
+// there instead of copying B block by block, with the same bits; the other paths read B (packed_b
+// is ignored there: sgemm_avx512_uses_packed_b says whether it would be read).
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc, bool stream_c = false, const GemmColumnBlocks& blocks = {});
+                  int64_t ldc, bool stream_c = false, const GemmColumnBlocks& blocks = {},
+                  const float* packed_b = nullptr);
+// Floats of op(B) [K, N] packed: N rounded up to whole 48-column panels, times K.
+int64_t sgemm_avx512_packed_b_floats(int64_t N, int64_t K);
+// Packs op(B) (B [K,N], or [N,K] when trans_b, rows ldb apart) into dst
+// (sgemm_avx512_packed_b_floats(N, K) floats): a weight packed once for every later product.
+void sgemm_avx512_pack_b(bool trans_b, int64_t N, int64_t K, const float* B, int64_t ldb,
+                         float* dst);
+// Whether sgemm_avx512 with these sizes reads packed_b (the skinny path: M up to 32, op(B) of
+// 1 MiB or more when trans_b, 16 MiB otherwise).
+bool sgemm_avx512_uses_packed_b(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K);
 bool cpu_has_avx512();  // runtime check (__builtin_cpu_supports("avx512f"))
 }  // namespace aim::kernels

@@ -21,13 +21,18 @@ struct MatmulArgs {
   bool trans_a = false, trans_b = false;
   float alpha = 1, beta = 0;
   Tensor bias;  // optional [N], added to every row of every batch element
+  // Optional: the same op(b) packed once by matmul_pack_b (a frozen weight at inference). Only
+  // cpu.avx512's path for few rows and a b beyond the caches reads it (same bits as from b);
+  // every other variant and path reads b.
+  Tensor b_packed;
   Device device() const { return c.device(); }
   DType dtype() const { return c.dtype(); }
   // a and b first and side by side: the trace's "a=[M, K] f32 b=[K, N] f32 ..." (the CLI test
   // looks for it).
   template <class S, class F>
   static void fields(S& s, F& f) {
-    f.in("a", s.a), f.in("b", s.b), f.in_opt("bias", s.bias), f.out("c", s.c);
+    f.in("a", s.a), f.in("b", s.b), f.in_opt("bias", s.bias), f.in_opt("b_packed", s.b_packed);
+    f.out("c", s.c);
     f.param("trans_a", s.trans_a), f.param("trans_b", s.trans_b);
     f.param("alpha", s.alpha), f.param("beta", s.beta);
   }
@@ -57,5 +62,12 @@ inline Cost matmul_cost(const MatmulArgs& a) {
 }
 
 void matmul(const MatmulArgs& a);  // runs the selected variant
+
+// op(b) of a weight that products will read many times, packed for cpu.avx512 (MatmulArgs::
+// b_packed): a 1-D f32 CPU tensor, about b's size again.
+Tensor matmul_pack_b(const Tensor& b, bool trans_b);
+// Whether a product of M rows with this op(b) would read b_packed (f32 on an AVX-512 CPU, the
+// GEMM's path for few rows: M up to 32 and op(b) of 1 MiB or more when trans_b).
+bool matmul_reads_packed_b(const Tensor& b, bool trans_b, int64_t M);
 
 }  // namespace aim::kernels

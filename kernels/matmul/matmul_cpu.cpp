@@ -75,7 +75,36 @@ MatmulDims matmul_check(const MatmulArgs& a) {
               dtype_name(t), " on ", a.c.device().str(), ", got ", dtype_name(a.bias.dtype()),
               " on ", a.bias.device().str());
   }
+  if (a.b_packed.defined()) {
+    AIM_CHECK(a.c.device().is_cpu() && t == DType::f32 && !d.b_batched,
+              "[matmul] b_packed is for a shared f32 b on the CPU, got b ", to_string(a.b.sizes()),
+              " ", dtype_name(t), " on ", a.c.device().str());
+    const int64_t n = sgemm_avx512_packed_b_floats(d.N, d.K);
+    AIM_CHECK(a.b_packed.dim() == 1 && a.b_packed.size(0) == n && a.b_packed.is_contiguous() &&
+                  a.b_packed.dtype() == DType::f32 && a.b_packed.device().is_cpu(),
+              "[matmul] b_packed must be a contiguous f32 [", n, "] (matmul_pack_b of b ",
+              to_string(a.b.sizes()), a.trans_b ? " transposed" : "", "), got ",
+              to_string(a.b_packed.sizes()), " ", dtype_name(a.b_packed.dtype()));
+  }
   return d;
+}
+
+bool matmul_reads_packed_b(const Tensor& b, bool trans_b, int64_t M) {
+  if (b.dim() != 2 || !b.device().is_cpu() || b.dtype() != DType::f32 || !cpu_has_avx512())
+    return false;
+  const int64_t K = trans_b ? b.size(1) : b.size(0), N = trans_b ? b.size(0) : b.size(1);
+  return sgemm_avx512_uses_packed_b(false, trans_b, M, N, K);
+}
+
+Tensor matmul_pack_b(const Tensor& b, bool trans_b) {
+  AIM_CHECK(b.dim() == 2 && b.device().is_cpu() && b.dtype() == DType::f32,
+            "matmul_pack_b: b must be a 2-D f32 CPU tensor, got ", to_string(b.sizes()), " ",
+            dtype_name(b.dtype()), " on ", b.device().str());
+  const int64_t K = trans_b ? b.size(1) : b.size(0), N = trans_b ? b.size(0) : b.size(1);
+  const Tensor bc = b.contiguous();
+  Tensor p = Tensor::empty({sgemm_avx512_packed_b_floats(N, K)}, DType::f32);
+  sgemm_avx512_pack_b(trans_b, N, K, bc.data<float>(), trans_b ? K : N, p.data<float>());
+  return p;
 }
 
 namespace {
@@ -209,7 +238,8 @@ void matmul_cpu_avx512(const MatmulArgs& a) {
   AIM_CHECK(cpu_has_avx512(), "[matmul] cpu.avx512: CPU lacks AVX-512");
   const int64_t lda = lda_of(a, d), ldb = ldb_of(a, d), ldc = std::max<int64_t>(1, d.N);
   run_batched<float>(a, d, [&](const float* A, const float* B, float* C, float beta) {
-    sgemm_avx512(a.trans_a, a.trans_b, d.M, d.N, d.K, a.alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_avx512(a.trans_a, a.trans_b, d.M, d.N, d.K, a.alpha, A, lda, B, ldb, beta, C, ldc, false,
+                 {}, a.b_packed.defined() ? a.b_packed.data<float>() : nullptr);
   });
 }
 

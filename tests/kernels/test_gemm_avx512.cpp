@@ -237,7 +237,7 @@ TEST_F(GemmAvx512, OneRowBlockPacksPanelGroups) {
 // one block and a partial panel, K past one block with a tail of k that is not a multiple of 16,
 // K below one block); and M = 33, the first packed shape.
 TEST_F(GemmAvx512, SkinnyM) {
-  // B of at least 4M floats (the paths' threshold), every transpose.
+  // B of at least 4M floats (the paths' threshold for op(B) = B), every transpose.
   for (int64_t m : {5, 16, 32, 33})
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
@@ -247,6 +247,75 @@ TEST_F(GemmAvx512, SkinnyM) {
   run_case({7, 500, 9000, true, true, 1.0f, 0.0f, 1, true});       // 9 k blocks, 5 + 1 panels
   run_case({16, 8200, 600, false, true, 1.0f, 1.0f, 0, false});    // K < one block, beta 1
   run_case({3, 4096, 1024, false, true, 2.0f, 0.0f, 0, true});     // M <= 4, op(B) = B^T
+  // op(B) = B^T from 256K floats: a Linear's weight at a small batch (fc8: 16 x 1000 x 4096).
+  run_case({16, 1000, 4096, false, true, 1.0f, 0.0f, 0, true});
+  run_case({4, 520, 600, true, true, 1.0f, 0.5f, 2, false});  // 10 + 1 panels, one k block
+}
+
+// op(B) packed once (sgemm_avx512_pack_b) gives the bits of the path that copies it, at every
+// thread count; a packed buffer of another matrix is what is read (the test would pass if the
+// packed panels were ignored otherwise); paths other than the skinny one ignore it.
+TEST_F(GemmAvx512, PackedBMatchesCopyingBits) {
+  using aim::kernels::sgemm_avx512_pack_b;
+  using aim::kernels::sgemm_avx512_packed_b_floats;
+  using aim::kernels::sgemm_avx512_uses_packed_b;
+  struct Shape {
+    int64_t m, n, k;
+    bool ta, tb;
+    int64_t extra_ldb;
+    bool skinny;  // whether the packed panels are read
+  };
+  const Shape shapes[] = {
+      {16, 1000, 4096, false, true, 0, true},   // AlexNet's fc8: 20 panels + 40 columns
+      {1, 4100, 1030, false, true, 3, true},    // batch 1, two k blocks, ldb > K
+      {7, 500, 9000, true, true, 0, true},      // 9 k blocks, op(A) = A^T
+      {32, 2100, 2000, false, false, 5, true},  // op(B) = B: 16 k blocks, 2 column blocks
+      {9, 4096, 1100, false, false, 0, true},   // 8 + 1 rows
+      {40, 1000, 4096, false, true, 0, false},  // M > 32: the packed path reads B
+      {3, 4096, 1024, false, false, 0, false},  // M <= 4, op(B) = B: read in place
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int saved = omp_get_max_threads();
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE("M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) +
+                 " K=" + std::to_string(s.k) + (s.tb ? " B^T" : " B"));
+    EXPECT_EQ(sgemm_avx512_uses_packed_b(s.ta, s.tb, s.m, s.n, s.k), s.skinny);
+    const int64_t lda = s.ta ? s.m : s.k;
+    const int64_t brows = s.tb ? s.n : s.k, ldb = (s.tb ? s.k : s.n) + s.extra_ldb;
+    std::vector<float> a(size_t(s.m * s.k)), b(size_t(brows * ldb)), b2 = b;
+    for (auto& x : a) x = dist(rng);
+    for (auto& x : b) x = dist(rng);
+    for (auto& x : b2) x = dist(rng);
+    const size_t np = size_t(sgemm_avx512_packed_b_floats(s.n, s.k));
+    std::vector<float> pb(np, kGuard), pb2(np, kGuard);
+    sgemm_avx512_pack_b(s.tb, s.n, s.k, b.data(), ldb, pb.data());
+    sgemm_avx512_pack_b(s.tb, s.n, s.k, b2.data(), ldb, pb2.data());
+    for (int nt : {1, 2}) {
+      SCOPED_TRACE("threads=" + std::to_string(nt));
+      omp_set_num_threads(nt);
+      for (float beta : {0.0f, 0.5f}) {
+        std::vector<float> c0(size_t(s.m * s.n));
+        for (auto& x : c0) x = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : dist(rng);
+        std::vector<float> copy = c0, packed = c0, other = c0, other_packed = c0;
+        sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, beta,
+                     copy.data(), s.n);
+        sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, beta,
+                     packed.data(), s.n, false, {}, pb.data());
+        ASSERT_EQ(std::memcmp(copy.data(), packed.data(), copy.size() * sizeof(float)), 0)
+            << "beta " << beta;
+        // B's values with b2's panels: b2's product where the panels are read, else b's.
+        sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b2.data(), ldb, beta,
+                     other.data(), s.n);
+        sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, beta,
+                     other_packed.data(), s.n, false, {}, pb2.data());
+        const std::vector<float>& want = s.skinny ? other : copy;
+        ASSERT_EQ(std::memcmp(want.data(), other_packed.data(), want.size() * sizeof(float)), 0)
+            << "beta " << beta;
+      }
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 // A C of 32 MiB or more written once (beta 0, K within one KC block) is stored non-temporally:

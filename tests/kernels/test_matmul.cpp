@@ -8,6 +8,7 @@
 
 #include "kernels/matmul/matmul.h"
 #include "kernels/registry.h"
+#include "kernels/testing.h"
 
 namespace aim::kernels {
 namespace {
@@ -95,6 +96,36 @@ TEST(Matmul, BadArgumentsNameShapes) {
   a.b = Tensor::zeros({2, 3, 6});  // batched b with a 2-D c
   e = error_of(a);
   EXPECT_NE(e.find("b must be 2-D"), std::string::npos) << e;
+}
+
+// A weight packed once (matmul_pack_b, what aim-infer keeps for large Linear weights): every CPU
+// variant gives its own bits without it (cpu.avx512 reads the panels, the others read b); a
+// packed tensor of the wrong size or on a batched b is refused naming the expected size.
+TEST(Matmul, PackedWeightEveryCpuVariantSameBits) {
+  MatmulArgs a;
+  a.a = random_tensor({16, 2048}, DType::f32, 1);
+  a.b = random_tensor({300, 2048}, DType::f32, 2);  // Linear's weight [N, K]
+  a.trans_b = true;
+  a.bias = random_tensor({300}, DType::f32, 3);
+  a.c = Tensor::empty({16, 300});
+  const bool reads = matmul_reads_packed_b(a.b, true, 16);
+  const Tensor packed = matmul_pack_b(a.b, true);
+  for (const std::string& v : cpu_variants()) {
+    SCOPED_TRACE(v);
+    ScopedVariant sv("matmul", v);
+    a.b_packed = Tensor();
+    matmul(a);
+    const auto plain = a.c.to_vector<float>();
+    a.b_packed = packed;
+    matmul(a);
+    EXPECT_EQ(a.c.to_vector<float>(), plain) << (reads ? "panels read" : "panels not read");
+  }
+  a.b_packed = Tensor::zeros({packed.numel() - 48});
+  std::string e = error_of(a);
+  EXPECT_NE(e.find("b_packed must be a contiguous f32 [" + std::to_string(packed.numel()) + "]"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("[300, 2048] transposed"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/gradcheck.h"
+#include "kernels/matmul/matmul.h"
 #include "kernels/testing.h"
 #include "layers/activation.h"
 #include "layers/batchnorm.h"
@@ -278,6 +279,45 @@ TEST(LayersLinear, ForwardIsXWtPlusB) {
   Linear nob(3, 4, 1, /*bias=*/false);
   EXPECT_FALSE(nob.bias.defined());
   EXPECT_EQ(keys(nob.state_dict()), std::vector<std::string>{"weight"});
+}
+
+// Linear::allow_prepack: the same bits as without, packed only where the GEMM reads the panels
+// (eval mode, no autograd, a small batch) and dropped when the weight may change.
+TEST(LayersLinear, PrepackedWeightSameBitsAndDroppedWhenTheWeightMayChange) {
+  Linear l(2048, 300, 7);  // 600K floats: the GEMM's few-rows path reads packed panels
+  if (!kernels::matmul_reads_packed_b(l.weight.data(), true, 16))
+    GTEST_SKIP() << "no packed path on this CPU (AVX-512)";
+  const Variable x(kernels::random_tensor({16, 2048}, DType::f32, 5));
+  const Variable big(kernels::random_tensor({64, 2048}, DType::f32, 6));
+  l.eval();
+  auto no_grad = std::make_unique<autograd::NoGradGuard>();
+  const auto plain = l.forward(x).data().to_vector<float>();
+  const auto plain_big = l.forward(big).data().to_vector<float>();
+  EXPECT_TRUE(l.allow_prepack(true));
+  EXPECT_EQ(l.prepacked_bytes(), 0);
+  EXPECT_EQ(l.forward(big).data().to_vector<float>(), plain_big);  // 64 rows: not read
+  EXPECT_EQ(l.prepacked_bytes(), 0);
+  EXPECT_EQ(l.forward(x).data().to_vector<float>(), plain);
+  EXPECT_EQ(l.prepacked_bytes(), int64_t(sizeof(float)) * 7 * 48 * 2048);  // 300 -> 7 panels
+  EXPECT_EQ(l.forward(x).data().to_vector<float>(), plain);                // the kept copy
+
+  // New values written in place: the copy is dropped and the new weight packed.
+  Linear other(2048, 300, 8);
+  l.load_state_dict(other.state_dict());
+  EXPECT_EQ(l.prepacked_bytes(), 0);
+  other.eval();
+  EXPECT_EQ(l.forward(x).data().to_vector<float>(), other.forward(x).data().to_vector<float>());
+  EXPECT_GT(l.prepacked_bytes(), 0);
+  // Training mode, or a forward that records a graph, drops it (an optimizer may step next).
+  no_grad.reset();
+  l.forward(x);
+  EXPECT_EQ(l.prepacked_bytes(), 0);
+  no_grad = std::make_unique<autograd::NoGradGuard>();
+  l.forward(x);
+  EXPECT_GT(l.prepacked_bytes(), 0);
+  l.train();
+  l.forward(x);
+  EXPECT_EQ(l.prepacked_bytes(), 0);
 }
 
 // PyTorch's BatchNorm1d by hand: batch mean and biased var normalise, the unbiased var updates
