@@ -288,8 +288,23 @@ void pack_b_rows_blocked(const float* b, int64_t ldb, int64_t j0, int64_t n, int
 }
 
 // ---------------------------------------------------------------------------------------------
+// GemmEpilogue for one tile of C: the bias of the tile's first row (nullptr: none), relu.
+struct TileEpilogue {
+  const float* bias;
+  bool relu;
+};
+// + bias[r], then relu: GemmEpilogue's order. max(0, t) returns t when t is NaN (vmaxps returns
+// its second operand then): x < 0 ? 0 : x. (The maskz form: GCC 12's _mm512_max_ps trips a
+// -Wmaybe-uninitialized false positive.)
+__attribute__((always_inline)) inline __m512 finish(const TileEpilogue& e, __m512 t, int64_t r) {
+  if (e.bias) t = _mm512_add_ps(t, _mm512_set1_ps(e.bias[r]));
+  if (e.relu) t = _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), t);
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Micro-kernel: acc[MR][NR] = sum_k a[k][r] * b[k][:], then
-//   C = alpha * acc + beta * C  (beta == 0: C is not read).
+//   C = alpha * acc + beta * C  (beta == 0: C is not read), then the epilogue (ep, when given).
 // a: packed A panel (k-major, MR per k), b: packed B panel (k-major, NR per k, 64-byte aligned).
 // ---------------------------------------------------------------------------------------------
 // BS: floats per k step of the packed B panel (16 * NV, or NR when a narrower kernel runs over
@@ -298,11 +313,9 @@ void pack_b_rows_blocked(const float* b, int64_t ldb, int64_t j0, int64_t n, int
 // stream (beta == 0, C 64-byte aligned with ldc a multiple of 16): C is written with
 // non-temporal stores and not prefetched (see kStreamMinBytes).
 template <int MR, int NV, int BS = 16 * NV, int AS = MR>
-__attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float* __restrict a,
-                                                        const float* __restrict b,
-                                                        float* __restrict c, int64_t ldc,
-                                                        float alpha, float beta,
-                                                        bool stream = false) {
+__attribute__((always_inline)) inline void micro_kernel(
+    int64_t kc, const float* __restrict a, const float* __restrict b, float* __restrict c,
+    int64_t ldc, float alpha, float beta, bool stream = false, const TileEpilogue* ep = nullptr) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
@@ -343,7 +356,8 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float*
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
-        const __m512 t = _mm512_mul_ps(acc[r][v], va);
+        __m512 t = _mm512_mul_ps(acc[r][v], va);
+        if (ep) t = finish(*ep, t, r);
         if (stream)
           _mm512_stream_ps(c + r * ldc + 16 * v, t);
         else
@@ -355,7 +369,9 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float*
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
         float* cp = c + r * ldc + 16 * v;
-        _mm512_storeu_ps(cp, _mm512_fmadd_ps(acc[r][v], va, _mm512_loadu_ps(cp)));
+        __m512 t = _mm512_fmadd_ps(acc[r][v], va, _mm512_loadu_ps(cp));
+        if (ep) t = finish(*ep, t, r);
+        _mm512_storeu_ps(cp, t);
       }
   } else {
     const __m512 vb = _mm512_set1_ps(beta);
@@ -364,15 +380,17 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float*
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
         float* cp = c + r * ldc + 16 * v;
-        _mm512_storeu_ps(cp,
-                         _mm512_fmadd_ps(acc[r][v], va, _mm512_mul_ps(vb, _mm512_loadu_ps(cp))));
+        __m512 t = _mm512_fmadd_ps(acc[r][v], va, _mm512_mul_ps(vb, _mm512_loadu_ps(cp)));
+        if (ep) t = finish(*ep, t, r);
+        _mm512_storeu_ps(cp, t);
       }
   }
 }
 
 __attribute__((noinline)) void kernel_full(int64_t kc, const float* a, const float* b, float* c,
-                                           int64_t ldc, float alpha, float beta, bool stream) {
-  micro_kernel<kMR, kNV>(kc, a, b, c, ldc, alpha, beta, stream);
+                                           int64_t ldc, float alpha, float beta, bool stream,
+                                           const TileEpilogue* ep) {
+  micro_kernel<kMR, kNV>(kc, a, b, c, ldc, alpha, beta, stream, ep);
 }
 
 // Partial tile (mr < MR or nr < NR): the full tile is computed into a scratch tile (edge_tile),
@@ -395,9 +413,10 @@ void edge_tile(int64_t kc, const float* a, const float* b, int64_t mr, int64_t n
   }
 }
 
-// C[mr, nr] = alpha * tile + beta * C (beta 0: C not read); the tile's rows are kNR apart.
+// C[mr, nr] = alpha * tile + beta * C (beta 0: C not read), then the epilogue (ep, when given);
+// the tile's rows are kNR apart.
 void merge_tile(const float* tile, float* c, int64_t ldc, int64_t mr, int64_t nr, float alpha,
-                float beta) {
+                float beta, const TileEpilogue* ep) {
   const __m512 va = _mm512_set1_ps(alpha);
   const __m512 vb = _mm512_set1_ps(beta);
   for (int64_t r = 0; r < mr; ++r) {
@@ -406,6 +425,7 @@ void merge_tile(const float* tile, float* c, int64_t ldc, int64_t mr, int64_t nr
       float* cp = c + r * ldc + j;
       __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, tile + r * kNR + j), va);
       if (beta != 0.0f) t = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, cp), t);
+      if (ep) t = finish(*ep, t, r);
       _mm512_mask_storeu_ps(cp, m, t);
     }
   }
@@ -413,10 +433,10 @@ void merge_tile(const float* tile, float* c, int64_t ldc, int64_t mr, int64_t nr
 
 __attribute__((noinline)) void kernel_edge(int64_t kc, const float* a, const float* b, float* c,
                                            int64_t ldc, int64_t mr, int64_t nr, float alpha,
-                                           float beta) {
+                                           float beta, const TileEpilogue* ep) {
   alignas(64) float tile[kMR * kNR];
   edge_tile(kc, a, b, mr, nr, tile);
-  merge_tile(tile, c, ldc, mr, nr, alpha, beta);
+  merge_tile(tile, c, ldc, mr, nr, alpha, beta, ep);
 }
 
 // A tile whose nr columns, from column j of a C in column blocks, cross a block boundary: the
@@ -424,15 +444,34 @@ __attribute__((noinline)) void kernel_edge(int64_t kc, const float* a, const flo
 // no block offset (C + row * ldc).
 __attribute__((noinline)) void kernel_split(int64_t kc, const float* a, const float* b, float* c,
                                             int64_t ldc, int64_t j, int64_t mr, int64_t nr,
-                                            float alpha, float beta, int64_t width,
-                                            int64_t cstride) {
+                                            float alpha, float beta, int64_t width, int64_t cstride,
+                                            const TileEpilogue* ep) {
   alignas(64) float tile[kMR * kNR];
   edge_tile(kc, a, b, mr, nr, tile);
   for (int64_t t = 0; t < nr;) {
     const int64_t blk = (j + t) / width, off = j + t - blk * width;
     const int64_t take = std::min(nr - t, width - off);
-    merge_tile(tile + t, c + blk * cstride + off, ldc, mr, take, alpha, beta);
+    merge_tile(tile + t, c + blk * cstride + off, ldc, mr, take, alpha, beta, ep);
     t += take;
+  }
+}
+
+// GemmEpilogue as a pass over C [M, N] (in column blocks when blocks.blocks_c()), for the paths
+// that do not apply it in their stores: the same operations in the same order as finish().
+void epilogue_pass(int64_t M, int64_t N, float* C, int64_t ldc, const GemmColumnBlocks& blocks,
+                   const GemmEpilogue& e) {
+  const int64_t w = blocks.blocks_c() ? blocks.width : N;
+  for (int64_t j0 = 0; j0 < N; j0 += w) {
+    const int64_t n = std::min(w, N - j0);
+    float* cb = blocks.blocks_c() ? C + j0 / w * blocks.c_stride : C + j0;
+    for (int64_t i = 0; i < M; ++i) {
+      float* c = cb + i * ldc;
+      for (int64_t j = 0; j < n; ++j) {
+        float v = c[j];
+        if (e.row_bias) v += e.row_bias[i];
+        c[j] = e.relu && v < 0.0f ? 0.0f : v;
+      }
+    }
   }
 }
 
@@ -924,8 +963,8 @@ bool cpu_has_avx512() {
 
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc, bool stream_c, const GemmColumnBlocks& blocks,
-                  const float* packed_b) {
+                  int64_t ldc, bool stream_c, const GemmColumnBlocks& blocks, const float* packed_b,
+                  const GemmEpilogue& epilogue) {
   if (M <= 0 || N <= 0) return;
   const bool blocks_b = blocks.blocks_b(), blocks_c = blocks.blocks_c();
   const int64_t bw = blocks.width;
@@ -933,6 +972,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     for (int64_t j = 0; j < N; j += blocks_c ? bw : N)
       scale_c(M, blocks_c ? std::min(bw, N - j) : N, beta,
               blocks_c ? C + j / bw * blocks.c_stride : C, ldc);
+    if (epilogue.any()) epilogue_pass(M, N, C, ldc, blocks, epilogue);
     return;
   }
   const Path path = choose_path(trans_a, trans_b, M, N, K);
@@ -956,8 +996,17 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     float* c = blocks_c ? tl_blocks_c.get(size_t(M) * size_t(N)) : C;
     if (blocks_c && beta != 0.0f) copy_blocks(C, ldc, blocks.c_stride, bw, c, M, N, true);
     sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, b, ldb1, beta, c, blocks_c ? N : ldc,
-                 stream_c && !blocks_c);
+                 stream_c && !blocks_c && !epilogue.any());
     if (blocks_c) copy_blocks(C, ldc, blocks.c_stride, bw, c, M, N, false);
+    if (epilogue.any()) epilogue_pass(M, N, C, ldc, blocks, epilogue);
+    return;
+  }
+  // The paths other than the packed one take the epilogue as a pass over C after the product (which
+  // reads C back: not streamed).
+  if (epilogue.any() && path != Path::packed) {
+    sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, false, blocks,
+                 packed_b);
+    epilogue_pass(M, N, C, ldc, blocks, epilogue);
     return;
   }
   // Team size: the caller's OpenMP setting, fewer threads for small problems (a fork/join costs a
@@ -1129,6 +1178,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
       for (int64_t pc = 0; pc < K; pc += KC) {
         const int64_t kc = std::min(KC, K - pc);
         const float beta_eff = pc == 0 ? beta : 1.0f;
+        const bool epi = epilogue.any() && pc + kc >= K;  // on the last KC block's stores
         // The micro-tiles of one MC block against panel p of the packed B block.
         auto tiles = [&](int64_t ic, int64_t mc, int64_t p, const float* bp) {
           const int64_t j = jc + p * kNR;
@@ -1139,18 +1189,21 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int64_t mr = std::min<int64_t>(kMR, mc - ir);
             const float* ap = packed_a + ir * kc;
+            // The tile's epilogue: its rows' bias.
+            const TileEpilogue te{epilogue.row_bias ? epilogue.row_bias + ic + ir : nullptr,
+                                  epilogue.relu};
             if (split) {
               kernel_split(kc, ap, bp, C + (ic + ir) * ldc, ldc, j, mr, nr, alpha, beta_eff, bw,
-                           blocks.c_stride);
+                           blocks.c_stride, epi ? &te : nullptr);
               continue;
             }
             float* cp = blocks_c ? C + cblk * blocks.c_stride + (ic + ir) * ldc + coff
                                  : C + (ic + ir) * ldc + j;
             if (mr == kMR && nr == kNR)
               kernel_full(kc, ap, bp, cp, ldc, alpha, beta_eff,
-                          stream && reinterpret_cast<uintptr_t>(cp) % 64 == 0);
+                          stream && reinterpret_cast<uintptr_t>(cp) % 64 == 0, epi ? &te : nullptr);
             else
-              kernel_edge(kc, ap, bp, cp, ldc, mr, nr, alpha, beta_eff);
+              kernel_edge(kc, ap, bp, cp, ldc, mr, nr, alpha, beta_eff, epi ? &te : nullptr);
           }
         };
         if (fused) {

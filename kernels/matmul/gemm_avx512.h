@@ -30,10 +30,22 @@ struct GemmColumnBlocks {
 // and a B beyond the caches (a fully connected layer at a small batch) then reads its panels from
 // there instead of copying B block by block, with the same bits; the other paths read B (packed_b
 // is ignored there: sgemm_avx512_uses_packed_b says whether it would be read).
+//
+// epilogue (optional): once an element of C is complete (alpha * op(A) op(B) + beta * C), add
+// row_bias[i] to row i (when given), then relu (x < 0 ? 0 : x, NaN stays NaN): a convolution's
+// bias and activation. The packed path applies it in the micro-tile's registers before its one
+// store of C (a pass over C afterwards read a convolution's output back from beyond the L2, and a
+// C streamed past the caches can take it too); the other paths in a pass over C after the
+// product, with the same bits.
+struct GemmEpilogue {
+  const float* row_bias = nullptr;
+  bool relu = false;
+  bool any() const { return row_bias || relu; }
+};
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                   int64_t ldc, bool stream_c = false, const GemmColumnBlocks& blocks = {},
-                  const float* packed_b = nullptr);
+                  const float* packed_b = nullptr, const GemmEpilogue& epilogue = {});
 // Floats of op(B) [K, N] packed: N rounded up to whole 48-column panels, times K.
 int64_t sgemm_avx512_packed_b_floats(int64_t N, int64_t K);
 // Packs op(B) (B [K,N], or [N,K] when trans_b, rows ldb apart) into dst

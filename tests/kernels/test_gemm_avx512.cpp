@@ -471,6 +471,82 @@ TEST_F(GemmAvx512, ColumnBlocksMatchOneMatrixBits) {
   omp_set_num_threads(saved);
 }
 
+// The epilogue (a bias per row of C, then relu) gives the bits of the product followed by a pass
+// `v = c + bias[i]; v < 0 ? 0 : v` on every path: packed (in the micro-tiles' registers: full and
+// edge tiles, the last of two K blocks, C in column blocks with tiles across them, a C streamed
+// past the caches) and the paths that take it as a pass (small M, narrow N, small N, skinny M,
+// blocks copied). A NaN bias keeps its row NaN through the relu; nothing outside C is written.
+TEST_F(GemmAvx512, EpilogueMatchesProductThenPassBits) {
+  using aim::kernels::GemmColumnBlocks;
+  using aim::kernels::GemmEpilogue;
+  struct Shape {
+    int64_t m, n, k, width;  // width > 0: B and C in column blocks of that many columns
+    bool ta, tb, stream;
+  };
+  const Shape shapes[] = {
+      {37, 300, 70, 0, false, false, false},     // packed: full and edge tiles
+      {37, 300, 700, 0, true, false, false},     // packed, two K blocks (on the last one's stores)
+      {64, 3136, 64, 0, false, false, true},     // a 1x1 convolution's image, streamed
+      {128, 784, 96, 196, false, false, false},  // column blocks: tiles across blocks
+      {3, 200, 50, 0, false, false, false},      // small M
+      {30, 80, 40, 0, false, false, false},      // narrow N
+      {30, 4, 40, 0, false, false, false},       // small N
+      {20, 4200, 1000, 0, false, false, false},  // skinny M
+      {40, 120, 50, 30, false, true, false},     // B^T in blocks: copied
+  };
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int saved = omp_get_max_threads();
+  for (int nt : {1, 2})
+    for (const Shape& s : shapes)
+      for (float beta : {0.0f, 1.0f, 0.5f})
+        for (int mode = 1; mode <= 3; ++mode) {  // 1: bias, 2: relu, 3: both
+          omp_set_num_threads(nt);
+          const float alpha = beta == 0.5f ? 0.75f : 1.0f;
+          SCOPED_TRACE("M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) +
+                       " K=" + std::to_string(s.k) + " width=" + std::to_string(s.width) +
+                       " beta=" + std::to_string(beta) + " mode=" + std::to_string(mode) +
+                       " threads=" + std::to_string(nt));
+          const bool blk = s.width > 0;
+          const int64_t w = blk ? s.width : s.n, nblk = (s.n + w - 1) / w;
+          // op(B) [K, N] (B^T: [N, K]) and C [M, N], each a matrix per block: rows ld apart,
+          // blocks stride apart (gaps hold kGuard); one block of all N columns otherwise.
+          const int64_t brows = s.tb ? w : s.k, bcols = s.tb ? s.k : w;
+          const int64_t ldb = bcols + (blk ? 3 : 0), bstride = brows * ldb + (blk ? 5 : 0);
+          const int64_t ldc = w + (blk ? 3 : 0), cstride = s.m * ldc + (blk ? 5 : 0);
+          std::vector<float> a(size_t(s.m * s.k)), bias(size_t(s.m));
+          std::vector<float> b(size_t(nblk * bstride), kGuard);
+          std::vector<float, Aligned64<float>> c0(size_t(nblk * cstride), kGuard);
+          for (auto& x : a) x = dist(rng);
+          for (auto& x : bias) x = dist(rng);
+          bias[size_t(s.m / 2)] = std::numeric_limits<float>::quiet_NaN();
+          for (int64_t j = 0; j < s.n; ++j) {
+            for (int64_t k = 0; k < s.k; ++k)
+              b[size_t(j / w * bstride + (s.tb ? j % w * ldb + k : k * ldb + j % w))] = dist(rng);
+            for (int64_t i = 0; i < s.m; ++i)
+              c0[size_t(j / w * cstride + i * ldc + j % w)] =
+                  beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : dist(rng);
+          }
+          const GemmColumnBlocks blocks{blk ? w : 0, blk ? bstride : 0, blk ? cstride : 0};
+          const GemmEpilogue epi{mode & 1 ? bias.data() : nullptr, (mode & 2) != 0};
+          auto expect = c0, got = c0;
+          sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, alpha, a.data(), s.ta ? s.m : s.k, b.data(), ldb,
+                       beta, expect.data(), ldc, s.stream, blocks);
+          for (int64_t j = 0; j < s.n; ++j)
+            for (int64_t i = 0; i < s.m; ++i) {
+              float& v = expect[size_t(j / w * cstride + i * ldc + j % w)];
+              if (epi.row_bias) v += bias[size_t(i)];
+              if (epi.relu && v < 0.0f) v = 0.0f;
+            }
+          sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, alpha, a.data(), s.ta ? s.m : s.k, b.data(), ldb,
+                       beta, got.data(), ldc, s.stream, blocks, nullptr, epi);
+          for (size_t e = 0; e < expect.size(); ++e)
+            ASSERT_EQ(std::memcmp(&expect[e], &got[e], sizeof(float)), 0)
+                << "element " << e << ": " << got[e] << ", expected " << expect[e];
+        }
+  omp_set_num_threads(saved);
+}
+
 TEST_F(GemmAvx512, ThreadCounts) {
   const int saved = omp_get_max_threads();
   for (int nt : {1, 2, 3}) {
