@@ -54,6 +54,9 @@ class Mode {
   State* previous_;
 };
 
+// Whether an int8::Mode (calibrating or quantized) is alive on this thread.
+inline bool active() { return detail::current != nullptr; }
+
 // At the top of linear / conv2d: the int8 result, or nullopt to go on in floating point.
 inline std::optional<Variable> linear(const Variable& x, const Variable& w, const Variable& b) {
   if (!detail::current) return std::nullopt;

@@ -218,11 +218,15 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
     const TensorMap in = models::batch_to_device(*model, batches.front(), dev);
     std::map<std::string, Tensor> before;
     bool traced = false;
-    r.folded = layers::fold_batchnorm(*model, [&] {
-      for (const auto& [k, t] : model->infer(in))
-        if (is_floating(t.dtype())) before[k] = t.to(kCPU);
-      traced = true;
-    });
+    std::vector<std::string> into_next;
+    r.folded = layers::fold_batchnorm(
+        *model,
+        [&] {
+          for (const auto& [k, t] : model->infer(in))
+            if (is_floating(t.dtype())) before[k] = t.to(kCPU);
+          traced = true;
+        },
+        opt.int8 ? nullptr : &into_next);
     AIM_CHECK(traced, "infer: the folding trace did not run");
     if (!r.folded.empty()) {
       for (const auto& [k, t] : model->infer(in)) {
@@ -235,8 +239,15 @@ InferResult run_inference_impl(const models::ModelEntry& entry, const models::Mo
                   k, "' by relative L2 ", d.rel_l2, " (max |diff| ", d.max_abs,
                   "); run with --no-fold and report the model");
       }
-      log << "folded " << r.folded.size()
-          << " batch norms into the convolutions before them (--no-fold keeps them)\n";
+      if (into_next.empty())
+        log << "folded " << r.folded.size()
+            << " batch norms into the convolutions before them (--no-fold keeps them)\n";
+      else
+        log << "folded " << r.folded.size()
+            << " batch norms into convolutions: " << r.folded.size() - into_next.size()
+            << " into the one before them, " << into_next.size()
+            << " into the pointwise one after them as its input transform (--no-fold keeps "
+               "them)\n";
     }
   }
 

@@ -212,7 +212,7 @@ Variable BatchNorm2d::forward_impl(const Variable& x, bool relu) {
               "BatchNorm2d: folded into its convolution (aim-infer) and used "
               "with batch statistics; folding is for evaluation only");
     AIM_CHECK(relu || !relu_in_conv_,
-              "BatchNorm2d: folded with its relu into the convolution before it (aim-infer), "
+              "BatchNorm2d: folded with its relu into its convolution (aim-infer), "
               "then called without relu; run aim-infer with --no-fold");
     return relu && !relu_in_conv_ ? autograd::relu(x) : x;
   }
@@ -227,6 +227,7 @@ Variable BatchNorm2d::forward_impl(const Variable& x, bool relu) {
   if (!sync) {
     Variable y = autograd::batch_norm(x, weight, bias, rm, rv, batch_stats, factor, eps_, relu);
     if (u) u->finish();
+    if (FoldTrace* t = FoldTrace::active()) t->batchnorm_output(this, y.data());
     return y;
   }
   // SyncBatchNorm: the statistics of all ranks, then the affine transform per channel.

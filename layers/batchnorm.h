@@ -94,9 +94,10 @@ class BatchNorm2d : public Module {
   }
 
   // Eval-mode affine form y = scale * x + shift per channel (false: not foldable: batch statistics
-  // or no running statistics). set_folded(): a conv before it took the transform (layers/fold.h);
-  // forward then returns its input (eval mode only); relu_in_conv: that conv also applies the
-  // relu of forward_relu (which then returns its input too; forward is then an error).
+  // or no running statistics). set_folded(): a conv before it (or a pointwise one after it) took
+  // the transform (layers/fold.h); forward then returns its input (eval mode only); relu_in_conv:
+  // that conv also applies the relu of forward_relu (which then returns its input too; forward is
+  // then an error).
   bool eval_scale_shift(std::vector<double>& scale, std::vector<double>& shift) const;
   void set_folded(bool relu_in_conv = false) {
     folded_ = true;

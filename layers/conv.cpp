@@ -67,21 +67,44 @@ Shape Conv2d::output_shape(const Shape& in) const {
 Variable Conv2d::forward(const Variable& x) {
   const Shape out = output_shape(x.sizes());
   (void)out;
-  Variable y = autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)), fused_relu_);
-  if (FoldTrace* t = FoldTrace::active()) t->conv_output(this, y.data());
+  FoldTrace* t = FoldTrace::active();
+  if (t) t->conv_input(this, x.data());
+  Variable y = autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)), fused_relu_,
+                                Variable(), input_affine_);
+  if (t) t->conv_output(this, y.data());
   return y;
 }
 
 Variable Conv2d::forward_relu(const Variable& x) {
   // Not reported to a fold trace: a batch norm after it reads relu's output, not the conv's, so
-  // it must not be folded into this conv.
-  return autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)), true);
+  // it must not be folded into this conv (nor one before it: the pairs are found on forward).
+  return autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)), true, Variable(),
+                          input_affine_);
 }
 
 Variable Conv2d::forward_residual_relu(const Variable& x, const Variable& residual) {
   AIM_CHECK(!fused_relu_, "Conv2d(", in_, " -> ", out_,
             "): forward_residual_relu on a conv whose relu was fused before the residual");
-  return autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)), true, residual);
+  return autograd::conv2d(x, weight, bias, params_for(x.size(2), x.size(3)), true, residual,
+                          input_affine_);
+}
+
+bool Conv2d::pointwise() const {
+  // TF SAME pads a 1x1 stride-1 convolution by nothing.
+  return kh_ == 1 && kw_ == 1 && o_.stride_h == 1 && o_.stride_w == 1 &&
+         (o_.tf_same || (o_.pad_h == 0 && o_.pad_w == 0));
+}
+
+void Conv2d::set_input_affine(const std::vector<double>& scale, const std::vector<double>& shift,
+                              bool relu) {
+  AIM_CHECK(pointwise(), "Conv2d(", in_, " -> ", out_, "): an input transform needs a pointwise ",
+            "convolution (1x1, stride 1, unpadded), got ", kh_, "x", kw_);
+  AIM_CHECK(int64_t(scale.size()) == in_ && int64_t(shift.size()) == in_, "Conv2d(", in_, " -> ",
+            out_, "): the input transform needs ", in_, " scales and shifts, got ", scale.size());
+  const Device dev = weight.data().device();
+  input_affine_.scale = Tensor::from_vector(scale, {in_}).to(DType::f32).to(dev);
+  input_affine_.shift = Tensor::from_vector(shift, {in_}).to(DType::f32).to(dev);
+  input_affine_.relu = relu;
 }
 
 void Conv2d::fold_scale_shift(const std::vector<double>& scale, const std::vector<double>& shift) {

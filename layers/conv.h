@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/functions/conv.h"
 #include "kernels/conv/conv2d.h"
 #include "layers/module.h"
 
@@ -61,6 +62,13 @@ class Conv2d : public Module {
   // batch norm after it was called through forward_relu (layers/fold.h; inference only).
   void set_fused_relu(bool on) { fused_relu_ = on; }
   bool fused_relu() const { return fused_relu_; }
+  // The batch norm (and relu) before it folded in as its input transform (pointwise convs only;
+  // layers/fold.h; inference only): x' = relu(scale[c] * x + shift[c]), in the kernel's copy of
+  // its input on the CPU (autograd::ConvInputAffine).
+  void set_input_affine(const std::vector<double>& scale, const std::vector<double>& shift,
+                        bool relu);
+  bool has_input_affine() const { return input_affine_.defined(); }
+  bool pointwise() const;
 
   Parameter weight;  // [out, in/groups, kh, kw]
   Parameter bias;    // [out], undefined when !bias
@@ -69,6 +77,7 @@ class Conv2d : public Module {
   int64_t in_, out_, kh_, kw_;
   ConvOptions o_;
   bool fused_relu_ = false;
+  autograd::ConvInputAffine input_affine_;
 };
 
 class ConvTranspose2d : public Module {

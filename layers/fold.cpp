@@ -59,7 +59,26 @@ void FoldTrace::batchnorm_input(const BatchNorm2d* bn, const Tensor& x, bool rel
   bns_.push_back({bn, nullptr, relu});
 }
 
-std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()>& run) {
+void FoldTrace::batchnorm_output(const BatchNorm2d* bn, const Tensor& y) {
+  bn_outs_.push_back({bn, y.raw_data(), y.sizes(), content_hash(y)});
+}
+
+void FoldTrace::conv_input(const Conv2d* conv, const Tensor& x) {
+  // The latest batch-norm call that produced exactly this tensor and whose buffer still holds it.
+  const void* d = x.raw_data();
+  for (auto it = bn_outs_.rbegin(); it != bn_outs_.rend(); ++it) {
+    if (it->data == d && it->sizes == x.sizes()) {
+      if (it->hash != content_hash(x)) break;
+      ++it->consumers;
+      feeds_.push_back({conv, it->bn});
+      return;
+    }
+  }
+  feeds_.push_back({conv, nullptr});
+}
+
+std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()>& run,
+                                        std::vector<std::string>* into_next) {
   FoldTrace trace;
   {
     FoldTraceScope scope(trace);
@@ -92,6 +111,7 @@ std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()
   walk(root, "");
 
   std::vector<std::string> folded;
+  std::set<const BatchNorm2d*> folded_bns;
   for (const Module* mod : order) {  // model order, so the report does not depend on addresses
     const auto* as_bn = dynamic_cast<const BatchNorm2d*>(mod);
     if (!as_bn) continue;
@@ -114,6 +134,45 @@ std::vector<std::string> fold_batchnorm(Module& root, const std::function<void()
     c->set_fused_relu(relu);
     b->set_folded(relu);
     folded.push_back(bi->second.first);
+    folded_bns.insert(bn);
+  }
+
+  // Into the conv after: every call of the batch norm fed exactly one call of one pointwise conv,
+  // and every call of that conv read that batch norm's output.
+  if (!into_next) return folded;
+  std::map<const BatchNorm2d*, int> bn_calls, bn_fed;
+  std::map<const BatchNorm2d*, std::set<const Conv2d*>> fed_convs;
+  std::map<const Conv2d*, std::set<const BatchNorm2d*>> conv_sources;
+  std::map<const BatchNorm2d*, bool> any_relu;
+  for (const FoldTrace::Use& u : trace.bns_) any_relu[u.bn] = any_relu[u.bn] || u.relu;
+  for (const FoldTrace::BnOut& o : trace.bn_outs_) {
+    ++bn_calls[o.bn];
+    if (o.consumers == 1) ++bn_fed[o.bn];
+  }
+  for (const FoldTrace::Feed& f : trace.feeds_) {
+    conv_sources[f.conv].insert(f.bn);
+    if (f.bn) fed_convs[f.bn].insert(f.conv);
+  }
+  for (const Module* mod : order) {
+    const auto* bn = dynamic_cast<const BatchNorm2d*>(mod);
+    if (!bn || folded_bns.count(bn) || !bn_calls.count(bn)) continue;
+    if (bn_fed[bn] != bn_calls[bn] || fed_convs[bn].size() != 1) continue;
+    const Conv2d* conv = *fed_convs[bn].begin();
+    if (conv_sources[conv].size() != 1) continue;  // (its one source is bn)
+    const bool relu = always_relu[bn];
+    if (relu != any_relu[bn]) continue;  // called with and without its relu
+    if (typeid(*bn) != typeid(BatchNorm2d) || typeid(*conv) != typeid(Conv2d)) continue;
+    auto bi = names.find(bn), ci = names.find(conv);
+    if (bi == names.end() || ci == names.end()) continue;
+    auto* b = static_cast<BatchNorm2d*>(bi->second.second);
+    auto* c = static_cast<Conv2d*>(ci->second.second);
+    if (!c->pointwise() || c->has_input_affine() || !c->weight.data().device().is_cpu()) continue;
+    std::vector<double> scale, shift;
+    if (!b->eval_scale_shift(scale, shift)) continue;
+    c->set_input_affine(scale, shift, relu);
+    b->set_folded(relu);
+    folded.push_back(bi->second.first);
+    into_next->push_back(bi->second.first);
   }
   return folded;
 }

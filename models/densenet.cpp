@@ -81,12 +81,41 @@ DenseLayer::DenseLayer(int64_t in, int64_t growth, int64_t bottleneck, bool post
     conv2_norm_ = child("conv2_norm", std::make_shared<BatchNorm2d>(growth, bn_eps, 0.1));
 }
 
-Variable DenseLayer::forward(const Variable& x) {
+Variable DenseLayer::new_features(const Variable& x) {
+  // At inference norm1 may be folded into conv1 (layers/fold.h): it returns x, and conv1 applies
+  // it while copying x (a channel slice of DenseBlock's buffer) into its column matrix.
   Variable y = conv1_->forward(bn_relu(*norm1_, x));
   if (conv1_norm_) y = bn_relu(*conv1_norm_, y);
   y = conv2_->forward(bn_relu(*norm2_, y));
   if (conv2_norm_) y = bn_relu(*conv2_norm_, y);
-  return ag::concat({x, y}, 1);
+  return y;
+}
+
+Variable DenseLayer::forward(const Variable& x) { return ag::concat({x, new_features(x)}, 1); }
+
+Variable DenseBlock::forward(const Variable& x) {
+  if (ag::grad_enabled()) return NamedChain::forward(x);
+  AIM_CHECK(x.dim() == 4, "DenseBlock: expected input [N, C, H, W], got ", to_string(x.sizes()));
+  std::vector<DenseLayer*> layers;
+  int64_t channels = x.size(1);
+  for (const auto& [name, m] : children()) {
+    auto* l = dynamic_cast<DenseLayer*>(m.get());
+    AIM_CHECK(l, "DenseBlock: child '", name, "' is not a DenseLayer");
+    layers.push_back(l);
+    channels += l->growth();
+  }
+  const Tensor buf =
+      Tensor::empty({x.size(0), channels, x.size(2), x.size(3)}, x.dtype(), x.device());
+  int64_t c = x.size(1);
+  buf.narrow(1, 0, c).copy_(x.data());
+  for (DenseLayer* l : layers) {
+    const Tensor y = l->new_features(Variable(buf.narrow(1, 0, c))).data();
+    AIM_CHECK(y.dim() == 4 && y.size(1) == l->growth(), "DenseBlock: a layer returned ",
+              to_string(y.sizes()), ", expected ", l->growth(), " channels");
+    buf.narrow(1, c, l->growth()).copy_(y);
+    c += l->growth();
+  }
+  return Variable(buf);
 }
 
 Shape DenseLayer::count_flops(const Shape& in, double& flops) const {
@@ -154,7 +183,7 @@ DenseNet::DenseNet(const ImageModelConfig& c) : ImageClassifier(c) {
     features_->add("pool0", std::make_shared<layers::MaxPool2d>(3, 2, 1));
   int64_t channels = init_features, size = 0;  // size: nvcnn's cumulative growth
   for (size_t b = 0; b < blocks.size(); ++b) {
-    auto block = std::make_shared<NamedChain>();
+    auto block = std::make_shared<DenseBlock>();
     for (int64_t l = 0; l < blocks[b]; ++l) {
       block->add("denselayer" + std::to_string(l + 1),
                  std::make_shared<DenseLayer>(channels, growth, aimatrix_ ? growth : 4 * growth,

@@ -79,14 +79,46 @@ struct ConvTranspose2dNode final : Node {
   void release() override { x = w = Tensor(); }
 };
 
+// Whether x's images are each contiguous (a channel slice of a wider NCHW tensor is).
+bool images_contiguous(const Tensor& x) {
+  const int64_t H = x.size(2), W = x.size(3);
+  return x.stride(3) == 1 && x.stride(2) == W && x.stride(1) == H * W &&
+         (x.size(0) <= 1 || x.stride(0) >= x.size(1) * H * W);
+}
+
+bool pointwise(const Variable& w, const Conv2dParams& p) {
+  return w.defined() && w.dim() == 4 && w.size(2) == 1 && w.size(3) == 1 && p.stride_h == 1 &&
+         p.stride_w == 1 && p.pad_top == 0 && p.pad_bottom == 0 && p.pad_left == 0 &&
+         p.pad_right == 0;
+}
+
+// relu(scale[c] * x + shift[c]) as ops of their own (ConvInputAffine's unfused form).
+Variable input_affine(const Variable& x, const ConvInputAffine& in) {
+  const Shape s{1, x.size(1), 1, 1};
+  const Variable scale(in.scale.to(x.dtype()).view(s)), shift(in.shift.to(x.dtype()).view(s));
+  const Variable y = autograd::add(autograd::mul(x, scale), shift);
+  return in.relu ? autograd::relu(y) : y;
+}
+
 }  // namespace
 
 // The reason both of this file's declarations share.
 constexpr char kWhyGemm[] = "implicit GEMM, fp32 accumulation";
 
 constexpr amp::Declaration kConv2dAmp{"conv2d", amp::OpClass::lowp, kWhyGemm};
+
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
-                const Conv2dParams& p, bool relu, const Variable& residual) {
+                const Conv2dParams& p, bool relu, const Variable& residual,
+                const ConvInputAffine& in) {
+  if (in.defined()) {
+    AIM_CHECK(x.defined() && x.dim() == 4 && in.shift.defined() &&
+                  in.scale.sizes() == Shape{x.size(1)} && in.shift.sizes() == Shape{x.size(1)},
+              "conv2d: the input transform needs scale and shift of [C] for x ",
+              x.defined() ? to_string(x.sizes()) : std::string("undefined"));
+    const bool fused = x.data().device().is_cpu() && !int8::active() && pointwise(weight, p) &&
+                       !needs_grad({&x, &weight, &bias, &residual});
+    if (!fused) return conv2d(input_affine(x, in), weight, bias, p, relu, residual);
+  }
   // The epilogue in separate ops: int8 convolutions, and a residual in training. A relu alone is
   // fused in training too: the conv's node gets a stand-in output (relu's tensor, never read:
   // the conv's backward reads x and w) and relu's node is recorded over it (relu_recorded), so
@@ -97,11 +129,12 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   };
   if (auto y = int8::conv2d(x, weight, bias, p)) return unfused(*y);
   if (auto c = amp::autocast(kConv2dAmp, {&x, &weight, &bias, &residual}))
-    return conv2d((*c)[0], (*c)[1], (*c)[2], p, relu, (*c)[3]);
+    return conv2d((*c)[0], (*c)[1], (*c)[2], p, relu, (*c)[3], in);
   if (residual.defined() && needs_grad({&x, &weight, &bias, &residual}))
     return unfused(conv2d(x, weight, bias, p));
   check_conv_inputs("conv2d", x, weight, bias);
-  const Tensor xc = x.data().contiguous(), wc = weight.data().contiguous();
+  const Tensor xc = in.defined() && images_contiguous(x.data()) ? x.data() : x.data().contiguous();
+  const Tensor wc = weight.data().contiguous();
   const int64_t N = xc.size(0), H = xc.size(2), W = xc.size(3);
   const int64_t K = wc.size(0), R = wc.size(2), S = wc.size(3);
   const int64_t P = kernels::conv2d_out_size(H, R, p.stride_h, p.pad_top, p.pad_bottom, p.dil_h);
@@ -115,6 +148,11 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   a.y = Tensor::empty({N, K, P, Q}, xc.dtype(), xc.device());
   a.p = p;
   a.relu = relu;
+  if (in.defined()) {
+    a.in_scale = in.scale;
+    a.in_shift = in.shift;
+    a.in_relu = in.relu;
+  }
   if (residual.defined()) {
     a.residual = residual.data().contiguous();
     AIM_CHECK(a.residual.sizes() == a.y.sizes() && a.residual.dtype() == a.y.dtype(),

@@ -6,6 +6,7 @@
 // gradient conv2d_fwd, its weight gradient conv2d_bwd_filter with x and dy exchanged.
 // Math and gradient: kernels/conv/README.md
 #pragma once
+#include <string>
 #include <utility>
 
 #include "kernels/op.h"
@@ -52,16 +53,39 @@ struct Conv2dFwdArgs {
   // stored instead of in passes of their own. residual: like y, or undefined (none).
   Tensor residual;
   bool relu = false;
+  // Input prologue (inference): the convolution reads x'[n, c] = in_scale[c] * x[n, c] +
+  // in_shift[c], then max(0, .) when in_relu (NaN stays NaN), instead of x: a batch norm and
+  // relu before a pointwise convolution (DenseNet's BN -> ReLU -> 1x1 conv; layers/fold.h),
+  // applied while the convolution copies its input into its column matrix, so no pass writes x'
+  // and reads it back. in_scale, in_shift: f32 [C] on x's device, both or neither. Padding would
+  // stay zero after the prologue. With a prologue x's images may lie farther apart than C*H*W
+  // (x.stride(0) >= C*H*W, each image contiguous: the leading channels of a DenseNet block's
+  // buffer). Only cpu.ref (any shape) and cpu.im2col / cpu.widen (pointwise: 1x1, stride 1,
+  // unpadded) take it; the others say so (conv2d_fwd_plain_reason).
+  Tensor in_scale, in_shift;
+  bool in_relu = false;
+  bool has_prologue() const { return in_scale.defined(); }
   Device device() const { return x.device(); }
   DType dtype() const { return x.dtype(); }
   template <class S, class F>
   static void fields(S& s, F& f) {
     f.in("x", s.x), f.in("w", s.w), f.in_opt("bias", s.bias), f.in_opt("residual", s.residual);
+    f.in_opt("in_scale", s.in_scale), f.in_opt("in_shift", s.in_shift);
     f.out("y", s.y);
     f.group(s.p);
     f.param("relu", s.relu);
+    f.param("in_relu", s.in_relu);
   }
 };
+// "" when the call has no input prologue and a contiguous x, else why a variant that takes
+// neither cannot run it.
+inline std::string conv2d_fwd_plain_reason(const Conv2dFwdArgs& a) {
+  if (a.has_prologue() || a.in_shift.defined())
+    return "takes no input prologue (in_scale/in_shift: cpu.ref, cpu.im2col and cpu.widen do)";
+  if (a.x.defined() && !a.x.is_contiguous())
+    return "needs a contiguous x (images farther apart come with an input prologue)";
+  return "";
+}
 
 struct Conv2dBwdDataArgs {
   Tensor dy;  // [N, K, P, Q]
@@ -101,12 +125,16 @@ inline Cost conv2d_fwd_cost(const Conv2dFwdArgs& a) {
   const double e = double(dtype_size(a.x.dtype()));
   const double n = double(a.y.numel()), r = a.residual.defined() ? n : 0.0;
   const double b = (a.bias.defined() ? n : 0.0) + (a.relu ? n : 0.0) + r;
-  return Cost{/*flops=*/2 * conv2d_macs(a.w, a.y) + b,
-              /*bytes_read=*/
-              (double(a.x.numel()) + double(a.w.numel()) +
-               (a.bias.defined() ? double(a.bias.numel()) : 0.0) + r) *
-                  e,
-              /*bytes_written=*/double(a.y.numel()) * e};
+  // The prologue: a multiply-add per input element (2 FLOPs) and its relu; its [C] vectors.
+  const double xn = double(a.x.numel());
+  const double pro = a.has_prologue() ? 2 * xn + (a.in_relu ? xn : 0.0) : 0.0;
+  const double pro_bytes = a.has_prologue() ? 2 * double(a.in_scale.numel()) * 4 : 0.0;
+  return Cost{
+      /*flops=*/2 * conv2d_macs(a.w, a.y) + b + pro,
+      /*bytes_read=*/
+      (xn + double(a.w.numel()) + (a.bias.defined() ? double(a.bias.numel()) : 0.0) + r) * e +
+          pro_bytes,
+      /*bytes_written=*/double(a.y.numel()) * e};
 }
 inline Cost conv2d_bwd_data_cost(const Conv2dBwdDataArgs& a) {
   const double e = double(dtype_size(a.dy.dtype()));

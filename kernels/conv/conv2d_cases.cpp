@@ -13,7 +13,9 @@ namespace aim::kernels::conv_cpu {
 // side; pad == -1: TensorFlow SAME (asymmetric when the total is odd). bias: 1 fwd adds a bias,
 // bwd_filter accumulates dbias; 2 as 1 with the forward's relu epilogue; 3 relu without a bias;
 // 4 as 2 with a residual added before the relu (ResNet's last conv of a block); 5 a residual
-// without bias or relu.
+// without bias or relu; 6 the forward's input prologue (a batch norm and relu before the
+// convolution: in_scale, in_shift, in_relu), x's images farther apart than C*H*W when N > 1 (a
+// channel slice of a wider tensor); 7 the prologue without its relu, with a bias and relu.
 std::vector<std::string> conv2d_shape_fields() {
   return {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "dil", "groups", "bias"};
 }
@@ -57,6 +59,10 @@ std::vector<TestShape> conv2d_test_shapes() {
       {1, 16, 18, 16, 16, 5, 5, 1, 2, 1, 1, 2},   // 5x5 the default takes by F(2x2, 5x5) (widen)
       {5, 24, 7, 7, 20, 1, 1, 1, 0, 1, 1, 2},     // pointwise, images as column blocks, relu
       {5, 12, 7, 7, 20, 3, 3, 1, 1, 1, 1, 4},     // 3x3 on 7x7: y and dy in column blocks
+      {5, 24, 7, 7, 20, 1, 1, 1, 0, 1, 1, 6},     // input prologue, images as column blocks
+      {2, 20, 24, 21, 12, 1, 1, 1, 0, 1, 1, 7},   // input prologue, chunks of rows of one image
+      {3, 8, 9, 9, 6, 1, 1, 1, 0, 1, 2, 6},       // input prologue, grouped pointwise
+      {2, 5, 7, 8, 4, 3, 3, 1, 1, 1, 1, 6},       // input prologue, 3x3: cpu.ref only
       {2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 2}};  // ResNet-like, relu (too big for the emulator)
 }
 
@@ -102,14 +108,25 @@ CaseDims case_dims(const TestShape& s) {
 TestCase make_conv2d_fwd_case(const TestShape& s, DType t, uint64_t seed) {
   const CaseDims d = case_dims(s);
   Conv2dFwdArgs a;
-  a.x = random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0);
-  a.w = random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 1, -1.0, 1.0);
   const int64_t mode = s[11];
-  if (mode == 1 || mode == 2 || mode == 4) a.bias = random_tensor({d.K}, t, seed + 2, -1.0, 1.0);
-  if (mode >= 4) a.residual = random_tensor({d.N, d.K, d.P, d.Q}, t, seed + 6, -1.0, 1.0);
+  const bool prologue = mode == 6 || mode == 7;
+  if (prologue && d.N > 1)  // the first C channels of a wider tensor: images farther apart
+    a.x = random_tensor({d.N, d.C + 3, d.H, d.W}, t, seed, -1.0, 1.0).narrow(1, 0, d.C);
+  else
+    a.x = random_tensor({d.N, d.C, d.H, d.W}, t, seed, -1.0, 1.0);
+  a.w = random_tensor({d.K, d.C / d.p.groups, d.R, d.S}, t, seed + 1, -1.0, 1.0);
+  if (mode == 1 || mode == 2 || mode == 4 || mode == 7)
+    a.bias = random_tensor({d.K}, t, seed + 2, -1.0, 1.0);
+  if (mode == 4 || mode == 5)
+    a.residual = random_tensor({d.N, d.K, d.P, d.Q}, t, seed + 6, -1.0, 1.0);
+  if (prologue) {  // f32 whatever x's dtype (batch-norm parameters)
+    a.in_scale = random_tensor({d.C}, DType::f32, seed + 7, -1.5, 1.5);
+    a.in_shift = random_tensor({d.C}, DType::f32, seed + 8, -1.0, 1.0);
+    a.in_relu = mode == 6;
+  }
   a.y = poison_tensor({d.N, d.K, d.P, d.Q}, t);
   a.p = d.p;
-  a.relu = mode >= 2 && mode <= 4;
+  a.relu = (mode >= 2 && mode <= 4) || mode == 7;
   return to_case(a);
 }
 

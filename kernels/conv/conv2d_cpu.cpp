@@ -134,12 +134,33 @@ Dims dims_fwd(const Conv2dFwdArgs& a) {
   check_float(op, a.x.dtype());
   const DType t = a.x.dtype();
   const Device dev = a.x.device();
-  check_tensor(op, "x", a.x, a.x.sizes(), t, dev);
+  if (a.has_prologue() || a.in_shift.defined()) {
+    // With a prologue, x's images may lie farther apart (Conv2dFwdArgs): each one contiguous.
+    const int64_t HW = d.H * d.W;
+    AIM_CHECK(a.x.dtype() == t && a.x.device() == dev, "[", op, "] x must be ", dtype_name(t));
+    AIM_CHECK(a.x.stride(3) == 1 && a.x.stride(2) == d.W && a.x.stride(1) == HW &&
+                  (d.N <= 1 || a.x.stride(0) >= d.C * HW),
+              "[", op, "] x ", sh(a.x), " must hold each image contiguous (strides [>= ", d.C * HW,
+              ", ", HW, ", ", d.W, ", 1]), got strides ", to_string(a.x.strides()));
+    AIM_CHECK(a.in_scale.defined() && a.in_shift.defined(), "[", op,
+              "] the input prologue needs both in_scale and in_shift");
+    // f32; f64 too, for the oracle's f64 runs (the registry test casts its inputs).
+    const DType st = a.in_scale.dtype() == DType::f64 ? DType::f64 : DType::f32;
+    check_tensor(op, "in_scale", a.in_scale, {d.C}, st, dev);
+    check_tensor(op, "in_shift", a.in_shift, {d.C}, st, dev);
+  } else {
+    check_tensor(op, "x", a.x, a.x.sizes(), t, dev);
+  }
   check_tensor(op, "w", a.w, a.w.sizes(), t, dev);
   if (a.bias.defined()) check_tensor(op, "bias", a.bias, {d.K}, t, dev);
   check_tensor(op, "y", a.y, {d.N, d.K, d.P, d.Q}, t, dev);
   if (a.residual.defined()) check_tensor(op, "residual", a.residual, {d.N, d.K, d.P, d.Q}, t, dev);
   return d;
+}
+
+// Floats from one image of x to the next (C*H*W, or more for a prologue's strided x).
+int64_t x_image_stride(const Tensor& x, const Dims& d) {
+  return d.N > 1 ? x.stride(0) : d.C * d.H * d.W;
 }
 
 Dims dims_bwd_data(const Conv2dBwdDataArgs& a) {
@@ -234,6 +255,19 @@ void fwd_ref(const Conv2dFwdArgs& a, const Dims& d) {
   const T* w = a.w.data<T>();
   const T* bias = a.bias.defined() ? a.bias.data<T>() : nullptr;
   const T* res = a.residual.defined() ? a.residual.data<T>() : nullptr;
+  // The input prologue on each value read (padding stays zero); x's images xs apart.
+  std::vector<double> in_scale, in_shift;
+  if (a.has_prologue()) {
+    in_scale = a.in_scale.to(DType::f64).to_vector<double>();
+    in_shift = a.in_shift.to(DType::f64).to_vector<double>();
+  }
+  const int64_t xs = x_image_stride(a.x, d);
+  auto input = [&](int64_t n, int64_t c, int64_t ih, int64_t iw) {
+    double v = double(x[n * xs + (c * d.H + ih) * d.W + iw]);
+    if (in_scale.empty()) return v;
+    v = v * in_scale[size_t(c)] + in_shift[size_t(c)];
+    return a.in_relu && v < 0.0 ? 0.0 : v;  // NaN stays NaN
+  };
   T* y = a.y.data<T>();
   for (int64_t n = 0; n < d.N; ++n)
     for (int64_t k = 0; k < d.K; ++k) {
@@ -247,7 +281,7 @@ void fwd_ref(const Conv2dFwdArgs& a, const Dims& d) {
                 const int64_t ih = op * p.stride_h - p.pad_top + r * p.dil_h;
                 const int64_t iw = oq * p.stride_w - p.pad_left + s * p.dil_w;
                 if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
-                acc += double(x[((n * d.C + g * d.Cg + c) * d.H + ih) * d.W + iw]) *
+                acc += input(n, g * d.Cg + c, ih, iw) *
                        double(w[((k * d.Cg + c) * d.R + r) * d.S + s]);
               }
           const int64_t yi = ((n * d.K + k) * d.P + op) * d.Q + oq;
@@ -620,7 +654,9 @@ struct Plan {
 // the forward's bits with --threads (docs/determinism.md).
 constexpr int64_t kGemmSmallN = 4;  // sgemm_avx512's kSmallN
 
-Plan plan_of(const Dims& d, const Conv2dParams& p, bool ordered = false) {
+// `copy_input`: a pointwise convolution copies its input into the column matrix all the same
+// (the forward's input prologue), so its chunks are sized as for im2col.
+Plan plan_of(const Dims& d, const Conv2dParams& p, bool ordered = false, bool copy_input = false) {
   Plan pl;
   const int64_t PQ = d.P * d.Q, crs = d.Cg * d.R * d.S;
   const int nt = ordered || PQ <= kGemmSmallN || omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -630,7 +666,7 @@ Plan plan_of(const Dims& d, const Conv2dParams& p, bool ordered = false) {
     const int64_t want = (kMinCols + PQ - 1) / PQ;
     pl.images = conv_cpu::balanced_images(d.N, std::min(want, fit), nt);
   }
-  pl.direct = pl.images == 1 && is_pointwise(d, p);
+  pl.direct = pl.images == 1 && is_pointwise(d, p) && !copy_input;
   // Small images take whole images even alone in a block (when their column matrix fits): the
   // input gradient's col2im adds chunk by chunk, so rows cut by the grouping, which follows the
   // team size, would change dx's last bits with --threads (docs/determinism.md).
@@ -664,16 +700,45 @@ void gather_rows(const float* t, int64_t img_stride, int64_t row_stride, int64_t
       std::memcpy(m + k * ld + i * cols, t + i * img_stride + k * row_stride,
                   size_t(cols) * sizeof(float));
 }
+// The input prologue's copy of output rows [p0, p0 + cols / Q) of one image's channels
+// x [Cg, H*W] (a pointwise convolution: output pixels are input pixels) into its columns of col
+// (row c at col + c * ld): relu(scale[c] * x + shift[c]), in float as the GEMM will read it.
+void prologue_copy(const float* x, float* col, int64_t ld, int64_t Cg, int64_t HW, int64_t first,
+                   int64_t cols, const float* scale, const float* shift, bool relu) {
+  for (int64_t c = 0; c < Cg; ++c) {
+    const float* src = x + c * HW + first;
+    float* dst = col + c * ld;
+    const float sc = scale[c], sf = shift[c];
+    if (relu) {
+      for (int64_t j = 0; j < cols; ++j) {
+        const float v = src[j] * sc + sf;
+        dst[j] = v < 0.0f ? 0.0f : v;  // NaN stays NaN
+      }
+    } else {
+      for (int64_t j = 0; j < cols; ++j) dst[j] = src[j] * sc + sf;
+    }
+  }
+}
+
 void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
   const Dims d = dims_fwd(a);
   const Conv2dParams& p = a.p;
   const int64_t PQ = d.P * d.Q, HW = d.H * d.W, CRS = d.Cg * d.R * d.S;
+  const int64_t xs = x_image_stride(a.x, d);
   const float* x = a.x.data<float>();
   const float* w = a.w.data<float>();
   const float* bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
   const float* res = a.residual.defined() ? a.residual.data<float>() : nullptr;
+  // The input prologue (pointwise only, im2col_input_reason): the chunk's input transformed into
+  // col, where the GEMM then reads it from the L2 (the batch norm's pass wrote it to memory and
+  // the GEMM read it back: DenseNet's norm1 -> conv1).
+  const bool pro = a.has_prologue();
+  AIM_CHECK(!pro || a.in_scale.dtype() == DType::f32, "[conv2d_fwd] cpu.im2col: in_scale and ",
+            "in_shift must be f32, got ", dtype_name(a.in_scale.dtype()));
+  const float* in_scale = pro ? a.in_scale.data<float>() : nullptr;
+  const float* in_shift = pro ? a.in_shift.data<float>() : nullptr;
   float* y = a.y.data<float>();
-  const Plan pl = plan_of(d, p);
+  const Plan pl = plan_of(d, p, false, pro);
   // An output beyond the L3 that no pass reads back: the GEMMs stream it to memory (sgemm_avx512's
   // stream_c). The bias and relu are applied in the GEMM's registers before its one store of each
   // tile (GemmEpilogue); a residual is added by a pass over the chunk after the product (read row
@@ -682,24 +747,27 @@ void conv2d_fwd_cpu_im2col(const Conv2dFwdArgs& a) {
   const bool stream = !res && beyond_l3(a.y.nbytes());
   // A pointwise convolution reads the images themselves as its matrix (one image, or several
   // side by side as the GEMM's column blocks: whole images, so rows == P).
-  const bool pointwise = is_pointwise(d, p);
+  const bool pointwise = is_pointwise(d, p) && !pro;
   for_blocks(pl.blocks, [&](int64_t b, int) {
     const int64_t n0 = b * pl.images, nb = std::min(pl.images, d.N - n0);
     float* col = pointwise ? nullptr : thread_buffer(0, size_t(CRS * nb * pl.rows * d.Q));
     for (int64_t g = 0; g < d.G; ++g) {
-      const float* xg = x + (n0 * d.C + g * d.Cg) * HW;
+      const float* xg = x + n0 * xs + g * d.Cg * HW;
       float* yg = y + (n0 * d.K + g * d.Kg) * PQ;
       const float* bg = bias ? bias + g * d.Kg : nullptr;
       for (int64_t p0 = 0; p0 < d.P; p0 += pl.rows) {
         const int64_t p1 = std::min(d.P, p0 + pl.rows), cols = (p1 - p0) * d.Q, ld = nb * cols;
-        if (!pointwise)
+        if (pro)
           for (int64_t i = 0; i < nb; ++i)
-            im2col(xg + i * d.C * HW, col + i * cols, ld, d, p, p0, p1);
+            prologue_copy(xg + i * xs, col + i * cols, ld, d.Cg, HW, p0 * d.Q, cols,
+                          in_scale + g * d.Cg, in_shift + g * d.Cg, a.in_relu);
+        else if (!pointwise)
+          for (int64_t i = 0; i < nb; ++i) im2col(xg + i * xs, col + i * cols, ld, d, p, p0, p1);
         // y_g[:, chunk] [Kg, ld] = w_g [Kg, CRS] . col [CRS, ld]; several images: each one's
         // columns of col (or its own plane of x) and of y are a column block of the product.
         // y = (product + bias) (+ residual), then relu: the bias (per output channel, a row of
         // the product) in the GEMM, and the relu there too unless a residual comes between.
-        const GemmColumnBlocks blocks{nb > 1 ? cols : 0, pointwise ? d.C * HW : 0, d.K * PQ};
+        const GemmColumnBlocks blocks{nb > 1 ? cols : 0, pointwise ? xs : 0, d.K * PQ};
         gemm(false, false, d.Kg, ld, CRS, w + g * d.Kg * CRS, CRS, pointwise ? xg : col,
              pointwise ? HW : ld, 0.0f, yg + p0 * d.Q, PQ, stream, blocks,
              GemmEpilogue{bg, a.relu && !res});
@@ -958,6 +1026,23 @@ std::string im2col_supports_dims(const Dims& d) {
   return "";
 }
 
+// The forward's input prologue (Conv2dFwdArgs): cpu.im2col and cpu.widen take it for pointwise
+// convolutions (copied into the column matrix, prologue_copy), the Winograd variants not at all.
+std::string im2col_input_reason(const Conv2dFwdArgs& a, const Dims& d) {
+  if (a.has_prologue() && !is_pointwise(d, a.p))
+    return "takes an input prologue only for a pointwise convolution (1x1, stride 1, unpadded)";
+  return "";
+}
+std::string winograd_input_reason(const Conv2dFwdArgs& a) { return conv2d_fwd_plain_reason(a); }
+template <class Args>
+std::string im2col_input_reason(const Args&, const Dims&) {
+  return "";
+}
+template <class Args>
+std::string winograd_input_reason(const Args&) {
+  return "";
+}
+
 std::vector<DType> float_dtypes() { return {DType::f32, DType::f64, DType::f16, DType::bf16}; }
 
 }  // namespace
@@ -1015,7 +1100,11 @@ void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
   const bool fast = have_fast_gemm();
   auto& op = r.op<Args>(o.name);
   op.description = o.description;
-  auto im2col_ok = [dims = o.dims](const Args& a) { return im2col_supports_dims(dims(a)); };
+  auto im2col_ok = [dims = o.dims](const Args& a) {
+    const Dims d = dims(a);
+    const std::string why = im2col_supports_dims(d);
+    return why.empty() ? im2col_input_reason(a, d) : why;
+  };
   op.add({"cpu.ref", Backend::CPU, Provider::Own, o.ref, float_dtypes()});
   op.add({"cpu.im2col", Backend::CPU, Provider::Own, o.im2col, {DType::f32}, im2col_ok});
   op.add({"cpu.widen", Backend::CPU, Provider::Own, o.widen, {DType::f16, DType::bf16}, im2col_ok});
@@ -1026,7 +1115,8 @@ void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
           {DType::f32},
           [dims = o.dims, weight = o.weight](const Args& a) {
             dims(a);
-            return conv2d_winograd_supports(weight(a), a.p);
+            const std::string why = winograd_input_reason(a);
+            return why.empty() ? conv2d_winograd_supports(weight(a), a.p) : why;
           }});
   op.add({"cpu.winograd4",
           Backend::CPU,
@@ -1035,7 +1125,8 @@ void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
           {DType::f32},
           [dims = o.dims, weight = o.weight](const Args& a) {
             dims(a);
-            return conv2d_winograd4_supports(weight(a), a.p);
+            const std::string why = winograd_input_reason(a);
+            return why.empty() ? conv2d_winograd4_supports(weight(a), a.p) : why;
           }});
   op.add({"cpu.winograd_5x5",
           Backend::CPU,
@@ -1044,7 +1135,8 @@ void register_conv_cpu_op(Registry& r, const ConvCpuOp<Args>& o) {
           {DType::f32},
           [dims = o.dims, weight = o.weight](const Args& a) {
             dims(a);
-            return conv2d_winograd5x5_supports(weight(a), a.p);
+            const std::string why = winograd_input_reason(a);
+            return why.empty() ? conv2d_winograd5x5_supports(weight(a), a.p) : why;
           }});
   op.set_default(Backend::CPU, "cpu.ref");
   if (fast) op.set_default(Backend::CPU, "cpu.im2col", {DType::f32});

@@ -104,6 +104,7 @@ std::string cublas_limits(const Sizes& s, const Tensor& big) {
 
 std::string supports_fwd(const Conv2dFwdArgs& a) {
   check_conv2d_fwd_args(a);
+  if (std::string why = conv2d_fwd_plain_reason(a); !why.empty()) return why;
   return cublas_limits(sizes_of(a.x, a.w, a.y, a.p.groups), a.x);
 }
 std::string supports_bwd_data(const Conv2dBwdDataArgs& a) {

@@ -276,6 +276,7 @@ std::string implicit_gemm_supports(int64_t groups, const Tensor& xs, const Tenso
 }
 std::string implicit_gemm_supports_fwd(const Conv2dFwdArgs& a) {
   check_conv2d_fwd_args(a);
+  if (std::string why = conv2d_fwd_plain_reason(a); !why.empty()) return why;
   return implicit_gemm_supports(a.p.groups, a.x, a.w, a.y);
 }
 std::string implicit_gemm_supports_bwd_data(const Conv2dBwdDataArgs& a) {

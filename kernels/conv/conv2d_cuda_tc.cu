@@ -527,6 +527,7 @@ std::string tc_supports(DType t, int64_t groups, const Tensor& xs, const Tensor&
 
 std::string tc_supports_fwd(const Conv2dFwdArgs& a) {
   check_conv2d_fwd_args(a);
+  if (std::string why = conv2d_fwd_plain_reason(a); !why.empty()) return why;
   return tc_supports(a.x.dtype(), a.p.groups, a.x, a.w, a.y);
 }
 std::string tc_supports_bwd_data(const Conv2dBwdDataArgs& a) {

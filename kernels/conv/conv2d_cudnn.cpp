@@ -271,6 +271,7 @@ void zero(const Tensor& t) {
 
 std::string supports_fwd(const Conv2dFwdArgs& a) {
   check_conv2d_fwd_args(a);
+  if (std::string why = conv2d_fwd_plain_reason(a); !why.empty()) return why;
   vendor::DeviceGuard guard(a.x.device());
   Descs d;
   Plan plan;
@@ -295,6 +296,8 @@ std::string supports_bwd_filter(const Conv2dBwdFilterArgs& a) {
 
 void conv2d_fwd_cuda_cudnn(const Conv2dFwdArgs& a) {
   check_conv2d_fwd_args(a);
+  AIM_CHECK(conv2d_fwd_plain_reason(a).empty(), "[conv2d_fwd] cuda.cudnn ",
+            conv2d_fwd_plain_reason(a));
   const DType t = a.x.dtype();
   const Device dev = a.x.device();
   vendor::DeviceGuard guard(dev);

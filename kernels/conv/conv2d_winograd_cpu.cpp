@@ -911,6 +911,8 @@ int64_t max_tiles(const Geo& g, const Plan& pl) { return pl.images * pl.trows * 
 template <class F>
 void fwd(const Conv2dFwdArgs& a) {
   check_conv2d_fwd_args(a);
+  AIM_CHECK(conv2d_fwd_plain_reason(a).empty(), "[conv2d_fwd] winograd ",
+            conv2d_fwd_plain_reason(a));
   const Geo g = make_geo(a.x, a.y, a.p, F::m);
   const Plan pl = plan_of(g, F::target_tiles);
   const int64_t Tm = max_tiles(g, pl);

@@ -45,6 +45,17 @@ double max_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// The kernel ops `run` calls, by name.
+std::map<std::string, int> count_ops(const std::function<void()>& run) {
+  std::map<std::string, int> n;
+  profiler::start();
+  run();
+  profiler::stop();
+  for (const profiler::Event& e : profiler::events())
+    if (e.kind == profiler::ScopeKind::Op) ++n[e.name];
+  return n;
+}
+
 // conv(no bias) -> bn -> relu -> conv(bias) -> bn -> relu -> bn (the last one follows a ReLU).
 struct Net {
   std::shared_ptr<Sequential> seq = std::make_shared<Sequential>();
@@ -182,15 +193,6 @@ TEST(FoldBatchNorm, SequentialConvReluIsOneKernel) {
   auto conv = std::make_shared<Conv2d>(3, 5, 3, ConvOptions().padding(1), 11);
   Sequential seq({conv, std::make_shared<ReLU>()});
   const Tensor xt = kernels::random_tensor({2, 3, 7, 9}, DType::f32, 12);
-  auto count_ops = [](const std::function<void()>& run) {
-    std::map<std::string, int> n;
-    profiler::start();
-    run();
-    profiler::stop();
-    for (const profiler::Event& e : profiler::events())
-      if (e.kind == profiler::ScopeKind::Op) ++n[e.name];
-    return n;
-  };
   {
     autograd::NoGradGuard ng;
     const Variable x(xt, false);
@@ -217,6 +219,59 @@ TEST(FoldBatchNorm, SequentialConvReluIsOneKernel) {
   EXPECT_EQ(max_diff(x1.grad(), x2.grad()), 0.0);
   EXPECT_EQ(max_diff(dw1, conv->weight.grad()), 0.0);
   EXPECT_EQ(max_diff(db1, conv->bias.grad()), 0.0);
+}
+
+// A batch norm and relu before a pointwise conv (DenseNet's norm1 -> conv1, reading a concatenation
+// no conv wrote): folded into the conv after it as its input transform, which the kernel applies
+// while copying its input (x here a channel slice of a wider tensor, as DenseBlock's buffer).
+// The one before a 3x3 conv stays. With a gradient the transform runs as ops of its own.
+TEST(FoldBatchNorm, IntoThePointwiseConvAfter) {
+  auto bn = std::make_shared<BatchNorm2d>(6);
+  auto conv = std::make_shared<Conv2d>(6, 5, 1, ConvOptions(), 41);
+  auto bn3 = std::make_shared<BatchNorm2d>(6);
+  auto conv3 = std::make_shared<Conv2d>(6, 4, 3, ConvOptions().padding(1), 42);
+  randomize(*bn, 40);
+  randomize(*bn3, 43);
+  Sequential root;
+  root.push_back(bn);
+  root.push_back(conv);
+  root.push_back(bn3);
+  root.push_back(conv3);
+  root.eval();
+  const Tensor wide = kernels::random_tensor({3, 9, 7, 5}, DType::f32, 44);
+  const Variable x(wide.narrow(1, 0, 6), false);
+  auto run = [&] {
+    return std::make_pair(conv->forward(bn->forward_relu(x)).data(),
+                          conv3->forward(bn3->forward_relu(x)).data());
+  };
+  std::pair<Tensor, Tensor> before, after;
+  std::vector<std::string> next;
+  {
+    autograd::NoGradGuard ng;
+    before = run();
+    EXPECT_EQ(fold_batchnorm(
+                  root, [&] { run(); }, &next),
+              (std::vector<std::string>{"0"}));
+    EXPECT_EQ(next, (std::vector<std::string>{"0"}));
+    EXPECT_TRUE(bn->folded() && conv->has_input_affine());
+    EXPECT_FALSE(bn3->folded() || conv3->has_input_affine());
+    std::map<std::string, int> ops;
+    ops = count_ops([&] { after = run(); });
+    EXPECT_EQ(ops["batchnorm_fwd"], 1) << "only bn3 runs a pass of its own";
+  }
+  EXPECT_LT(max_diff(before.first, after.first), 2e-5);
+  EXPECT_LT(max_diff(before.second, after.second), 2e-5);
+  EXPECT_GT(max_diff(before.first, Tensor::zeros(before.first.sizes())), 0.1);
+  // With a gradient: the same values, the transform as ops of its own.
+  const Variable xg(wide.narrow(1, 0, 6).contiguous(), true);
+  const Variable y = conv->forward(bn->forward_relu(xg));
+  EXPECT_LT(max_diff(before.first, y.data()), 2e-5);
+  autograd::sum(y).backward();
+  EXPECT_GT(max_diff(xg.grad(), Tensor::zeros(xg.sizes())), 0.0);
+  // Only a pointwise conv takes an input transform.
+  EXPECT_THROW(
+      conv3->set_input_affine(std::vector<double>(6, 1.0), std::vector<double>(6, 0.0), true),
+      Error);
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/testing.h"
 #include "layers/dropout.h"
+#include "layers/fold.h"
 #include "models/registry.h"
 #include "tensor/safetensors.h"
 #include "tests/support/common.h"
@@ -136,6 +138,42 @@ TEST(VisionParity, GoogLeNetTiny) {
 }
 TEST(VisionParity, SynNetTiny) {
   peer_parity("synnet", {"aimatrix_cnn.py", "synnet", true}, {}, 32, 10);
+}
+
+// aim-infer's batch-norm folding on DenseNet-121 (tiny, torchvision's layout): each dense layer's
+// norm1 and each transition's norm go into the pointwise conv after them as its input transform
+// (reading DenseBlock's buffer in place), norm0 and each norm2 into the conv before them; norm5
+// stays (global pooling follows). The logits do not move; nor does the eval output of the block
+// buffer against the concatenations of a gradient-recording forward.
+TEST(VisionFold, DenseNetNormsFoldIntoTheirConvs) {
+  const ModelEntry& e = find_model("densenet121");
+  std::unique_ptr<Model> m = e.build(e.parse_config({"size=tiny", "image=32", "classes=10"}), 1);
+  uint64_t seed = 50;
+  for (auto& [name, t] : m->named_buffers()) {
+    const int64_t c = t.numel();
+    if (name.size() > 12 && name.substr(name.size() - 12) == "running_mean")
+      t.copy_(kernels::random_tensor({c}, DType::f32, seed++, -0.5, 0.5));
+    if (name.size() > 11 && name.substr(name.size() - 11) == "running_var")
+      t.copy_(kernels::random_tensor({c}, DType::f32, seed++, 0.2, 2.0));
+  }
+  m->eval();
+  const TensorMap batch = {{"input", kernels::random_tensor({3, 3, 32, 32}, DType::f32, 60)},
+                           {"label", Tensor::zeros({3}, DType::i64)}};
+  const Tensor with_grad = m->infer(batch).at("logits");  // grad mode on: the concatenations
+  autograd::NoGradGuard ng;
+  const Tensor before = m->infer(batch).at("logits");  // DenseBlock's buffer
+  EXPECT_LT(rel_diff(before, with_grad), 1e-6);
+  std::vector<std::string> next;
+  const std::vector<std::string> folded = layers::fold_batchnorm(
+      *m, [&] { m->infer(batch); }, &next);
+  EXPECT_EQ(folded.size(), 20u);  // 8 norm1 + 3 transition norms after; 8 norm2 + norm0 before
+  EXPECT_EQ(next.size(), 11u);
+  for (const std::string& n : next)
+    EXPECT_TRUE(n.find(".norm1") != std::string::npos || n.find("transition") != std::string::npos)
+        << n;
+  const Tensor after = m->infer(batch).at("logits");
+  EXPECT_LT(rel_diff(after, before), 1e-5);
+  EXPECT_GT(rel_diff(before, Tensor::zeros(before.sizes())), 0.5);
 }
 
 // A tiny ResNet learns the synthetic classes (docs/image-data.md: attainable accuracy 1.0) with
