@@ -90,9 +90,8 @@ Variable Conv2d::forward_residual_relu(const Variable& x, const Variable& residu
 }
 
 bool Conv2d::pointwise() const {
-  // TF SAME pads a 1x1 stride-1 convolution by nothing.
-  return kh_ == 1 && kw_ == 1 && o_.stride_h == 1 && o_.stride_w == 1 &&
-         (o_.tf_same || (o_.pad_h == 0 && o_.pad_w == 0));
+  // TF SAME pads a 1x1 stride-1 convolution by nothing, whatever the input size.
+  return kernels::conv2d_pointwise(kh_, kw_, params_for(1, 1));
 }
 
 void Conv2d::set_input_affine(const std::vector<double>& scale, const std::vector<double>& shift,

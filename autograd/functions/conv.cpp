@@ -79,19 +79,6 @@ struct ConvTranspose2dNode final : Node {
   void release() override { x = w = Tensor(); }
 };
 
-// Whether x's images are each contiguous (a channel slice of a wider NCHW tensor is).
-bool images_contiguous(const Tensor& x) {
-  const int64_t H = x.size(2), W = x.size(3);
-  return x.stride(3) == 1 && x.stride(2) == W && x.stride(1) == H * W &&
-         (x.size(0) <= 1 || x.stride(0) >= x.size(1) * H * W);
-}
-
-bool pointwise(const Variable& w, const Conv2dParams& p) {
-  return w.defined() && w.dim() == 4 && w.size(2) == 1 && w.size(3) == 1 && p.stride_h == 1 &&
-         p.stride_w == 1 && p.pad_top == 0 && p.pad_bottom == 0 && p.pad_left == 0 &&
-         p.pad_right == 0;
-}
-
 // relu(scale[c] * x + shift[c]) as ops of their own (ConvInputAffine's unfused form).
 Variable input_affine(const Variable& x, const ConvInputAffine& in) {
   const Shape s{1, x.size(1), 1, 1};
@@ -115,7 +102,9 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
                   in.scale.sizes() == Shape{x.size(1)} && in.shift.sizes() == Shape{x.size(1)},
               "conv2d: the input transform needs scale and shift of [C] for x ",
               x.defined() ? to_string(x.sizes()) : std::string("undefined"));
-    const bool fused = x.data().device().is_cpu() && !int8::active() && pointwise(weight, p) &&
+    const bool fused = x.data().device().is_cpu() && !int8::active() && weight.defined() &&
+                       weight.dim() == 4 &&
+                       kernels::conv2d_pointwise(weight.size(2), weight.size(3), p) &&
                        !needs_grad({&x, &weight, &bias, &residual});
     if (!fused) return conv2d(input_affine(x, in), weight, bias, p, relu, residual);
   }
@@ -133,7 +122,9 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   if (residual.defined() && needs_grad({&x, &weight, &bias, &residual}))
     return unfused(conv2d(x, weight, bias, p));
   check_conv_inputs("conv2d", x, weight, bias);
-  const Tensor xc = in.defined() && images_contiguous(x.data()) ? x.data() : x.data().contiguous();
+  const Tensor xc = in.defined() && kernels::conv2d_images_contiguous(x.data())
+                        ? x.data()
+                        : x.data().contiguous();
   const Tensor wc = weight.data().contiguous();
   const int64_t N = xc.size(0), H = xc.size(2), W = xc.size(3);
   const int64_t K = wc.size(0), R = wc.size(2), S = wc.size(3);

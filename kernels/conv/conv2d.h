@@ -77,6 +77,18 @@ struct Conv2dFwdArgs {
     f.param("in_relu", s.in_relu);
   }
 };
+// A pointwise convolution: 1x1, stride 1, unpadded (the shape the CPU's input prologue takes).
+inline bool conv2d_pointwise(int64_t R, int64_t S, const Conv2dParams& p) {
+  return R == 1 && S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
+         p.pad_bottom == 0 && p.pad_left == 0 && p.pad_right == 0;
+}
+// Whether x [N, C, H, W] holds each image contiguous, its images possibly farther apart than
+// C*H*W (a channel slice of a wider tensor does).
+inline bool conv2d_images_contiguous(const Tensor& x) {
+  const int64_t H = x.size(2), W = x.size(3);
+  return x.stride(3) == 1 && x.stride(2) == W && x.stride(1) == H * W &&
+         (x.size(0) <= 1 || x.stride(0) >= x.size(1) * H * W);
+}
 // "" when the call has no input prologue and a contiguous x, else why a variant that takes
 // neither cannot run it.
 inline std::string conv2d_fwd_plain_reason(const Conv2dFwdArgs& a) {

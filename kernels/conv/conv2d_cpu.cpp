@@ -137,11 +137,9 @@ Dims dims_fwd(const Conv2dFwdArgs& a) {
   if (a.has_prologue() || a.in_shift.defined()) {
     // With a prologue, x's images may lie farther apart (Conv2dFwdArgs): each one contiguous.
     const int64_t HW = d.H * d.W;
-    AIM_CHECK(a.x.dtype() == t && a.x.device() == dev, "[", op, "] x must be ", dtype_name(t));
-    AIM_CHECK(a.x.stride(3) == 1 && a.x.stride(2) == d.W && a.x.stride(1) == HW &&
-                  (d.N <= 1 || a.x.stride(0) >= d.C * HW),
-              "[", op, "] x ", sh(a.x), " must hold each image contiguous (strides [>= ", d.C * HW,
-              ", ", HW, ", ", d.W, ", 1]), got strides ", to_string(a.x.strides()));
+    AIM_CHECK(conv2d_images_contiguous(a.x), "[", op, "] x ", sh(a.x),
+              " must hold each image contiguous (strides [>= ", d.C * HW, ", ", HW, ", ", d.W,
+              ", 1]), got strides ", to_string(a.x.strides()));
     AIM_CHECK(a.in_scale.defined() && a.in_shift.defined(), "[", op,
               "] the input prologue needs both in_scale and in_shift");
     // f32; f64 too, for the oracle's f64 runs (the registry test casts its inputs).
@@ -621,10 +619,7 @@ void col2im_add(float* col, int64_t ld, float* dx, const Dims& d, const Conv2dPa
       }
 }
 
-bool is_pointwise(const Dims& d, const Conv2dParams& p) {
-  return d.R == 1 && d.S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
-         p.pad_bottom == 0 && p.pad_left == 0 && p.pad_right == 0;
-}
+bool is_pointwise(const Dims& d, const Conv2dParams& p) { return conv2d_pointwise(d.R, d.S, p); }
 
 // How the columns are cut into GEMMs.
 // - Large images: chunks of whole output rows of one image, sized so the chunk's column matrix

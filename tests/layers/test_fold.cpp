@@ -19,7 +19,7 @@
 #include "layers/conv.h"
 #include "layers/fold.h"
 #include "layers/sequential.h"
-#include "profiler/profiler.h"
+#include "tests/support/op_counts.h"
 
 namespace aim::layers {
 namespace {
@@ -45,16 +45,7 @@ double max_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
-// The kernel ops `run` calls, by name.
-std::map<std::string, int> count_ops(const std::function<void()>& run) {
-  std::map<std::string, int> n;
-  profiler::start();
-  run();
-  profiler::stop();
-  for (const profiler::Event& e : profiler::events())
-    if (e.kind == profiler::ScopeKind::Op) ++n[e.name];
-  return n;
-}
+using ::aim::testing::count_ops;
 
 // conv(no bias) -> bn -> relu -> conv(bias) -> bn -> relu -> bn (the last one follows a ReLU).
 struct Net {

@@ -23,7 +23,7 @@
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
 #include "layers/sequential.h"
-#include "profiler/profiler.h"
+#include "tests/support/op_counts.h"
 
 namespace aim::layers {
 namespace {
@@ -232,15 +232,7 @@ TEST(LayersLinear, ZeroGradThenBackwardWritesWithoutAFill) {
   Linear l(5, 7, 21), fresh(5, 7, 21);
   const Tensor xt = kernels::random_tensor({4, 5}, DType::f32, 22);
   auto step = [&](Linear& m) { autograd::sum(m.forward(Variable(xt))).backward(); };
-  auto count_ops = [](const std::function<void()>& run) {
-    std::map<std::string, int> ops;
-    profiler::start();
-    run();
-    profiler::stop();
-    for (const profiler::Event& e : profiler::events())
-      if (e.kind == profiler::ScopeKind::Op) ++ops[e.name];
-    return ops;
-  };
+  using ::aim::testing::count_ops;
   step(l);
   const std::map<std::string, int> accumulating = count_ops([&] { step(l); });
   std::map<std::string, int> zeroed = count_ops([&] {
