@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (fuzz/: clang, -fsanitize=fuzzer,address,undefined over the readers)
 # and runs each on a copy of its seed corpus (fuzz/corpus/<target>) for a bounded time.
 #   tools/fuzz.sh [SECONDS_PER_TARGET (default 10)] [TARGET ...]
-# CI runs it at 10 s per target; the long run is e.g. `tools/fuzz.sh 3600 safetensors`.
+# CI runs it at 3 s per target (tools/test.sh); the long run is e.g. `tools/fuzz.sh 3600 safetensors`.
 # A crash, a sanitizer report or an allocation over 1 GiB (-malloc_limit_mb: a reader must
 # refuse a huge size before allocating) fails the run; the input is kept in build-fuzz/findings/
 # (make it a regression test: its bytes into fuzz/corpus/<target>/ and a unit test of the fix).

@@ -2,8 +2,9 @@
 # The unit tests under sanitizers (docs/reliability.md, "Sanitizer builds").
 #   tools/sanitize.sh [address|thread] [cpu|emu]        (default: address cpu)
 # address cpu  build-asan: the CPU-only configuration (-DAIM_CUDA=OFF -DAIM_SIMT=OFF) under
-#              ASan+UBSan, all but the kernels' compute loops (AIM_SANITIZE_ALL=1: those too);
-#              runs the unit label, the unit tests but the parity and long learning cases,
+#              ASan+UBSan, all but the kernels' compute loops and the tests' own sources
+#              (AIM_SANITIZE_ALL=1: those too); runs the unit label, the unit tests but the
+#              plain builds' cases (tests/tiers/plain_only.txt: parity and learning runs),
 #              the tiny models' CLI train steps and tests/cli (CI runs this in place of the plain
 #              CPU-only build).
 # thread cpu   build-tsan: the same configuration, TSan on the code that owns threads (tensor,
@@ -38,21 +39,19 @@ configure() {  # dir, cmake args...
 }
 
 export AIM_SOURCE_DIR="$root"  # the tests' data (tests/support/common.h), as under ctest
-learning='*Parity*:*TinyLearns*:AmpTraining.*:LowPrecisionInfer.*:VisionTrain.*:*TrainingApproachesAttainableAuc:*TrainingImprovesHeldoutAuc'
-# Tolerances tuned on -O2's vectorised sums; -O1 sums in another order (1.4e-4 against 1e-4).
-learning+=':DataParallel.SyncBatchNormTinyResnetEqualsOneProcess'
-# Likewise the frozen-BN tiny ResNet's 1e-5 (2.5e-4 at -O1: the badly conditioned model amplifies
-# the other summation order; the plain builds run it).
-learning+=':DataParallel.TinyResnetWithFrozenBnEqualsOneProcess'
+# The plain builds' cases (tests/tiers/plain_only.txt: PyTorch parity, learning runs, -O2
+# tolerances) and the long tests are not run here.
+plain_only="$("$root/tools/gtest-filter.sh" "$root/tests/tiers/plain_only.txt"):*.Long*"
 
 case "$mode/$where" in
   address/cpu)
     dir="$root/build-asan"
     # CI's budget: the kernels' compute loops (kernels/<family>/, each variant checked against
-    # cpu.ref in the plain builds) compile as in build-cpu, everything else is instrumented
-    # (under full instrumentation aim_kernel_tests alone took 461 s against 12 s);
-    # AIM_SANITIZE_ALL=1 instruments the kernels too.
-    only='^((tensor|data|autograd|layers|models|train|infer|cli|profiler|tests)/|kernels/[a-z_]+[.]cpp$)'
+    # cpu.ref in the plain builds) and the tests' own sources compile as in build-cpu, the library
+    # and the CLIs are instrumented (under full instrumentation aim_kernel_tests alone took 461 s
+    # against 12 s; instrumented, the test sources took twice their plain compile, 1085 of the
+    # build's 2143 CPU seconds); AIM_SANITIZE_ALL=1 instruments everything.
+    only='^((tensor|data|autograd|layers|models|train|infer|cli|profiler)/|kernels/[a-z_]+[.]cpp$)'
     [ "${AIM_SANITIZE_ALL:-0}" = "1" ] && only=""
     configure "$dir" -DAIM_CUDA=OFF -DAIM_SIMT=OFF -DAIM_SANITIZE=address,undefined \
       "-DAIM_SANITIZE_ONLY=$only"
@@ -62,11 +61,11 @@ case "$mode/$where" in
     cd "$dir"
     # The unit label (the kernel variants against cpu.ref, the layer and reference checks).
     ctest --output-on-failure -j1 -L unit -E '^aim_unit_tests$'
-    # The unit tests: every case but the PyTorch parity ones (numerics already checked in the plain
-    # build) and the learning runs (hundreds of steps each, one with a wall-time bound); the
-    # models' forward/backward and train steps, the local data-parallel ranks, the all-reduce and
-    # the prefetching loader are in it.
-    tests/aim_unit_tests --gtest_brief=1 --gtest_filter="-$learning"
+    # The unit tests: every case but the plain builds' (the PyTorch parity ones, numerics checked
+    # in the plain build, and the learning runs, hundreds of steps each); the models'
+    # forward/backward and train steps, the local data-parallel ranks, the all-reduce and the
+    # prefetching loader are in it. tools/test.sh runs these cases here only, not in build.
+    tests/aim_unit_tests --gtest_brief=1 --gtest_filter="-$plain_only"
     # The model CLIs: the tiny models' train steps and tests/cli (flags, errors, checkpoints,
     # resume, inference round trip, local ranks).
     ctest --output-on-failure -j1 -R '^(aim_train_.*_tiny|cli_tests)$'

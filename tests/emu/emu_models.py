@@ -13,8 +13,11 @@ For each model of `aim-train --list` (tiny configuration, a few steps):
     so their later steps drift apart, as PyTorch's CPU and CUDA runs do);
   - aim-infer --device cuda: fp32, --fp16, --bf16, --int8, and --cuda-graph (a capture must be
     legal: the emulated runtime fails it on any synchronising call);
-  (the detectors, HEAVY below, run fp32 training and fp32 and captured inference only, the SSD
-  subclasses fp32 inference only; their family's base ssd_vgg16 also runs bf16 training and
+  - AIM_EMU_PROTECT=1 (device memory inaccessible to host code): one training step and one
+    inference batch;
+  (the detectors, HEAVY below, at one image per batch, train two steps in fp32 only, run fp32
+  and captured inference only and no protected training step, the SSD subclasses fp32
+  inference only; their family's base ssd_vgg16 also runs bf16 training and
   bf16/int8 inference; resnet152 runs fp32 training and fp32/int8 inference, its blocks are
   resnet50's);
 then the captured training step (aim-train --cuda-graph: din with four optimizer setups (adam,
@@ -79,6 +82,27 @@ SSD_HEADED = {"ssd_resnet34", "ssd_resnet18", "dssd"}
 DEEPER = {"resnet152"}
 
 
+def steps(model):
+    # A detector's step costs 5-15 s on the emulator: two steps, the second counted.
+    return 2 if model in HEAVY else STEPS
+
+
+# The detectors run batches of one image (a 300-384 pixel image costs seconds per kernel family
+# on the emulator).
+DETECTOR = dict(batch=1, eval=2)
+
+
+def settings(model):
+    return SETTINGS.get(model, DETECTOR if model in HEAVY else CNN)
+
+
+# The gradient check's batch (gradient_check): CNNs at 8, at 2 their batch-statistics BN makes
+# the gradient ill-conditioned (10%); the detectors without batch statistics (VGG backbones,
+# DSSD's frozen BN) are well conditioned at one image (at 2: worst 1.2e-4 of 2e-3), and a batch
+# of 8 costs them a minute each here.
+GRAD_BATCH = {"ssd_vgg16": 1, "seglink": 1, "dssd": 1, "faster_rcnn": 1}
+
+
 def precisions(model):
     if model in DEEPER:
         return ("fp32",)
@@ -138,10 +162,11 @@ def last_result(path):
         return json.loads(f.readlines()[-1])
 
 
-def train(model, device, extra, tmp, tag, env=None):
-    s = SETTINGS.get(model, CNN)
+def train(model, device, extra, tmp, tag, env=None, n_steps=None):
+    s = settings(model)
     res = os.path.join(tmp, "%s-%s-%s.jsonl" % (model, device, tag))
-    cmd = [TRAIN, model, "--device", device, "--config", "size=tiny", "--steps", str(STEPS),
+    cmd = [TRAIN, model, "--device", device, "--config", "size=tiny",
+           "--steps", str(n_steps or steps(model)),
            "--batch-size", str(s["batch"]), "--eval-samples", str(s["eval"]), "--eval-every", "0",
            "--progress", "lines", "--results", res] + extra
     p, dt = run(cmd, "aim-train %s --device %s %s%s" % (model, device, " ".join(extra),
@@ -152,11 +177,12 @@ def train(model, device, extra, tmp, tag, env=None):
     return (last_result(res) if p.returncode == 0 and os.path.exists(res) else None), dt
 
 
-def infer(model, extra, tmp, env=None):
-    s = SETTINGS.get(model, CNN)
+def infer(model, extra, tmp, env=None, iters=(2, 1)):
+    s = settings(model)
     res = os.path.join(tmp, "%s-infer%s.jsonl" % (model, "".join(extra)))
     cmd = [INFER, model, "--device", "cuda", "--config", "size=tiny", "--batch-size",
-           str(s["batch"]), "--iters", "2", "--warmup", "1", "--results", res] + extra
+           str(s["batch"]), "--iters", str(iters[0]), "--warmup", str(iters[1]),
+           "--results", res] + extra
     if "--int8" in extra:
         cmd += ["--calib-batches", "1"]
     if any(x in extra for x in ("--int8", "--fp16", "--bf16")):
@@ -169,8 +195,9 @@ def infer(model, extra, tmp, env=None):
 
 
 def check_model(model, tmp):
-    # Training: fp32 against the CPU, the synchronisation target, then mixed precision.
-    cpu, _ = train(model, "cpu", [], tmp, "fp32")
+    # Gradients of the first step against the CPU's; its runs' first losses are compared below.
+    grad_ok, grad_note, first_loss = gradient_check(model, tmp)
+    # Training: the synchronisation target in fp32 and mixed precision.
     for prec in precisions(model):
         r, dt = train(model, "cuda", [] if prec == "fp32" else ["--precision", prec], tmp, prec)
         if r is None:
@@ -184,10 +211,10 @@ def check_model(model, tmp):
             failures.append("aim-train %s --device cuda (%s): %s host synchronisations per step "
                             "(target <= %g; tools/emu-sync-trace.sh shows where)" %
                             (model, prec, syncs, target))
-        if prec == "fp32" and cpu is not None:
-            a, b = r["first_loss"], cpu["first_loss"]
+        if prec == "fp32" and first_loss is not None:
+            a, b = first_loss
             close = abs(a - b) <= 1e-4 * max(1.0, abs(b))
-            note += ", step-1 loss %.6g (cpu %.6g)" % (a, b)
+            note += ", step-1 loss %.6g (cpu %.6g; gradient check's batch)" % (a, b)
             if not close and model in ILL_CONDITIONED:
                 note += " (ill-conditioned: not asserted)"
                 close = True
@@ -198,17 +225,17 @@ def check_model(model, tmp):
         rows.append((model, "train " + prec, "ok" if ok else "FAIL", note, dt))
     # Host code never touches device memory but through a copy: device memory is inaccessible
     # outside emulated device work (AIM_EMU_PROTECT=1), so a direct read or write faults naming the
-    # block. Train (with its evaluation) and infer; resnet152 only infers (its protected training
-    # step costs a minute: every launch re-protects every block).
+    # block. One training step (with its evaluation) and one inference batch: every launch
+    # re-protects every block, so a step costs several times an unprotected one; the detectors
+    # and resnet152 (resnet50's blocks, deeper) only infer.
     protect = {"AIM_EMU_PROTECT": "1"}
-    if model != "resnet152" and model not in HEAVY:
-        r, dt = train(model, "cuda", [], tmp, "protect", env=protect)
+    if model not in DEEPER and model not in HEAVY:
+        r, dt = train(model, "cuda", [], tmp, "protect", env=protect, n_steps=1)
         rows.append((model, "train (protected)", "ok" if r else "FAIL", "", dt))
-    p, dt = infer(model, [], tmp, env=protect)
-    rows.append((model, "infer (protected)", "ok" if p.returncode == 0 else "FAIL", "", dt))
-    # Gradients of the first step against the CPU's.
-    ok, note = gradient_check(model, tmp)
-    rows.append((model, "gradients vs cpu", "ok" if ok else "FAIL", note, 0.0))
+    if model not in DEEPER:
+        p, dt = infer(model, [], tmp, env=protect, iters=(1, 0))
+        rows.append((model, "infer (protected)", "ok" if p.returncode == 0 else "FAIL", "", dt))
+    rows.append((model, "gradients vs cpu", "ok" if grad_ok else "FAIL", grad_note, 0.0))
     # Inference in every precision, and a captured step.
     for extra in infer_modes(model):
         p, dt = infer(model, extra, tmp)
@@ -217,27 +244,33 @@ def check_model(model, tmp):
 
 
 def gradient_check(model, tmp):
-    s = SETTINGS.get(model, CNN)
-    # CNNs at batch 8: at 2 their batch-statistics BN makes the gradient ill-conditioned (10%).
-    batch = s["batch"] if model in SETTINGS else 8
+    """(ok, note, (first loss on cuda, on cpu) or None): one SGD step of lr 1 on each device."""
+    s = settings(model)
+    batch = s["batch"] if model in SETTINGS else GRAD_BATCH.get(model, 8)
     base = [TRAIN, model, "--config", "size=tiny", "--steps", "1", "--batch-size", str(batch),
             "--eval-samples", str(s["eval"]), "--eval-every", "0", "--optimizer", "sgd",
             "--weight-decay", "0", "--progress", "lines"]
-    paths = {}
+    paths, losses = {}, {}
     for tag, dev, lr in (("w0", "cpu", "1e-30"), ("cpu", "cpu", "1"), ("cuda", "cuda", "1")):
         paths[tag] = os.path.join(tmp, "%s-grad-%s.st" % (model, tag))
+        res = paths[tag] + ".jsonl"
         # The CPU side at F(2x2) Winograd at most: F(4x4)'s ~1e-4 per convolution, grown through
         # the deep batch-statistics networks (seglink, ssd_resnet34, faster_rcnn), passes 2e-3
         # against the device's direct sums (docs/precision.md, --winograd).
         prec = ["--winograd", "2"] if dev == "cpu" else []
-        p, _ = run(base + ["--device", dev, "--lr", lr, "--save-weights", paths[tag]] + prec,
+        p, _ = run(base + ["--device", dev, "--lr", lr, "--save-weights", paths[tag],
+                           "--results", res] + prec,
                    "aim-train %s --device %s --lr %s (gradient check)" % (model, dev, lr))
         if p.returncode:
-            return False, "run failed"
+            return False, "run failed", None
+        if dev == "cuda":
+            note_variants(res)
+        losses[tag] = last_result(res)["first_loss"]
+    first_loss = (losses["cuda"], losses["cpu"])
     try:
         import st
     except ImportError as e:
-        return True, "skipped: no torch to read safetensors (%s)" % e
+        return True, "skipped: no torch to read safetensors (%s)" % e, first_loss
     w0, a, b = (st.load(paths[t]) for t in ("w0", "cpu", "cuda"))
     worst, where = 0.0, ""
     keys = [k for k in w0 if w0[k].is_floating_point() and "running_" not in k]
@@ -253,12 +286,12 @@ def gradient_check(model, tmp):
             worst, where = rel, k
     ok = worst <= 2e-3
     if not ok and model in ILL_CONDITIONED:
-        return True, "worst %.3g (%s; ill-conditioned: not asserted)" % (worst, where)
+        return True, "worst %.3g (%s; ill-conditioned: not asserted)" % (worst, where), first_loss
     if not ok:
         failures.append("aim-train %s: step-1 gradient of %s on the emulated device differs from "
                         "the CPU's by %.3g of its largest entry (tolerance 2e-3)" %
                         (model, where, worst))
-    return ok, "worst %.3g (%s)" % (worst, where)
+    return ok, "worst %.3g (%s)" % (worst, where), first_loss
 
 
 def weights_diff(a, b, skip=()):
@@ -320,10 +353,10 @@ def check_graph_training(tmp):
     for model, extra in cases:
         if only and model not in only:
             continue
-        s = SETTINGS.get(model, CNN)
+        s = settings(model)
         cnn = model not in SETTINGS  # a CNN step costs seconds on the emulator
         common = [TRAIN, model, "--device", "cuda", "--config", "size=tiny",
-                  "--steps", "4" if cnn else "8", "--batch-size", str(s["batch"]),
+                  "--steps", "3" if cnn else "8", "--batch-size", str(s["batch"]),
                   "--eval-samples", str(s["eval"]), "--eval-every", "0", "--log-every", "4",
                   "--progress", "lines"] + extra
         what = "aim-train %s --cuda-graph %s" % (model, " ".join(extra))
@@ -366,7 +399,7 @@ def check_graph_training(tmp):
     for model in ("dien", "crnn"):
         if only and model not in only:
             continue
-        s = SETTINGS.get(model, CNN)
+        s = settings(model)
         p, dt = run([TRAIN, model, "--device", "cuda", "--config", "size=tiny", "--steps", "3",
                      "--batch-size", str(s["batch"]), "--eval-samples", str(s["eval"]),
                      "--eval-every", "0", "--progress", "lines", "--cuda-graph"],
