@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.join(source, "tests", "parity"))
 SYNC_TARGET = 1.0  # host synchronisations per training step (issue 18)
 
 # Per model: batch size and evaluation samples small enough for the emulator (the SIMT kernels run
-# every CUDA thread as a fiber on the CPU), steps >= 3 so that steps 2.. are counted.
+# every CUDA thread as a fiber on the CPU), steps >= 2 so that steps 2.. are counted (steps()).
 SETTINGS = {
     "din": dict(batch=16, eval=32),
     "dien": dict(batch=8, eval=16),
